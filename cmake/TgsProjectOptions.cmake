@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: Apache-2.0
+# tgs_project_options: warnings as errors and sanitizers for the project's own targets only.
+# It is linked PRIVATE and never exported, so consumers of tgs::tgs see none of it.
+add_library(tgs_project_options INTERFACE)
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  target_compile_options(tgs_project_options INTERFACE
+    -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
+    -Wold-style-cast -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough
+    $<$<BOOL:${PROJECT_IS_TOP_LEVEL}>:-Werror>)
+endif()
+if(TGS_SANITIZE)
+  string(REPLACE "," ";" _tgs_sanitizers "${TGS_SANITIZE}")
+  foreach(_s IN LISTS _tgs_sanitizers)
+    if(NOT _s MATCHES "^(address|undefined|thread|leak)$")
+      message(FATAL_ERROR "TGS_SANITIZE: unknown sanitizer '${_s}' (use address,undefined or thread)")
+    endif()
+  endforeach()
+  target_compile_options(tgs_project_options INTERFACE
+    -fsanitize=${TGS_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(tgs_project_options INTERFACE -fsanitize=${TGS_SANITIZE})
+endif()
+
+# tgs_binary(target): a project executable (tool, test, benchmark) that lands in build/bin and
+# is built with the project's warnings and sanitizers.
+function(tgs_binary target)
+  set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${TGS_BIN_DIR})
+  target_link_libraries(${target} PRIVATE tgs_project_options)
+endfunction()

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The rate-control seam: what a sharing policy observes on one GPU, what it decides, and the
+/// `RateController` concept every sharing mode and rate controller models.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <variant>
+
+#include "tgs/core/units.hpp"
+
+namespace tgs {
+
+/// What one job did on the GPU since the controller's previous step.
+struct job_activity {
+  /// Thread blocks (grid size summed over launches) the job launched in the window. This is the
+  /// signal TGS uses (NSDI'23 §4.1): an interposer sees it without knowing the framework.
+  std::uint64_t blocks_launched = 0;
+  /// Kernel launches in the window (for policies finer than TGS; TGS ignores it).
+  std::uint64_t launches = 0;
+  /// Mean training-iteration time over the window, when the driver knows it. Only a
+  /// framework-level policy (AntMan) may use it; an interposer-only driver leaves it empty.
+  std::optional<duration> mean_iteration_time;
+};
+
+/// Everything a rate controller may look at when it is stepped.
+struct rate_observation {
+  /// The instant of this step (policy time; the driver's clock).
+  instant now = epoch;
+  /// Time since the previous step; `blocks_launched` etc. cover exactly this span.
+  duration window{};
+  /// The production job's activity, or empty when no production job is on the GPU.
+  std::optional<job_activity> production;
+  /// The opportunistic job's activity, or empty when no opportunistic job is on the GPU.
+  std::optional<job_activity> opportunistic;
+};
+
+/// Plain time slicing between contexts: the hardware default when several processes share a GPU.
+struct time_sliced {
+  constexpr bool operator==(const time_sliced&) const noexcept = default;
+};
+
+/// MPS: kernels of both jobs run concurrently, each limited to a share of the SMs
+/// (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`), memory shared without oversubscription.
+struct mps_partition {
+  double production_threads = 1.0;     ///< fraction of SMs, in (0, 1]
+  double opportunistic_threads = 1.0;  ///< fraction of SMs, in (0, 1]
+  constexpr bool operator==(const mps_partition&) const noexcept = default;
+};
+
+/// MIG: static slices with their own SMs, memory and bandwidth (e.g. 4g.20gb + 3g.20gb of an
+/// A100-40GB: `production_slices = 4`, `opportunistic_slices = 3`, `total_slices = 7`).
+struct mig_partition {
+  int production_slices = 4;
+  int opportunistic_slices = 3;
+  int total_slices = 7;
+  constexpr bool operator==(const mig_partition&) const noexcept = default;
+};
+
+/// Exclusive turns: only `holder` may run until the next decision (nvshare's lock, exclusive).
+struct exclusive_turn {
+  job_class holder = job_class::production;
+  constexpr bool operator==(const exclusive_turn&) const noexcept = default;
+};
+
+/// How the GPU's compute is divided between the two classes.
+using gpu_share = std::variant<time_sliced, mps_partition, mig_partition, exclusive_turn>;
+
+/// What a rate controller decides at a step.
+struct rate_decision {
+  /// The execution mechanism the jobs share the GPU under.
+  gpu_share share = time_sliced{};
+  /// Thread blocks the opportunistic job may launch per `budget_window`; empty means unthrottled
+  /// and 0 means held (no launch passes). The interposer enforces it with one atomic per launch.
+  std::optional<std::uint64_t> opportunistic_budget;
+  /// The refill period of the budget (TGS: 50 ms, the released code's `rate_watcher`).
+  duration budget_window = std::chrono::milliseconds{50};
+  /// When the controller wants its next observation. `never` means "only on a job event".
+  instant revisit_at = never;
+
+  constexpr bool operator==(const rate_decision&) const noexcept = default;
+};
+
+/// A rate controller decides, from the jobs' recent activity on one GPU, how the opportunistic
+/// job may use it.
+///
+/// Requirements:
+/// - `C::config` is an aggregate of settings with defaults; `C{cfg}` validates it and throws
+///   `tgs::config_error` naming the field when it is out of range.
+/// - `c.step(obs)` is `noexcept`, deterministic (the same sequence of observations gives the same
+///   sequence of decisions, on any machine), reads no clock, does no I/O, does not allocate and
+///   does not block.
+/// - `C::name` is the policy's registry name (`"tgs"`, `"mps"`, ...).
+/// - `C` is a copyable value: copying a controller forks its state.
+///
+/// Semantics the compiler cannot check: a driver steps the controller no later than the
+/// `revisit_at` it was given and also on job events (arrival, departure); the observation's
+/// counters cover exactly `window`.
+///
+/// Models: `tgs_rate_control`, `exclusive`, `co_execution`, `mps`, `mig`, `antman`,
+/// `token_bucket`, `time_slice_lock`, and the type-erased `any_rate_controller`.
+/// Counter-example: a controller that reads `std::chrono::steady_clock` inside `step`, since the
+/// simulator could then not replay it.
+///
+/// ```cpp
+/// tgs::tgs_rate_control c{{}};
+/// tgs::rate_decision d = c.step({.now = tgs::epoch, .window = {}, .production = {}, .opportunistic = {}});
+/// ```
+template <typename C>
+concept RateController =
+    std::copy_constructible<C> && std::is_copy_assignable_v<C> &&
+    std::constructible_from<C, typename C::config> &&
+    requires(C c, const C cc, const rate_observation& obs) {
+      { c.step(obs) } noexcept -> std::same_as<rate_decision>;
+      { C::name } -> std::convertible_to<std::string_view>;
+      { cc.settings() } noexcept -> std::same_as<const typename C::config&>;
+    };
+
+}  // namespace tgs
