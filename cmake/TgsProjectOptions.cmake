@@ -5,7 +5,7 @@ add_library(tgs_project_options INTERFACE)
 if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
   target_compile_options(tgs_project_options INTERFACE
     -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
-    -Wold-style-cast -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough
+    -Wold-style-cast -Woverloaded-virtual -Wimplicit-fallthrough
     $<$<BOOL:${PROJECT_IS_TOP_LEVEL}>:-Werror>)
 endif()
 if(TGS_SANITIZE)

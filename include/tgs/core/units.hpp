@@ -17,10 +17,10 @@ using duration = std::chrono::nanoseconds;
 /// The clock of policy time. It has no `now()`: a policy never reads a clock, its driver hands it
 /// the instant. The simulator counts from the start of a run; tgs-node maps its steady clock here.
 struct policy_clock {
+  using duration = std::chrono::nanoseconds;
   using rep = duration::rep;
   using period = duration::period;
-  using duration = tgs::duration;
-  using time_point = std::chrono::time_point<policy_clock, tgs::duration>;
+  using time_point = std::chrono::time_point<policy_clock, duration>;
   static constexpr bool is_steady = true;
 };
 

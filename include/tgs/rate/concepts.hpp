@@ -23,7 +23,7 @@ struct job_activity {
   std::uint64_t launches = 0;
   /// Mean training-iteration time over the window, when the driver knows it. Only a
   /// framework-level policy (AntMan) may use it; an interposer-only driver leaves it empty.
-  std::optional<duration> mean_iteration_time;
+  std::optional<duration> mean_iteration_time{};
 };
 
 /// Everything a rate controller may look at when it is stepped.
@@ -33,9 +33,9 @@ struct rate_observation {
   /// Time since the previous step; `blocks_launched` etc. cover exactly this span.
   duration window{};
   /// The production job's activity, or empty when no production job is on the GPU.
-  std::optional<job_activity> production;
+  std::optional<job_activity> production{};
   /// The opportunistic job's activity, or empty when no opportunistic job is on the GPU.
-  std::optional<job_activity> opportunistic;
+  std::optional<job_activity> opportunistic{};
 };
 
 /// Plain time slicing between contexts: the hardware default when several processes share a GPU.

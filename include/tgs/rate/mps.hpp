@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// `mps`: NVIDIA MPS with a per-class active-thread percentage (the MPS baseline of the TGS
+/// evaluation).
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "tgs/core/units.hpp"
+#include "tgs/rate/concepts.hpp"
+#include "tgs/rate/detail/validate.hpp"
+
+namespace tgs {
+
+/// MPS: both jobs' kernels run concurrently through the MPS server, each limited to a fraction of
+/// the SMs by `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`; launches are not throttled.
+///
+/// Defaults come from the TGS artifact's MPS example (`config/test_mps.csv`, run by
+/// `scripts/test_mps.sh`): one job at 30%, the other at 70%. The CSV does not label classes; we
+/// give 30% to the production job because the first row (`shufflenet`) is the job the
+/// artifact's MIG and AntMan examples treat as the high-priority one (`mig-high`, AntMan
+/// `perfControl` 100), and 70% to the opportunistic job (`mobilenet`, AntMan `perfControl` 70).
+/// MPS's own default (no variable set) is 100% for both: `{1.0, 1.0}`.
+///
+/// The partition is static, so `revisit_at` is always `never`.
+///
+/// ```cpp
+/// tgs::mps c{{.production_threads = 0.5, .opportunistic_threads = 0.5}};
+/// auto d = c.step({});
+/// assert(std::get<tgs::mps_partition>(d.share).production_threads == 0.5);
+/// ```
+class mps {
+ public:
+  struct config {
+    /// Fraction of SMs the production job may use, in (0, 1]. Artifact: `thread_percentage` 30.
+    double production_threads = 0.3;
+    /// Fraction of SMs the opportunistic job may use, in (0, 1]. Artifact: 70.
+    double opportunistic_threads = 0.7;
+  };
+
+  static constexpr std::string_view name = "mps";
+
+  /// Validates `cfg`; throws `tgs::config_error` naming the field.
+  explicit mps(const config& cfg) : cfg_(validated(cfg)) {}
+
+  [[nodiscard]] const config& settings() const noexcept { return cfg_; }
+
+  [[nodiscard]] rate_decision step(const rate_observation&) noexcept {
+    rate_decision d;
+    d.share = mps_partition{cfg_.production_threads, cfg_.opportunistic_threads};
+    d.opportunistic_budget = std::nullopt;
+    d.revisit_at = never;
+    return d;
+  }
+
+ private:
+  static config validated(const config& c) {
+    using rate_detail::check;
+    check(c.production_threads > 0.0 && c.production_threads <= 1.0, "mps",
+          "production_threads", "in (0, 1]", c.production_threads);
+    check(c.opportunistic_threads > 0.0 && c.opportunistic_threads <= 1.0, "mps",
+          "opportunistic_threads", "in (0, 1]", c.opportunistic_threads);
+    return c;
+  }
+
+  config cfg_;
+};
+
+static_assert(RateController<mps>);
+
+}  // namespace tgs
