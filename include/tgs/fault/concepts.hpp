@@ -57,7 +57,7 @@ struct fault_decision {
 /// A fault policy decides which jobs a failure ends and what returns to the survivors.
 ///
 /// Requirements: as `RateController`, over `fault_observation` and `fault_decision`.
-/// Models: `separate_contexts`, `shared_fault_domain`.
+/// Models: `separate_contexts`, `shared_fault_domain`, and the type-erased `any_fault_policy`.
 /// Counter-example: a policy that sends the signal itself; ending processes is the driver's job.
 template <typename P>
 concept FaultPolicy =

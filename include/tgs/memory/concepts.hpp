@@ -32,11 +32,11 @@ struct memory_observation {
   /// The per-GPU memory budget (configured by the operator, at most the card's memory).
   bytes capacity{};
   /// The production job's memory, or empty when no production job is on the GPU.
-  std::optional<job_memory> production;
+  std::optional<job_memory> production{};
   /// The opportunistic job's memory, or empty when no opportunistic job is on the GPU.
-  std::optional<job_memory> opportunistic;
+  std::optional<job_memory> opportunistic{};
   /// An allocation waiting for a verdict, if the step was triggered by one.
-  std::optional<allocation_request> request;
+  std::optional<allocation_request> request{};
 };
 
 /// The answer to an `allocation_request`.
@@ -61,7 +61,7 @@ enum class allocation_verdict : std::uint8_t {
 /// What a memory policy decides at a step.
 struct memory_decision {
   /// The verdict on `observation.request`; empty when there was no request.
-  std::optional<allocation_verdict> verdict;
+  std::optional<allocation_verdict> verdict{};
   /// How many of the opportunistic job's bytes may stay resident on the GPU; the driver evicts
   /// (prefetch to host) above it and restores (prefetch to GPU) below it. `bytes::max()`: no cap.
   bytes opportunistic_resident_limit = bytes::max();
@@ -85,7 +85,8 @@ struct memory_decision {
 /// Residency it reports afterwards reflects the previous decision once the driver has carried
 /// it out.
 ///
-/// Models: `transparent_unified_memory`, `hard_limit`, `no_oversubscription`.
+/// Models: `transparent_unified_memory`, `hard_limit`, `no_oversubscription`,
+/// `plain_unified_memory`, and the type-erased `any_memory_policy`.
 /// Counter-example: a policy that calls `cuMemPrefetchAsync` itself; moving pages is the
 /// driver's job.
 template <typename P>
