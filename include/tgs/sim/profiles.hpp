@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Standalone profiles of GPU types and training jobs, and the fitted contention parameters the
+/// GPU-pair model reads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tgs/core/units.hpp"
+
+namespace tgs::sim {
+
+/// A GPU type: what the contention and memory models need of the card.
+struct gpu_profile {
+  std::string name;            ///< e.g. "a100-40gb"
+  bytes memory{};              ///< the card's memory
+  double host_link_gbps = 25;  ///< host<->GPU bandwidth (GB/s) that evicted pages cross
+  int mig_slices = 7;          ///< compute slices of a full MIG partition; 0: no MIG
+};
+
+/// A training job running alone on one GPU type.
+struct model_profile {
+  std::string model;                 ///< e.g. "resnet50"
+  std::string gpu;                   ///< the GPU type this row was measured or estimated on
+  int batch_size = 0;
+  duration iteration_time{};         ///< standalone iteration time
+  double busy_fraction = 0;          ///< share of wall time its kernels keep the SMs busy, alone
+  double blocks_per_iteration = 0;   ///< thread blocks launched per iteration (TGS's signal)
+  bytes footprint{};                 ///< memory the job allocates
+  bytes hot_set{};                   ///< memory it touches every iteration
+  std::string source;                ///< provenance of the numbers
+
+  /// Thread blocks per second when the job runs alone.
+  [[nodiscard]] double blocks_per_second() const noexcept {
+    return blocks_per_iteration / to_seconds(iteration_time);
+  }
+};
+
+/// How kernels of two jobs share the SMs; each has its own fitted parameters.
+enum class compute_mode : std::uint8_t { time_slicing, mps, mig };
+inline constexpr std::size_t compute_mode_count = 3;
+
+[[nodiscard]] constexpr std::string_view to_string(compute_mode m) noexcept {
+  switch (m) {
+    case compute_mode::time_slicing: return "time-slicing";
+    case compute_mode::mps: return "mps";
+    case compute_mode::mig: return "mig";
+  }
+  return "unknown";
+}
+
+/// Fitted contention parameters of one model on one GPU type (docs/simulator/contention-model.md).
+struct model_contention {
+  /// Interference sensitivity per compute mode: how much the job's GPU phase stretches per unit
+  /// of the co-runner's weighted GPU occupancy.
+  std::array<double, compute_mode_count> sensitivity{};
+  /// Oversubscription (thrashing) sensitivity per compute mode, when pages are not pinned: extra
+  /// iteration time, in standalone iterations, per unit of relative memory overflow.
+  std::array<double, compute_mode_count> thrash{};
+  /// How much the GPU phase stretches when the job gets a fraction f of the SMs, per compute
+  /// mode (a MIG slice, an MPS active-thread share): stretch = 1 + slice_sensitivity * (1/f - 1).
+  /// MPS limits threads, not SMs, so its value differs from MIG's.
+  std::array<double, compute_mode_count> slice_sensitivity{};
+  /// Interposer overhead: extra iteration time, as a fraction, when the job runs under tgs's
+  /// launch hooks (the TGS paper reports up to 4.5%).
+  double interposer_overhead = 0;
+};
+
+/// Fitted parameters shared by all models on one GPU type.
+struct gpu_contention {
+  /// Aggressor exponent per compute mode: a co-runner with busy fraction b weighs b^exponent.
+  /// Big-kernel jobs (high b) crowd a co-runner out far more than proportionally.
+  std::array<double, compute_mode_count> aggressor_exponent{1, 1, 1};
+  /// Occupancy exponent per compute mode: interference grows as occupancy^exponent. Above 1,
+  /// a co-runner that holds the GPU rarely (a throttled opportunistic job) collides with the
+  /// production job's kernels less than in proportion; a busy one collides more.
+  std::array<double, compute_mode_count> occupancy_exponent{1, 1, 1};
+};
+
+}  // namespace tgs::sim

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Renders simulator results as a table for people and as JSON or CSV for programs.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tgs/sim/fit.hpp"
+#include "tgs/sim/pairs.hpp"
+
+namespace tgs::sim {
+
+/// Output formats every tgs-sim subcommand offers.
+enum class output_format { table, json, csv };
+
+/// Parses "table", "json" or "csv"; throws `input_error` naming the flag otherwise.
+output_format parse_format(std::string_view text);
+
+/// Quotes a string for JSON (escapes quotes, backslashes and control characters).
+std::string json_string(std::string_view s);
+
+/// Pair results: one row (or JSON object) per pair and policy. The table adds the measured
+/// target and whether the result is within `tolerance` of it.
+std::string render_pairs(const std::vector<pair_result>& results, output_format format,
+                         double tolerance = 0.05);
+
+/// A timeline as CSV: one row per segment of constant rates.
+std::string render_timeline(const std::vector<timeline_row>& rows);
+
+/// The fitted contention parameters of the models on `gpu`.
+std::string render_fit(const catalog& c, const contention_table& t, output_format format);
+
+/// The model profiles (one row per model and GPU type).
+std::string render_profiles(const catalog& c, output_format format);
+
+}  // namespace tgs::sim

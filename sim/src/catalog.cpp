@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reads the simulator's CSV tables with errors that name file, line, column and expectation.
+#include "tgs/sim/catalog.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "embedded_data.hpp"
+
+namespace tgs::sim {
+namespace {
+
+/// One data row of a small CSV table: comment lines (#) and blank lines are skipped; fields are
+/// split on commas (the tables have no quoted fields; a quote is an error).
+struct csv_row {
+  std::size_t line = 0;
+  std::vector<std::string_view> fields;
+};
+
+struct csv_table {
+  std::string origin;
+  std::vector<std::string_view> header;
+  std::size_t header_line = 0;
+  std::vector<csv_row> rows;
+};
+
+std::vector<std::string_view> split(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = line.find(',', start);
+    std::string_view field = line.substr(start, comma == std::string_view::npos ? line.npos : comma - start);
+    while (!field.empty() && (field.front() == ' ' || field.front() == '\t')) field.remove_prefix(1);
+    while (!field.empty() && (field.back() == ' ' || field.back() == '\t')) field.remove_suffix(1);
+    out.push_back(field);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+csv_table read_table(std::string_view text, std::string_view origin,
+                     const std::vector<std::string_view>& expected_header) {
+  csv_table table{std::string(origin), {}, 0, {}};
+  std::size_t line_no = 0;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? text.npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    if (line.find('"') != std::string_view::npos) {
+      throw input_error(fmt::format("{}:{}: quoted fields are not supported", origin, line_no));
+    }
+    auto fields = split(line);
+    if (table.header.empty()) {
+      if (fields != expected_header) {
+        std::string want;
+        for (auto h : expected_header) want += (want.empty() ? "" : ",") + std::string(h);
+        throw input_error(fmt::format("{}:{}: expected the header \"{}\", got \"{}\"", origin,
+                                      line_no, want, line));
+      }
+      table.header = std::move(fields);
+      table.header_line = line_no;
+      continue;
+    }
+    if (fields.size() != table.header.size()) {
+      throw input_error(fmt::format("{}:{}: expected {} comma-separated fields, got {}", origin,
+                                    line_no, table.header.size(), fields.size()));
+    }
+    table.rows.push_back({line_no, std::move(fields)});
+  }
+  if (table.header.empty()) {
+    throw input_error(fmt::format("{}: empty table (no header line)", origin));
+  }
+  return table;
+}
+
+[[noreturn]] void bad_field(const csv_table& t, const csv_row& r, std::size_t col,
+                            std::string_view expectation) {
+  throw input_error(fmt::format("{}:{}: {}: expected {}, got \"{}\"", t.origin, r.line,
+                                t.header[col], expectation, r.fields[col]));
+}
+
+double number(const csv_table& t, const csv_row& r, std::size_t col, double lo, double hi,
+              bool lo_open, std::string_view expectation) {
+  const std::string_view s = r.fields[col];
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || ptr != s.data() + s.size() || !std::isfinite(v) ||
+      (lo_open ? v <= lo : v < lo) || v > hi) {
+    bad_field(t, r, col, expectation);
+  }
+  return v;
+}
+
+int integer(const csv_table& t, const csv_row& r, std::size_t col, int lo, int hi) {
+  const std::string_view s = r.fields[col];
+  int v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || ptr != s.data() + s.size() || v < lo || v > hi) {
+    bad_field(t, r, col, fmt::format("an integer in [{}, {}]", lo, hi));
+  }
+  return v;
+}
+
+std::string name(const csv_table& t, const csv_row& r, std::size_t col) {
+  const std::string_view s = r.fields[col];
+  const bool ok = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+  });
+  if (!ok) bad_field(t, r, col, "a name of lower-case letters, digits, '-', '_' or '.'");
+  return std::string(s);
+}
+
+}  // namespace
+
+const gpu_profile* catalog::find_gpu(std::string_view n) const noexcept {
+  const auto it = std::find_if(gpus.begin(), gpus.end(), [n](const auto& g) { return g.name == n; });
+  return it == gpus.end() ? nullptr : &*it;
+}
+
+const model_profile* catalog::find_model(std::string_view model, std::string_view gpu) const noexcept {
+  const auto it = std::find_if(models.begin(), models.end(), [&](const auto& m) {
+    return m.model == model && m.gpu == gpu;
+  });
+  return it == models.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> catalog::model_names(std::string_view gpu) const {
+  std::vector<std::string> out;
+  for (const auto& m : models) {
+    if (m.gpu == gpu) out.push_back(m.model);
+  }
+  return out;
+}
+
+std::vector<gpu_profile> parse_gpus(std::string_view text, std::string_view origin) {
+  const auto t = read_table(text, origin, {"gpu", "memory_gib", "host_link_gbps", "mig_slices"});
+  std::vector<gpu_profile> out;
+  for (const auto& r : t.rows) {
+    gpu_profile g;
+    g.name = name(t, r, 0);
+    g.memory = from_gib(number(t, r, 1, 0, 1e6, true, "a positive number of GiB"));
+    g.host_link_gbps = number(t, r, 2, 0, 1e4, true, "a positive bandwidth in GB/s");
+    g.mig_slices = integer(t, r, 3, 0, 64);
+    for (const auto& seen : out) {
+      if (seen.name == g.name) {
+        throw input_error(fmt::format("{}:{}: gpu \"{}\" appears twice", origin, r.line, g.name));
+      }
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<model_profile> parse_models(std::string_view text, std::string_view origin) {
+  const auto t = read_table(text, origin,
+                            {"model", "gpu", "batch_size", "iteration_ms", "busy_fraction",
+                             "blocks_per_iteration", "footprint_gib", "hot_gib", "source"});
+  std::vector<model_profile> out;
+  for (const auto& r : t.rows) {
+    model_profile m;
+    m.model = name(t, r, 0);
+    m.gpu = name(t, r, 1);
+    m.batch_size = integer(t, r, 2, 1, 1 << 24);
+    m.iteration_time =
+        from_seconds(number(t, r, 3, 0, 1e9, true, "a positive time in milliseconds") / 1e3);
+    m.busy_fraction = number(t, r, 4, 0, 1, true, "a number in (0, 1]");
+    m.blocks_per_iteration = number(t, r, 5, 0, 1e15, true, "a positive number of thread blocks");
+    m.footprint = from_gib(number(t, r, 6, 0, 1e6, true, "a positive number of GiB"));
+    const double hot = number(t, r, 7, 0, 1e6, false, "a number of GiB, at least 0");
+    if (from_gib(hot) > m.footprint) bad_field(t, r, 7, "at most footprint_gib");
+    m.hot_set = from_gib(hot);
+    m.source = std::string(r.fields[8]);
+    for (const auto& seen : out) {
+      if (seen.model == m.model && seen.gpu == m.gpu) {
+        throw input_error(fmt::format("{}:{}: model \"{}\" on \"{}\" appears twice", origin,
+                                      r.line, m.model, m.gpu));
+      }
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<measured_pair> parse_measurements(std::string_view text, std::string_view origin) {
+  const auto t = read_table(text, origin,
+                            {"scenario", "gpu", "production_model", "opportunistic_model",
+                             "policy", "production", "opportunistic"});
+  std::vector<measured_pair> out;
+  for (const auto& r : t.rows) {
+    measured_pair p;
+    p.scenario = name(t, r, 0);
+    p.gpu = name(t, r, 1);
+    p.production_model = name(t, r, 2);
+    p.opportunistic_model = name(t, r, 3);
+    p.policy = name(t, r, 4);
+    p.production = number(t, r, 5, 0, 2, false, "a normalized throughput in [0, 2]");
+    p.opportunistic = number(t, r, 6, 0, 2, false, "a normalized throughput in [0, 2]");
+    p.origin = fmt::format("{}:{}", origin, r.line);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(fmt::format("{}: cannot open file", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) throw input_error(fmt::format("{}: read error", path));
+  return s.str();
+}
+
+catalog load_catalog(const catalog_sources& sources) {
+  auto text = [](const std::string& path, std::string_view fallback) {
+    return path.empty() ? std::string(fallback) : read_file(path);
+  };
+  auto origin = [](const std::string& path, std::string_view fallback) {
+    return path.empty() ? std::string(fallback) : path;
+  };
+  catalog c;
+  c.gpus = parse_gpus(text(sources.gpus, embedded::gpus_csv), origin(sources.gpus, "gpus.csv"));
+  c.models = parse_models(text(sources.models, embedded::models_csv),
+                          origin(sources.models, "models.csv"));
+  c.measurements = parse_measurements(text(sources.measurements, embedded::paper_pairs_csv),
+                                      origin(sources.measurements, "paper_pairs.csv"));
+  for (const auto& m : c.models) {
+    if (c.find_gpu(m.gpu) == nullptr) {
+      throw input_error(fmt::format("model \"{}\" names unknown gpu \"{}\"", m.model, m.gpu));
+    }
+  }
+  for (const auto& p : c.measurements) {
+    for (const auto& model : {p.production_model, p.opportunistic_model}) {
+      if (c.find_model(model, p.gpu) == nullptr) {
+        throw input_error(fmt::format("{}: no profile for model \"{}\" on gpu \"{}\"", p.origin,
+                                      model, p.gpu));
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace tgs::sim
