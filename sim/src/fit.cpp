@@ -28,6 +28,11 @@ struct equation {
   /// A row whose weight is not a throughput secant (a TGS row, weighted by how far the
   /// controller's equilibrium moves per unit of error).
   bool fixed_weight = false;
+  // What the row says about its job, to bound the interference afterwards.
+  std::string model;
+  double busy = 1;
+  double slice = 0;           // 1/f - 1 of its SM share
+  bool compute_only = false;  // no memory overflow: all of y is GPU-phase stretch
   std::vector<std::pair<std::size_t, double>> terms;  // (parameter index, coefficient)
 };
 
@@ -250,6 +255,12 @@ contention_table fit_contention(const catalog& c, const fit_settings& s) {
             const double occupancy_other = bo * stretch_other * sd.x_other;
             equation e;
             e.y = 1.0 / sd.x - 1.0;
+            e.model = sd.self->model;
+            e.busy = b;
+            e.slice = sd.fraction < 1 ? 1.0 / sd.fraction - 1.0 : 0.0;
+            // A TGS row holds the production job at the dead band by construction: it says
+            // nothing about how far interference can go.
+            e.compute_only = sd.overflow == 0 && !tgs;
             if (tgs) {
               // The controller settles where the production job's loss equals y. An error r in
               // this row moves the opportunistic equilibrium by about r·x_o/y in throughput:
@@ -261,7 +272,11 @@ contention_table fit_contention(const catalog& c, const fit_settings& s) {
             e.terms.push_back({sl.sensitivity, b * aggressor(bo, exponent) *
                                                    std::pow(occupancy_other, occupancy_exponent)});
             if (sd.overflow > 0) e.terms.push_back({sl.thrash, thrash_pressure(sd.overflow)});
-            if (sd.fraction < 1) e.terms.push_back({sl.slice, b * (1.0 / sd.fraction - 1.0)});
+            // A thrashing job's throughput cannot separate its slice's slowdown from the
+            // thrash: its slice sensitivity comes from compute-bound rows only.
+            if (sd.fraction < 1 && sd.overflow == 0) {
+              e.terms.push_back({sl.slice, b * (1.0 / sd.fraction - 1.0)});
+            }
             eqs.push_back(std::move(e));
           }
         }
@@ -269,6 +284,17 @@ contention_table fit_contention(const catalog& c, const fit_settings& s) {
       };
 
       if (equations(1.0).empty()) continue;
+      // The most kernel work a measured pair did on shared SMs bounds the model's pairs.
+      if (mode != compute_mode::mig) {
+        double most = 1.0;
+        for (const auto& p : c.measurements) {
+          if (p.gpu != gpu.name || compute_mode_of_policy(p.policy) != mode) continue;
+          most = std::max(most, c.find_model(p.production_model, p.gpu)->busy_fraction * p.production +
+                                    c.find_model(p.opportunistic_model, p.gpu)->busy_fraction *
+                                        p.opportunistic);
+        }
+        table.gpu_mut(gpu.name).max_pair_work[mode_i] = most;
+      }
       // Grid search for the aggressor exponent (one scalar per GPU type and mode), linear
       // least squares for everything else.
       double best_exponent = 1;
@@ -282,7 +308,8 @@ contention_table fit_contention(const catalog& c, const fit_settings& s) {
           best_exponent = exponent;
         }
       }
-      const Eigen::VectorXd p = solve_non_negative(equations(best_exponent), n, s.ridge, nullptr);
+      const std::vector<equation> eqs = equations(best_exponent);
+      const Eigen::VectorXd p = solve_non_negative(eqs, n, s.ridge, nullptr);
       table.gpu_mut(gpu.name).aggressor_exponent[mode_i] = best_exponent;
       for (const auto& [model, i] : index) {
         model_contention& mc = table.model_mut(model, gpu.name);
@@ -291,18 +318,46 @@ contention_table fit_contention(const catalog& c, const fit_settings& s) {
         mc.thrash[mode_i] = p(base + 1);
         if (mode != compute_mode::time_slicing) mc.slice_sensitivity[mode_i] = p(base + 2);
       }
-    }
-    // A model without measured pairs on this GPU takes the mean of the measured models'
-    // parameters: a neutral prior, better than assuming it neither suffers nor causes
-    // interference. Measure it (a pair with any profiled model) to replace the prior.
-    model_contention mean{};
-    for (const auto& [model, i] : index) {
-      const model_contention& mc = table.model(model, gpu.name);
-      for (std::size_t k = 0; k < compute_mode_count; ++k) {
-        mean.sensitivity[k] += mc.sensitivity[k] / static_cast<double>(index.size());
-        mean.thrash[k] += mc.thrash[k] / static_cast<double>(index.size());
-        mean.slice_sensitivity[k] += mc.slice_sensitivity[k] / static_cast<double>(index.size());
+      // The largest interference stretch a compute-bound measurement implies, per model: the
+      // forward model does not go past it.
+      std::map<std::string, double> bounds;
+      for (const auto& e : eqs) {
+        if (!e.compute_only) continue;
+        const double implied =
+            e.y / e.busy - table.model(e.model, gpu.name).slice_sensitivity[mode_i] * e.slice;
+        bounds[e.model] = std::max(bounds[e.model], implied);
       }
+      // A model measured only in other ways (oversubscribed, or as TGS's production job) takes
+      // the mean bound of the others.
+      double mean_bound = 0;
+      for (const auto& [model, bound] : bounds) {
+        mean_bound += bound / static_cast<double>(bounds.size());
+      }
+      for (const auto& [model, i] : index) {
+        const auto it = bounds.find(model);
+        table.model_mut(model, gpu.name).max_interference[mode_i] =
+            it != bounds.end() ? it->second : mean_bound;
+      }
+    }
+    // A model without measured pairs on this GPU takes the median of the measured models'
+    // parameters: a neutral prior (the median, because one model's poorly identified value must
+    // not set everyone's), better than assuming it neither suffers nor causes interference.
+    // Measure it (a pair with any profiled model) to replace the prior.
+    auto median = [&](auto field) {
+      std::vector<double> values;
+      for (const auto& [model, i] : index) values.push_back(field(table.model(model, gpu.name)));
+      std::sort(values.begin(), values.end());
+      const std::size_t n = values.size();
+      return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+    };
+    model_contention mean{};
+    for (std::size_t k = 0; k < compute_mode_count; ++k) {
+      mean.sensitivity[k] = median([k](const model_contention& m) { return m.sensitivity[k]; });
+      mean.thrash[k] = median([k](const model_contention& m) { return m.thrash[k]; });
+      mean.slice_sensitivity[k] =
+          median([k](const model_contention& m) { return m.slice_sensitivity[k]; });
+      mean.max_interference[k] =
+          median([k](const model_contention& m) { return m.max_interference[k]; });
     }
     for (const auto& m : c.models) {
       if (m.gpu == gpu.name && !index.contains(m.model)) table.model_mut(m.model, gpu.name) = mean;

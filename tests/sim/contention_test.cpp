@@ -27,6 +27,7 @@ model_contention params(double sensitivity) {
   c.sensitivity = {sensitivity, sensitivity, sensitivity};
   c.thrash = {10, 10, 10};
   c.slice_sensitivity = {0, 0.5, 0.5};
+  c.max_interference = {100, 100, 100};
   return c;
 }
 

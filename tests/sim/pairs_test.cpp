@@ -211,3 +211,31 @@ TEST(PairSimulator, OpportunisticJctReductionMatchesTheAnalyticModel) {
 
 }  // namespace
 }  // namespace tgs::sim
+
+namespace tgs::sim {
+namespace {
+
+TEST(PairSimulator, PairsNeverMeasuredStayPhysical) {
+  // Two heavy jobs were never measured together: the model must neither let them crawl (it is
+  // not extrapolated past its data) nor let them do more kernel work than the GPU can.
+  const auto& m = default_model();
+  const auto& gpu = m.params.gpu("a100-40gb");
+  for (const char* policy : {"co-execution", "mps"}) {
+    for (const auto& [p, o] : {std::pair{"resnet50", "resnet50"}, std::pair{"bert-base", "resnet50"},
+                               std::pair{"gpt-350m", "bert-base"}}) {
+      const auto r = run_pair_request(m.data, m.params, {"custom", "a100-40gb", p, o, policy}, {});
+      const double work = m.data.find_model(p, "a100-40gb")->busy_fraction * r.outcome.production +
+                          m.data.find_model(o, "a100-40gb")->busy_fraction * r.outcome.opportunistic;
+      const auto mode = static_cast<std::size_t>(compute_mode_of_policy(policy));
+      EXPECT_LE(work, gpu.max_pair_work[mode] + 1e-9) << policy << " " << p << "/" << o;
+      if (std::string_view(policy) == "co-execution") {
+        // Time slicing shares a busy GPU roughly evenly.
+        EXPECT_GT(r.outcome.production, 0.3) << p << "/" << o;
+        EXPECT_GT(r.outcome.opportunistic, 0.3) << p << "/" << o;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tgs::sim

@@ -11,6 +11,8 @@
 /// of the SMs. Memory adds `extra` standalone iterations (thrashing, or pages streamed over the
 /// host link). The relative throughput is x_i = 1 / ((1 - b_i) + b_i s_i + extra_i + overhead_i),
 /// capped by a launch budget. The coupled equations are solved by damped fixed-point iteration.
+/// The interference stretch is bounded by the largest the fitted data implies for the model, and
+/// on shared SMs the pair's kernel work is bounded by the GPU's (work conservation).
 #pragma once
 
 #include <algorithm>
@@ -56,7 +58,9 @@ inline std::pair<double, double> side_rate(const pair_side& self, compute_mode m
   const double b = self.profile->busy_fraction;
   const auto m = static_cast<std::size_t>(mode);
   // Additive, as fitted: a slice's own slowdown and the co-runner's interference add up.
-  const double stretch = slice_base(self, mode) + self.params->sensitivity[m] * co_runner_pressure;
+  const double stretch =
+      slice_base(self, mode) +
+      std::min(self.params->sensitivity[m] * co_runner_pressure, self.params->max_interference[m]);
   const double per_iteration = (1.0 - b) + b * stretch + self.memory_extra + self.overhead;
   double x = 1.0 / per_iteration;
   if (self.max_blocks_per_second) {
@@ -105,6 +109,18 @@ inline std::pair<double, double> side_rate(const pair_side& self, compute_mode m
     occ_o = next_o;
     r = {xp, xo, op, oo};
     if (settled && round > 0) break;
+  }
+  // Work conservation: sharing one set of SMs (time slicing, MPS), the two jobs together cannot
+  // do more kernel work per second than one job keeping the GPU fully busy.
+  if (mode != compute_mode::mig && p_on && o_on) {
+    const double work = production.profile->busy_fraction * r.production +
+                        opportunistic.profile->busy_fraction * r.opportunistic;
+    const double limit = gpu.max_pair_work[static_cast<std::size_t>(mode)];
+    if (work > limit) {
+      const double scale = limit / work;
+      r = {r.production * scale, r.opportunistic * scale, r.production_occupancy * scale,
+           r.opportunistic_occupancy * scale};
+    }
   }
   return r;
 }

@@ -65,6 +65,10 @@ struct model_contention {
   /// mode (a MIG slice, an MPS active-thread share): stretch = 1 + slice_sensitivity * (1/f - 1).
   /// MPS limits threads, not SMs, so its value differs from MIG's.
   std::array<double, compute_mode_count> slice_sensitivity{};
+  /// The largest interference stretch (s - base) the measurements imply for this model, per
+  /// compute mode. The model is not extrapolated past the data it was fitted to: without this
+  /// bound, two heavy jobs (never measured together) would each be predicted to crawl.
+  std::array<double, compute_mode_count> max_interference{};
   /// Interposer overhead: extra iteration time, as a fraction, when the job runs under tgs's
   /// launch hooks (the TGS paper reports up to 4.5%).
   double interposer_overhead = 0;
@@ -79,6 +83,10 @@ struct gpu_contention {
   /// a co-runner that holds the GPU rarely (a throttled opportunistic job) collides with the
   /// production job's kernels less than in proportion; a busy one collides more.
   std::array<double, compute_mode_count> occupancy_exponent{1, 1, 1};
+  /// The most kernel work per second (Σ busy fraction × relative throughput) two jobs sharing
+  /// the SMs were measured to do, per compute mode: the pair model never exceeds it (work
+  /// conservation, with the measured slack: busy fractions are not exactly additive).
+  std::array<double, compute_mode_count> max_pair_work{1, 1, 1};
 };
 
 }  // namespace tgs::sim
