@@ -36,3 +36,27 @@ std::string render_fit(const catalog& c, const contention_table& t, output_forma
 std::string render_profiles(const catalog& c, output_format format);
 
 }  // namespace tgs::sim
+
+#include "tgs/sim/cluster.hpp"
+
+namespace tgs::sim {
+
+/// One policy's cluster run with the timing the driver measured.
+struct cluster_run {
+  cluster_result result;
+  double wall_seconds = 0;
+};
+
+/// Cluster results, one row (or JSON object) per policy: per-class mean JCT normalized to the
+/// exclusive run (`baseline`, which must be among `runs` for normalization; otherwise the
+/// normalized fields are null), raw averages and percentiles in seconds, queueing, events.
+/// `seed` and `workload` are recorded in every row.
+std::string render_cluster(const std::vector<cluster_run>& runs, output_format format,
+                           std::string_view workload, std::uint64_t seed);
+
+/// Writes jobs.csv, summary.json, cdf.csv and utilization.csv for the runs into `dir`
+/// (created if missing). Throws `input_error` naming the file it cannot write.
+void write_cluster_outputs(const std::string& dir, const std::vector<cluster_run>& runs,
+                           std::string_view workload, std::uint64_t seed);
+
+}  // namespace tgs::sim

@@ -1,0 +1,748 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cluster simulator's event engine, placement and per-GPU rate schedules.
+#include "tgs/sim/cluster.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <charconv>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <queue>
+#include <stdexcept>
+
+#include "tgs/memory/any_memory_policy.hpp"
+#include "tgs/rate/any_rate_controller.hpp"
+
+namespace tgs::sim {
+namespace {
+
+constexpr double infinite = std::numeric_limits<double>::infinity();
+
+/// Rates of a GPU's occupants from the start of their co-location: the policy's transient
+/// (TGS: profiling with the opportunistic job held, then slow start) and its steady state.
+struct phase {
+  double until_s;  ///< seconds after the co-location started; `infinite` for the steady phase
+  double production;
+  double opportunistic;
+};
+
+struct pair_schedule {
+  std::vector<phase> phases;
+  bool refused = false;
+};
+
+/// Simulates each distinct co-location once with the real policy objects (run_pair) and keeps
+/// its rates as three phases: before the opportunistic job first runs (TGS profiles), until it
+/// reaches 90% of its steady rate (slow start), and the steady mean. A co-location's dynamics
+/// depend only on the two models and the policy, since every pairing starts the controller
+/// afresh, so a 100-day trace simulates each pair once instead of once per occurrence.
+class schedule_cache {
+ public:
+  schedule_cache(const calibrated_model& model, const gpu_profile& gpu, std::string policy)
+      : model_(model), gpu_(gpu), policy_(std::move(policy)) {}
+
+  const pair_schedule& get(const model_profile* production, const model_profile* opportunistic) {
+    const auto key = std::make_pair(production, opportunistic);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, compute(production, opportunistic)).first;
+    return it->second;
+  }
+
+ private:
+  pair_schedule compute(const model_profile* p, const model_profile* o) const {
+    constexpr double horizon = 900;  // s; TGS settles within ~60 s of a pairing
+    pair_spec spec;
+    auto job = [&](const model_profile* m) {
+      return pair_job{m, m ? &model_.params.model(m->model, gpu_.name) : nullptr, epoch, {}, {}};
+    };
+    spec.production = job(p);
+    spec.opportunistic = job(o);
+    spec.gpu = gpu_;
+    spec.gpu_params = model_.params.gpu(gpu_.name);
+    spec.memory_budget = gpu_.memory;
+    spec.interposed = policy_ == "tgs";
+    spec.run_for = from_seconds(horizon);
+    spec.warmup = duration::zero();
+    struct collect {
+      std::vector<pair_segment>* out;
+      void on_segment(const pair_segment& s) { out->push_back(s); }
+    };
+    std::vector<pair_segment> segments;
+    auto controller = make_rate_controller(policy_);
+    const pair_outcome outcome =
+        run_pair(spec, std::move(*controller), make_memory_policy(default_memory_policy(policy_)),
+                 collect{&segments});
+    pair_schedule s;
+    s.refused = outcome.opportunistic_refused;
+    auto mean = [&](double from, double to) {
+      double tp = 0;
+      double to_ = 0;
+      double time = 0;
+      for (const auto& seg : segments) {
+        const double a = std::max(from, to_seconds(seg.start - epoch));
+        const double b = std::min(to, to_seconds(seg.end - epoch));
+        if (b <= a) continue;
+        tp += seg.rates.production * (b - a);
+        to_ += seg.rates.opportunistic * (b - a);
+        time += b - a;
+      }
+      return time > 0 ? std::pair{tp / time, to_ / time} : std::pair{0.0, 0.0};
+    };
+    const auto steady = mean(horizon / 2, horizon);
+    double hold_end = 0;
+    double ramp_end = 0;
+    if (o != nullptr && steady.second > 0) {
+      hold_end = horizon;
+      for (const auto& seg : segments) {
+        if (seg.rates.opportunistic > 0) {
+          hold_end = to_seconds(seg.start - epoch);
+          break;
+        }
+      }
+      ramp_end = hold_end;
+      for (const auto& seg : segments) {
+        const double start = to_seconds(seg.start - epoch);
+        if (start >= hold_end && seg.rates.opportunistic >= 0.9 * steady.second) {
+          ramp_end = start;
+          break;
+        }
+      }
+    }
+    if (hold_end > 0) {
+      const auto m = mean(0, hold_end);
+      s.phases.push_back({hold_end, m.first, m.second});
+    }
+    if (ramp_end > hold_end) {
+      const auto m = mean(hold_end, ramp_end);
+      s.phases.push_back({ramp_end, m.first, m.second});
+    }
+    s.phases.push_back({infinite, steady.first, steady.second});
+    return s;
+  }
+
+  const calibrated_model& model_;
+  const gpu_profile& gpu_;
+  std::string policy_;
+  std::map<std::pair<const model_profile*, const model_profile*>, pair_schedule> cache_;
+};
+
+enum class event_kind : std::uint8_t { arrival, completion, phase_change };
+
+struct event {
+  instant at;
+  std::uint64_t seq;
+  event_kind kind;
+  std::uint32_t index;
+  std::uint64_t version;
+  bool operator>(const event& o) const noexcept {
+    return at != o.at ? at > o.at : seq > o.seq;
+  }
+};
+
+/// The cluster as a graph: one vertex per server and per GPU, an edge from each server to its
+/// GPUs. Placement walks a server's adjacent GPUs; a richer topology (NVLink islands, racks)
+/// adds vertices and edges without changing the walk.
+using topology = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+
+class engine {
+ public:
+  engine(const calibrated_model& model, const cluster_spec& cluster,
+         const std::vector<cluster_job>& jobs, const std::string& policy,
+         const cluster_options& options)
+      : model_(model),
+        gpu_profile_(*model.data.find_gpu(cluster.gpu)),
+        jobs_(jobs),
+        options_(options),
+        exclusive_(policy == "exclusive"),
+        cache_(model, gpu_profile_, policy),
+        graph_(static_cast<std::size_t>(cluster.nodes + cluster.gpus())) {
+    gpus_.resize(static_cast<std::size_t>(cluster.gpus()));
+    nodes_.resize(static_cast<std::size_t>(cluster.nodes));
+    for (int n = 0; n < cluster.nodes; ++n) {
+      for (int k = 0; k < cluster.gpus_per_node; ++k) {
+        const int g = n * cluster.gpus_per_node + k;
+        boost::add_edge(static_cast<std::size_t>(n), static_cast<std::size_t>(cluster.nodes + g),
+                        graph_);
+        gpus_[static_cast<std::size_t>(g)].node = n;
+      }
+      nodes_[static_cast<std::size_t>(n)] = {cluster.gpus_per_node, cluster.gpus_per_node};
+    }
+    free_production_ = free_opportunistic_ = cluster.gpus();
+    node_count_ = cluster.nodes;
+    state_.resize(jobs.size());
+    result_.policy = policy;
+    result_.jobs.resize(jobs.size());
+  }
+
+  cluster_result run() {
+    for (std::size_t i = 0; i < jobs_.size(); ++i) {
+      push(jobs_[i].submit, event_kind::arrival, static_cast<std::uint32_t>(i), 0);
+    }
+    std::size_t reported = 0;
+    while (!events_.empty()) {
+      const event e = events_.top();
+      events_.pop();
+      if (options_.check_invariants && e.at < now_) {
+        throw std::logic_error("cluster engine: time went back");
+      }
+      advance_to(e.at);
+      ++result_.events;
+      switch (e.kind) {
+        case event_kind::arrival: {
+          const cluster_job& j = jobs_[e.index];
+          (j.cls == job_class::production ? production_queue_ : opportunistic_queue_)
+              .push_back(e.index);
+          schedule();
+          break;
+        }
+        case event_kind::completion:
+          if (state_[e.index].version == e.version && state_[e.index].running) {
+            finish(e.index);
+            schedule();
+          }
+          break;
+        case event_kind::phase_change:
+          if (gpus_[e.index].version == e.version) next_phase(e.index);
+          break;
+      }
+      if (options_.check_invariants) check();
+      if (options_.progress && !jobs_.empty()) {
+        const std::size_t percent = finished_ * 100 / jobs_.size();
+        if (percent > reported) {
+          reported = percent;
+          options_.progress(static_cast<double>(finished_) / static_cast<double>(jobs_.size()));
+        }
+      }
+    }
+    if (finished_ != jobs_.size()) {
+      throw std::logic_error(fmt::format("cluster engine: {} of {} jobs never finished",
+                                         jobs_.size() - finished_, jobs_.size()));
+    }
+    flush_utilization();
+    return std::move(result_);
+  }
+
+ private:
+  struct gpu_state {
+    int node = 0;
+    int production = -1;
+    int opportunistic = -1;
+    const pair_schedule* schedule = nullptr;
+    instant paired_at = epoch;
+    std::size_t phase = 0;
+    std::uint64_t version = 0;
+    double busy = 0;  // Σ busy fraction × actual rate of its occupants
+    bool allocated = false;
+  };
+  struct node_state {
+    int free_production;     // GPUs a production job may take
+    int free_opportunistic;  // GPUs an opportunistic job may take
+  };
+  struct job_state {
+    double done = 0;  // standalone seconds of work completed
+    double rate = 0;  // current relative rate
+    instant last = epoch;
+    bool running = false;
+    bool started = false;
+    bool finished = false;
+    std::uint64_t version = 0;
+    std::vector<int> gpus;
+  };
+
+  void push(instant at, event_kind kind, std::uint32_t index, std::uint64_t version) {
+    events_.push({at, seq_++, kind, index, version});
+  }
+
+  // --- utilisation: integrate allocated and busy GPU shares into buckets -------------------
+  void advance_to(instant t) {
+    accumulate(t);
+    now_ = t;
+  }
+  void accumulate(instant t) {
+    const double bucket = to_seconds(options_.utilization_bucket);
+    double from = to_seconds(now_ - epoch);
+    const double to = to_seconds(t - epoch);
+    const double gpus = static_cast<double>(gpus_.size());
+    while (from < to) {
+      const auto index = static_cast<std::size_t>(from / bucket);
+      const double end = std::min(to, static_cast<double>(index + 1) * bucket);
+      if (result_.utilization.size() <= index) {
+        const std::size_t old = result_.utilization.size();
+        result_.utilization.resize(index + 1);
+        for (std::size_t i = old; i <= index; ++i) {
+          result_.utilization[i].start_s = static_cast<double>(i) * bucket;
+        }
+      }
+      result_.utilization[index].allocated += allocated_ / gpus * (end - from) / bucket;
+      result_.utilization[index].busy += busy_ / gpus * (end - from) / bucket;
+      from = end;
+    }
+  }
+  void flush_utilization() {
+    // The last bucket is partial: scale it to the time it covers.
+    if (result_.utilization.empty()) return;
+    const double bucket = to_seconds(options_.utilization_bucket);
+    auto& last = result_.utilization.back();
+    const double covered = to_seconds(now_ - epoch) - last.start_s;
+    if (covered > 0 && covered < bucket) {
+      last.allocated *= bucket / covered;
+      last.busy *= bucket / covered;
+    }
+  }
+
+  // --- eligibility ----------------------------------------------------------------------------
+  /// Whether a job of class `c` may take GPU `g`. A production job may take any GPU without a
+  /// production job: under exclusive it preempts an opportunistic job there (opportunistic jobs
+  /// are best-effort), under the sharing policies it runs beside it.
+  [[nodiscard]] bool eligible(const gpu_state& g, job_class c) const noexcept {
+    if (c == job_class::production) return g.production < 0;
+    return g.opportunistic < 0 && (!exclusive_ || g.production < 0);
+  }
+  void recount(int node) {
+    node_state& n = nodes_[static_cast<std::size_t>(node)];
+    free_production_ -= n.free_production;
+    free_opportunistic_ -= n.free_opportunistic;
+    n = {0, 0};
+    for (const auto v : boost::make_iterator_range(
+             boost::adjacent_vertices(static_cast<std::size_t>(node), graph_))) {
+      const gpu_state& g = gpus_[v - static_cast<std::size_t>(node_count_)];
+      n.free_production += eligible(g, job_class::production) ? 1 : 0;
+      n.free_opportunistic += eligible(g, job_class::opportunistic) ? 1 : 0;
+    }
+    free_production_ += n.free_production;
+    free_opportunistic_ += n.free_opportunistic;
+  }
+
+  /// GPUs for `job`, or empty when they are not free now. One server when one fits (best fit:
+  /// the fullest server that fits), else the servers with most free GPUs first. Opportunistic
+  /// jobs take GPUs beside a production job first, keeping free GPUs for production jobs.
+  std::vector<int> choose(const cluster_job& job) {
+    const job_class c = job.cls;
+    const int need = static_cast<int>(job.gpus);
+    if ((c == job_class::production ? free_production_ : free_opportunistic_) < need) return {};
+    auto free_on = [&](int n) {
+      const node_state& s = nodes_[static_cast<std::size_t>(n)];
+      return c == job_class::production ? s.free_production : s.free_opportunistic;
+    };
+    auto usable = [&](int g) {
+      const gpu_state& s = gpus_[static_cast<std::size_t>(g)];
+      if (!eligible(s, c)) return false;
+      // A memory policy may refuse a co-location (no oversubscription, hard limits).
+      const int other = c == job_class::production ? s.opportunistic : s.production;
+      if (other < 0) return true;
+      const model_profile* p = c == job_class::production ? job.model : jobs_[static_cast<std::size_t>(other)].model;
+      const model_profile* o = c == job_class::production ? jobs_[static_cast<std::size_t>(other)].model : job.model;
+      return !cache_.get(p, o).refused;
+    };
+    auto take_from = [&](int n, std::vector<int>& out, int limit) {
+      std::vector<int> beside;
+      std::vector<int> empty;
+      for (const auto v : boost::make_iterator_range(
+               boost::adjacent_vertices(static_cast<std::size_t>(n), graph_))) {
+        const int g = static_cast<int>(v) - node_count_;
+        if (!usable(g)) continue;
+        const gpu_state& s = gpus_[static_cast<std::size_t>(g)];
+        const bool occupied = s.production >= 0 || s.opportunistic >= 0;
+        (occupied ? beside : empty).push_back(g);
+      }
+      const auto& first = prefer_beside(c) ? beside : empty;
+      const auto& second = prefer_beside(c) ? empty : beside;
+      for (const auto* list : {&first, &second}) {
+        for (int g : *list) {
+          if (static_cast<int>(out.size()) >= limit) return;
+          out.push_back(g);
+        }
+      }
+    };
+    int best = -1;
+    for (int n = 0; n < node_count_; ++n) {
+      const int f = free_on(n);
+      if (f >= need && (best < 0 || f < free_on(best))) best = n;
+    }
+    std::vector<int> chosen;
+    if (best >= 0) {
+      take_from(best, chosen, need);
+      if (static_cast<int>(chosen.size()) == need) return chosen;
+      chosen.clear();
+    }
+    std::vector<int> order(static_cast<std::size_t>(node_count_));
+    for (int n = 0; n < node_count_; ++n) order[static_cast<std::size_t>(n)] = n;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return free_on(a) > free_on(b); });
+    for (int n : order) {
+      if (free_on(n) == 0) break;
+      take_from(n, chosen, need);
+      if (static_cast<int>(chosen.size()) == need) return chosen;
+    }
+    return {};
+  }
+
+  [[nodiscard]] bool prefer_beside(job_class c) const noexcept {
+    return c == job_class::opportunistic && options_.opportunistic_beside_production;
+  }
+
+  // --- scheduling -------------------------------------------------------------------------------
+  void schedule() {
+    drain(production_queue_, job_class::production);
+    drain(opportunistic_queue_, job_class::opportunistic);
+  }
+  void drain(std::deque<std::uint32_t>& queue, job_class c) {
+    std::size_t examined = 0;
+    for (auto it = queue.begin(); it != queue.end() && examined <= options_.lookahead;) {
+      if ((c == job_class::production ? free_production_ : free_opportunistic_) == 0) return;
+      const std::uint32_t j = *it;
+      std::vector<int> gpus = choose(jobs_[j]);
+      if (gpus.empty()) {
+        ++it;
+        ++examined;
+        continue;
+      }
+      it = queue.erase(it);
+      start(j, std::move(gpus));
+    }
+  }
+
+  void start(std::uint32_t j, std::vector<int> gpus) {
+    job_state& s = state_[j];
+    s.running = true;
+    s.last = now_;
+    s.gpus = std::move(gpus);
+    if (!s.started) result_.jobs[j].start_s = to_seconds(now_ - epoch);
+    s.started = true;
+    if (exclusive_ && jobs_[j].cls == job_class::production) {
+      for (int g : s.gpus) {
+        const int victim = gpus_[static_cast<std::size_t>(g)].opportunistic;
+        if (victim >= 0) preempt(static_cast<std::uint32_t>(victim));
+      }
+    }
+    std::vector<int> nodes;
+    for (int g : s.gpus) {
+      gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
+      int& slot = jobs_[j].cls == job_class::production ? gs.production : gs.opportunistic;
+      if (slot >= 0) throw std::logic_error("cluster engine: GPU slot already taken");
+      slot = static_cast<int>(j);
+      nodes.push_back(gs.node);
+    }
+    for (int g : s.gpus) repair(g);
+    for (int n : unique(nodes)) recount(n);
+  }
+
+  static std::vector<int> unique(std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  }
+
+  /// Suspends an opportunistic job (exclusive mode): it keeps its progress, as a checkpointed
+  /// best-effort job does, and waits at the head of its queue.
+  void preempt(std::uint32_t j) {
+    job_state& s = state_[j];
+    set_rate(j, 0);
+    if (!options_.preempted_keep_progress) s.done = 0;
+    s.running = false;
+    ++s.version;
+    std::vector<int> nodes;
+    for (int g : s.gpus) {
+      gpus_[static_cast<std::size_t>(g)].opportunistic = -1;
+      nodes.push_back(gpus_[static_cast<std::size_t>(g)].node);
+    }
+    const std::vector<int> freed = std::move(s.gpus);
+    s.gpus.clear();
+    for (int g : freed) repair(g);
+    for (int n : unique(nodes)) recount(n);
+    opportunistic_queue_.push_front(j);
+    ++result_.preemptions;
+  }
+
+  void finish(std::uint32_t j) {
+    job_state& s = state_[j];
+    s.running = false;
+    s.finished = true;
+    ++finished_;
+    result_.jobs[j].end_s = to_seconds(now_ - epoch);
+    std::vector<int> nodes;
+    for (int g : s.gpus) {
+      gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
+      (jobs_[j].cls == job_class::production ? gs.production : gs.opportunistic) = -1;
+      nodes.push_back(gs.node);
+    }
+    set_rate(j, 0);
+    for (int g : s.gpus) repair(g);
+    for (int n : unique(nodes)) recount(n);
+  }
+
+  /// The GPU's occupants changed: start their co-location's schedule afresh.
+  void repair(int g) {
+    gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
+    const bool allocated = gs.production >= 0 || gs.opportunistic >= 0;
+    if (allocated != gs.allocated) allocated_ += allocated ? 1.0 : -1.0;
+    gs.allocated = allocated;
+    ++gs.version;
+    gs.phase = 0;
+    gs.paired_at = now_;
+    if (gs.production < 0 && gs.opportunistic < 0) {
+      gs.schedule = nullptr;
+    } else {
+      const model_profile* p =
+          gs.production >= 0 ? jobs_[static_cast<std::size_t>(gs.production)].model : nullptr;
+      const model_profile* o = gs.opportunistic >= 0
+                                   ? jobs_[static_cast<std::size_t>(gs.opportunistic)].model
+                                   : nullptr;
+      gs.schedule = &cache_.get(p, o);
+      if (p != nullptr && o != nullptr) ++result_.pairings;
+      arm_phase(g);
+    }
+    refresh_occupants(g);
+  }
+
+  void arm_phase(int g) {
+    gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
+    const double until = gs.schedule->phases[gs.phase].until_s;
+    if (std::isfinite(until)) {
+      push(gs.paired_at + std::chrono::ceil<duration>(std::chrono::duration<double>(until)),
+           event_kind::phase_change, static_cast<std::uint32_t>(g), gs.version);
+    }
+  }
+
+  void next_phase(std::uint32_t g) {
+    gpu_state& gs = gpus_[g];
+    if (gs.schedule == nullptr || gs.phase + 1 >= gs.schedule->phases.size()) return;
+    ++gs.phase;
+    arm_phase(static_cast<int>(g));
+    refresh_occupants(static_cast<int>(g));
+  }
+
+  [[nodiscard]] double gpu_rate(int g, job_class c) const noexcept {
+    const gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
+    if (gs.schedule == nullptr) return 0;
+    const phase& p = gs.schedule->phases[gs.phase];
+    return c == job_class::production ? p.production : p.opportunistic;
+  }
+
+  void refresh_occupants(int g) {
+    const gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
+    for (int j : {gs.production, gs.opportunistic}) {
+      if (j < 0) continue;
+      // Synchronous data-parallel training moves at the pace of its slowest GPU.
+      double rate = infinite;
+      for (int other : state_[static_cast<std::size_t>(j)].gpus) {
+        rate = std::min(rate, gpu_rate(other, jobs_[static_cast<std::size_t>(j)].cls));
+      }
+      set_rate(static_cast<std::uint32_t>(j), rate);
+    }
+  }
+
+  void set_rate(std::uint32_t j, double rate) {
+    job_state& s = state_[j];
+    const cluster_job& job = jobs_[j];
+    s.done += s.rate * to_seconds(now_ - s.last);
+    s.last = now_;
+    if (rate == s.rate && s.running) return;
+    const double busy_delta = job.model->busy_fraction * (rate - s.rate);
+    for (int g : s.gpus) {
+      gpus_[static_cast<std::size_t>(g)].busy += busy_delta;
+      busy_ += busy_delta;
+    }
+    s.rate = rate;
+    ++s.version;
+    if (s.running && rate > 0) {
+      const double left = std::max(0.0, job.work_seconds - s.done);
+      push(now_ + std::max(duration{1}, std::chrono::ceil<duration>(
+                                            std::chrono::duration<double>(left / rate))),
+           event_kind::completion, j, s.version);
+    }
+  }
+
+  void check() const {
+    int production_free = 0;
+    int opportunistic_free = 0;
+    for (const auto& g : gpus_) {
+      if (exclusive_ && g.production >= 0 && g.opportunistic >= 0) {
+        throw std::logic_error("cluster engine: exclusive GPU shared");
+      }
+      if (g.production >= 0 && jobs_[static_cast<std::size_t>(g.production)].cls != job_class::production) {
+        throw std::logic_error("cluster engine: non-production job in the production slot");
+      }
+      production_free += eligible(g, job_class::production) ? 1 : 0;
+      opportunistic_free += eligible(g, job_class::opportunistic) ? 1 : 0;
+    }
+    if (production_free != free_production_ || opportunistic_free != free_opportunistic_) {
+      throw std::logic_error("cluster engine: free-GPU counts out of step");
+    }
+  }
+
+  const calibrated_model& model_;
+  const gpu_profile& gpu_profile_;
+  const std::vector<cluster_job>& jobs_;
+  const cluster_options& options_;
+  bool exclusive_;
+  schedule_cache cache_;
+  topology graph_;
+  int node_count_ = 0;
+  std::vector<gpu_state> gpus_;
+  std::vector<node_state> nodes_;
+  std::vector<job_state> state_;
+  std::deque<std::uint32_t> production_queue_;
+  std::deque<std::uint32_t> opportunistic_queue_;
+  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  std::uint64_t seq_ = 0;
+  instant now_ = epoch;
+  int free_production_ = 0;
+  int free_opportunistic_ = 0;
+  double busy_ = 0;
+  double allocated_ = 0;
+  std::size_t finished_ = 0;
+  cluster_result result_;
+};
+
+}  // namespace
+
+cluster_spec parse_cluster_spec(std::string_view text) {
+  const auto fail = [&] {
+    return input_error(fmt::format(
+        "--cluster: expected NODESxGPUS[:TYPE] with 1-100000 nodes of 1-64 GPUs (e.g. "
+        "\"64x8:a100-40gb\"), got \"{}\"",
+        text));
+  };
+  cluster_spec spec;
+  std::string_view shape = text;
+  if (const auto colon = text.find(':'); colon != std::string_view::npos) {
+    spec.gpu = std::string(text.substr(colon + 1));
+    shape = text.substr(0, colon);
+    if (spec.gpu.empty()) throw fail();
+  }
+  const auto x = shape.find('x');
+  if (x == std::string_view::npos) throw fail();
+  auto parse = [&](std::string_view s, int lo, int hi) {
+    int v = 0;
+    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || ptr != s.data() + s.size() || v < lo || v > hi) throw fail();
+    return v;
+  };
+  spec.nodes = parse(shape.substr(0, x), 1, 100000);
+  spec.gpus_per_node = parse(shape.substr(x + 1), 1, 64);
+  return spec;
+}
+
+cluster_result run_cluster(const calibrated_model& model, const cluster_spec& cluster,
+                           const std::vector<cluster_job>& jobs, const std::string& policy,
+                           const cluster_options& options) {
+  if (model.data.find_gpu(cluster.gpu) == nullptr) {
+    throw input_error(fmt::format("--cluster: unknown gpu type \"{}\"", cluster.gpu));
+  }
+  if (!make_rate_controller(policy)) {
+    throw input_error(fmt::format("unknown policy \"{}\" (known: {})", policy,
+                                  rate_controller_list()));
+  }
+  for (const auto& j : jobs) {
+    if (static_cast<int>(j.gpus) > cluster.gpus()) {
+      throw input_error(fmt::format("job {} needs {} GPUs but the cluster has {}",
+                                    static_cast<std::uint32_t>(j.id), j.gpus, cluster.gpus()));
+    }
+  }
+  engine e(model, cluster, jobs, policy, options);
+  cluster_result r = e.run();
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    auto& out = r.jobs[i];
+    out.id = jobs[i].id;
+    out.cls = jobs[i].cls;
+    out.model = jobs[i].model->model;
+    out.gpus = jobs[i].gpus;
+    out.submit_s = to_seconds(jobs[i].submit - epoch);
+    out.work_seconds = jobs[i].work_seconds;
+  }
+  return r;
+}
+
+namespace {
+double quantile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) ;
+  const std::size_t index = std::min(v.size() - 1, k == 0 ? 0 : k - 1);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(index), v.end());
+  return v[index];
+}
+}  // namespace
+
+class_summary summarize(const cluster_result& r, job_class cls) {
+  class_summary s;
+  std::vector<double> jct;
+  std::vector<double> queueing;
+  for (const auto& j : r.jobs) {
+    if (j.cls != cls) continue;
+    jct.push_back(j.jct());
+    queueing.push_back(j.queueing());
+  }
+  s.jobs = jct.size();
+  if (jct.empty()) return s;
+  double sum_jct = 0;
+  double sum_q = 0;
+  for (std::size_t i = 0; i < jct.size(); ++i) {
+    sum_jct += jct[i];
+    sum_q += queueing[i];
+  }
+  s.mean_jct_s = sum_jct / static_cast<double>(jct.size());
+  s.mean_queueing_s = sum_q / static_cast<double>(jct.size());
+  s.p50_jct_s = quantile(jct, 0.5);
+  s.p90_jct_s = quantile(jct, 0.9);
+  s.p99_jct_s = quantile(jct, 0.99);
+  s.p50_queueing_s = quantile(queueing, 0.5);
+  s.p90_queueing_s = quantile(queueing, 0.9);
+  return s;
+}
+
+std::vector<double> jct_cdf(const cluster_result& r, job_class cls, std::size_t points) {
+  std::vector<double> jct;
+  for (const auto& j : r.jobs) {
+    if (j.cls == cls) jct.push_back(j.jct());
+  }
+  std::sort(jct.begin(), jct.end());
+  std::vector<double> out;
+  if (jct.empty()) return out;
+  for (std::size_t i = 1; i <= points; ++i) {
+    const double q = static_cast<double>(i) / static_cast<double>(points);
+    const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(jct.size())));
+    out.push_back(jct[std::min(jct.size() - 1, k == 0 ? 0 : k - 1)]);
+  }
+  return out;
+}
+
+std::vector<cluster_job> to_cluster_jobs(const traces::trace& t, const catalog& c,
+                                         const std::string& gpu) {
+  std::vector<cluster_job> out;
+  out.reserve(t.jobs.size());
+  for (const auto& r : t.jobs) {
+    const auto where = [&] {
+      return r.source_line > 0 ? fmt::format("{}:{}", t.source, r.source_line)
+                               : fmt::format("{} job {}", t.source, static_cast<std::uint32_t>(r.id));
+    };
+    if (!r.priority) throw input_error(fmt::format("{}: the job has no class (production or opportunistic)", where()));
+    if (!r.model) throw input_error(fmt::format("{}: the job has no model", where()));
+    const model_profile* m = c.find_model(*r.model, gpu);
+    if (m == nullptr) {
+      throw input_error(fmt::format("{}: no profile for model \"{}\" on gpu \"{}\"", where(),
+                                    *r.model, gpu));
+    }
+    cluster_job j;
+    j.id = r.id;
+    j.submit = r.submit;
+    j.cls = *r.priority;
+    j.model = m;
+    j.gpus = r.gpus;
+    if (r.iterations) {
+      j.work_seconds = static_cast<double>(*r.iterations) * to_seconds(m->iteration_time);
+    } else if (r.run_time) {
+      j.work_seconds = to_seconds(*r.run_time);
+    }
+    // A zero-length job still passes through the queue and a GPU; give it one nanosecond.
+    j.work_seconds = std::max(j.work_seconds, 1e-9);
+    out.push_back(j);
+  }
+  return out;
+}
+
+}  // namespace tgs::sim

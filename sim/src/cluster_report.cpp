@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// Table, JSON and CSV renderings of cluster runs, and the files `--out DIR` writes.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tgs/sim/report.hpp"
+
+namespace tgs::sim {
+namespace {
+
+const cluster_run* find_exclusive(const std::vector<cluster_run>& runs) {
+  for (const auto& r : runs) {
+    if (r.result.policy == "exclusive") return &r;
+  }
+  return nullptr;
+}
+
+struct row {
+  std::string policy;
+  class_summary production;
+  class_summary opportunistic;
+  std::optional<double> production_norm;
+  std::optional<double> opportunistic_norm;
+  std::uint64_t events = 0;
+  std::uint64_t pairings = 0;
+  std::uint64_t preemptions = 0;
+  double wall = 0;
+};
+
+std::vector<row> rows_of(const std::vector<cluster_run>& runs) {
+  const cluster_run* base = find_exclusive(runs);
+  const class_summary bp = base ? summarize(base->result, job_class::production) : class_summary{};
+  const class_summary bo = base ? summarize(base->result, job_class::opportunistic) : class_summary{};
+  std::vector<row> out;
+  for (const auto& r : runs) {
+    row x;
+    x.policy = r.result.policy;
+    x.production = summarize(r.result, job_class::production);
+    x.opportunistic = summarize(r.result, job_class::opportunistic);
+    if (base && bp.mean_jct_s > 0) x.production_norm = x.production.mean_jct_s / bp.mean_jct_s;
+    if (base && bo.mean_jct_s > 0) x.opportunistic_norm = x.opportunistic.mean_jct_s / bo.mean_jct_s;
+    x.events = r.result.events;
+    x.pairings = r.result.pairings;
+    x.preemptions = r.result.preemptions;
+    x.wall = r.wall_seconds;
+    out.push_back(x);
+  }
+  return out;
+}
+
+std::string num(double v) { return fmt::format("{:.4f}", v); }
+std::string opt(const std::optional<double>& v) { return v ? num(*v) : "null"; }
+
+}  // namespace
+
+std::string render_cluster(const std::vector<cluster_run>& runs, output_format format,
+                           std::string_view workload, std::uint64_t seed) {
+  const auto rows = rows_of(runs);
+  std::string out;
+  if (format == output_format::json) {
+    out += "[\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const row& r = rows[i];
+      out += fmt::format(
+          "  {{\"policy\": {}, \"workload\": {}, \"seed\": {}, \"production_jct\": {}, "
+          "\"opportunistic_jct\": {}, \"production_mean_jct_s\": {}, "
+          "\"opportunistic_mean_jct_s\": {}, \"production_p50_jct_s\": {}, "
+          "\"production_p90_jct_s\": {}, \"production_p99_jct_s\": {}, "
+          "\"opportunistic_p50_jct_s\": {}, \"opportunistic_p90_jct_s\": {}, "
+          "\"opportunistic_p99_jct_s\": {}, \"production_mean_queueing_s\": {}, "
+          "\"opportunistic_mean_queueing_s\": {}, \"production_jobs\": {}, "
+          "\"opportunistic_jobs\": {}, \"events\": {}, \"pairings\": {}, \"preemptions\": {}, "
+          "\"wall_s\": {}}}{}\n",
+          json_string(r.policy), json_string(workload), seed, opt(r.production_norm),
+          opt(r.opportunistic_norm), num(r.production.mean_jct_s), num(r.opportunistic.mean_jct_s),
+          num(r.production.p50_jct_s), num(r.production.p90_jct_s), num(r.production.p99_jct_s),
+          num(r.opportunistic.p50_jct_s), num(r.opportunistic.p90_jct_s),
+          num(r.opportunistic.p99_jct_s), num(r.production.mean_queueing_s),
+          num(r.opportunistic.mean_queueing_s), r.production.jobs, r.opportunistic.jobs, r.events,
+          r.pairings, r.preemptions, num(r.wall), i + 1 < rows.size() ? "," : "");
+    }
+    out += "]\n";
+    return out;
+  }
+  if (format == output_format::csv) {
+    out += "policy,workload,seed,production_jct,opportunistic_jct,production_mean_jct_s,"
+           "opportunistic_mean_jct_s,production_p90_jct_s,opportunistic_p90_jct_s,"
+           "production_mean_queueing_s,opportunistic_mean_queueing_s,production_jobs,"
+           "opportunistic_jobs,events,pairings,preemptions,wall_s\n";
+    for (const auto& r : rows) {
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.policy, workload,
+                         seed, r.production_norm ? num(*r.production_norm) : "",
+                         r.opportunistic_norm ? num(*r.opportunistic_norm) : "",
+                         num(r.production.mean_jct_s), num(r.opportunistic.mean_jct_s),
+                         num(r.production.p90_jct_s), num(r.opportunistic.p90_jct_s),
+                         num(r.production.mean_queueing_s), num(r.opportunistic.mean_queueing_s),
+                         r.production.jobs, r.opportunistic.jobs, r.events, r.pairings,
+                         r.preemptions, num(r.wall));
+    }
+    return out;
+  }
+  out += fmt::format("{} (seed {})\n", workload, seed);
+  out += fmt::format("{:<16} {:>22} {:>22} {:>18} {:>18} {:>10} {:>9}\n", "policy",
+                     "production JCT (norm)", "opportunistic (norm)", "prod. mean JCT", "opp. mean JCT",
+                     "events", "wall");
+  for (const auto& r : rows) {
+    out += fmt::format("{:<16} {:>22} {:>22} {:>16.0f} s {:>16.0f} s {:>10} {:>7.3f} s\n", r.policy,
+                       r.production_norm ? fmt::format("{:.2f}", *r.production_norm) : "-",
+                       r.opportunistic_norm ? fmt::format("{:.2f}", *r.opportunistic_norm) : "-",
+                       r.production.mean_jct_s, r.opportunistic.mean_jct_s, r.events, r.wall);
+  }
+  out += "\nJCT normalized to exclusive (lower is better for the class).\n";
+  return out;
+}
+
+void write_cluster_outputs(const std::string& dir, const std::vector<cluster_run>& runs,
+                           std::string_view workload, std::uint64_t seed) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw input_error(fmt::format("--out: cannot create \"{}\": {}", dir, ec.message()));
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    if (!out) throw input_error(fmt::format("--out: cannot write \"{}\"", path));
+  };
+  write("summary.json", render_cluster(runs, output_format::json, workload, seed));
+  write("summary.csv", render_cluster(runs, output_format::csv, workload, seed));
+  std::string jobs = "policy,job,class,model,gpus,submit_s,start_s,end_s,jct_s,queueing_s,work_s\n";
+  std::string cdf = "policy,class,quantile,jct_s\n";
+  std::string util = "policy,start_s,allocated,busy\n";
+  for (const auto& run : runs) {
+    const auto& r = run.result;
+    for (const auto& j : r.jobs) {
+      jobs += fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}\n", r.policy,
+                          static_cast<std::uint32_t>(j.id), to_string(j.cls), j.model, j.gpus,
+                          j.submit_s, j.start_s, j.end_s, j.jct(), j.queueing(), j.work_seconds);
+    }
+    for (const auto cls : {job_class::production, job_class::opportunistic}) {
+      const auto points = jct_cdf(r, cls);
+      for (std::size_t i = 0; i < points.size(); ++i) {
+        cdf += fmt::format("{},{},{:.2f},{:.3f}\n", r.policy, to_string(cls),
+                           static_cast<double>(i + 1) / static_cast<double>(points.size()),
+                           points[i]);
+      }
+    }
+    for (const auto& u : r.utilization) {
+      util += fmt::format("{},{:.0f},{:.4f},{:.4f}\n", r.policy, u.start_s, u.allocated, u.busy);
+    }
+  }
+  write("jobs.csv", jobs);
+  write("cdf.csv", cdf);
+  write("utilization.csv", util);
+}
+
+}  // namespace tgs::sim
