@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A torchvision training loop on synthetic data that reports its throughput in fixed windows.
+
+Used by rate_control.sh: every process of one measurement gets the same --start-at (a Unix
+time), trains until then to warm up, then counts iterations in --windows windows of --window-s
+seconds and prints one JSON line with the rate of each window.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torchvision
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", required=True,
+                        choices=["resnet50", "shufflenet_v2_x1_0", "mobilenet_v2", "resnet18"])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--start-at", type=float, required=True, help="Unix time the first window starts")
+    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--window-s", type=float, default=8.0)
+    parser.add_argument("--label", default="")
+    args = parser.parse_args()
+
+    torch.backends.cudnn.benchmark = True
+    device = torch.device("cuda")
+    model = getattr(torchvision.models, args.model)(num_classes=1000).to(device).to(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    images = torch.randn(args.batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
+    labels = torch.randint(0, 1000, (args.batch,), device=device)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        # One host sync per iteration, as a training loop that logs its loss has.
+        loss.item()
+
+    while time.time() < args.start_at:
+        step()
+    rates = []
+    for w in range(args.windows):
+        end = args.start_at + (w + 1) * args.window_s
+        begin = time.time()
+        count = 0
+        while time.time() < end:
+            step()
+            count += 1
+        rates.append(count / (time.time() - begin))
+    print(json.dumps({"label": args.label, "model": args.model, "batch": args.batch, "pid": os.getpid(),
+                      "it_per_s": rates}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

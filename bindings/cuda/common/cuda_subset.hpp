@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The few CUDA driver types, enums and constants the backend needs, declared without `cuda.h`.
+///
+/// The backend must build where no CUDA toolkit is installed (CI, a fresh Debian), so it declares
+/// the ABI it touches itself. Every value here matches `cuda.h` of CUDA 12 and 13 (the driver
+/// ABI is stable across releases); the layouts are checked by the `static_assert`s below.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+/// Driver call status (`cudaError_enum` in `cuda.h`; four bytes, returned in a register).
+typedef enum cudaError_enum : int {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_STUB_LIBRARY = 34,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_SUPPORTED = 801,
+} CUresult;
+
+typedef std::uint64_t cuuint64_t;
+typedef unsigned long long CUdeviceptr;  // CUdeviceptr_v2 on 64-bit hosts
+typedef int CUdevice;
+typedef unsigned long long CUmemGenericAllocationHandle;
+
+typedef struct CUctx_st* CUcontext;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUfunc_st* CUfunction;
+typedef struct CUstream_st* CUstream;
+typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUmemPoolHandle_st* CUmemoryPool;
+/// Opaque here: the interposer only passes the pointer on.
+typedef struct CUmemAllocationProp_st CUmemAllocationProp;
+/// Opaque here: `CUlaunchConfig::attrs` is only passed on.
+typedef struct CUlaunchAttribute_st CUlaunchAttribute;
+
+/// The launch configuration of `cuLaunchKernelEx` (layout as in `cuda.h`).
+typedef struct CUlaunchConfig_st {
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+
+/// Search flags of `cuGetProcAddress` (`CUdriverProcAddress_flags`).
+enum : cuuint64_t {
+  CU_GET_PROC_ADDRESS_DEFAULT = 0,
+  CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 << 0,
+  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1,
+};
+
+/// What `cuGetProcAddress_v2` reports about a lookup.
+typedef enum CUdriverProcAddressQueryResult_enum : int {
+  CU_GET_PROC_ADDRESS_SUCCESS = 0,
+  CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+  CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
+} CUdriverProcAddressQueryResult;
+
+/// `cuMemAllocManaged` attach flag.
+enum : unsigned int { CU_MEM_ATTACH_GLOBAL = 0x1 };
+
+}  // extern "C"
+
+static_assert(sizeof(CUresult) == 4);
+static_assert(sizeof(CUdriverProcAddressQueryResult) == 4);
+static_assert(sizeof(CUdeviceptr) == 8, "the backend supports 64-bit hosts only");
+static_assert(offsetof(CUlaunchConfig, hStream) == 32);
+static_assert(offsetof(CUlaunchConfig, attrs) == 40);
+static_assert(offsetof(CUlaunchConfig, numAttrs) == 48);
+static_assert(sizeof(CUlaunchConfig) == 56);

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The versioned ABI between the interposer and tgs-node: the per-job shared-memory segment, the
+/// packed launch counter and the registration messages on the node's Unix socket.
+///
+/// Both sides include this header; a process only trusts a segment or a message whose magic and
+/// `abi::version` match its own. The first two fields of every message and of the segment
+/// (magic, version) never move, so any two releases can tell that they disagree. A mismatch
+/// means the interposer forwards everything untouched (fail open), as NCCL does with a tuner
+/// plugin of another version.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace tgs::cuda::abi {
+
+/// Bumped on any change to the segment layout or to the messages.
+inline constexpr std::uint32_t version = 1;
+
+/// "TGSJOBSG" read as a little-endian integer: the first eight bytes of a job segment.
+inline constexpr std::uint64_t segment_magic = 0x4753424f4a534754ULL;
+/// "TGSN": the first four bytes of every socket message.
+inline constexpr std::uint32_t message_magic = 0x4e534754U;
+
+// --- the packed launch counter ------------------------------------------------------------------
+// One 64-bit word counts both launches and thread blocks, so the launch hot path is a single
+// atomic add: the low 40 bits hold blocks, the high 24 bits launches, and each launch adds
+// `launch_unit + blocks`. Readers take differences of two snapshots; in modular arithmetic a
+// carry out of the block field is exactly cancelled, so a difference decodes correctly while a
+// window holds fewer than 2^40 blocks and 2^24 launches (far above any GPU's rate per window).
+
+/// Bits of the block field of the packed counter.
+inline constexpr unsigned block_bits = 40;
+/// Mask of the block field; block positions are compared modulo 2^40.
+inline constexpr std::uint64_t block_mask = (std::uint64_t{1} << block_bits) - 1;
+/// What one launch adds to the launch field.
+inline constexpr std::uint64_t launch_unit = std::uint64_t{1} << block_bits;
+/// Blocks one launch may add: the API allows 2^31 x 65535 x 65535 blocks, which would overflow a
+/// window; a launch that large is counted as this many (documented in docs/cuda-backend.md).
+inline constexpr std::uint64_t max_blocks_per_launch = (std::uint64_t{1} << 32) - 1;
+/// Block positions further apart than this are "behind", not "ahead" (modular comparison).
+inline constexpr std::uint64_t half_block_range = std::uint64_t{1} << (block_bits - 1);
+/// The allowance lead the node grants an unthrottled job per refill: more than any window holds.
+inline constexpr std::uint64_t unthrottled_lead = std::uint64_t{1} << (block_bits - 2);
+
+/// What one launch of `blocks` thread blocks adds to the packed counter.
+[[nodiscard]] constexpr std::uint64_t pack_launch(std::uint64_t blocks) noexcept {
+  return launch_unit + std::min(blocks, max_blocks_per_launch);
+}
+
+/// Launches and blocks between two snapshots of a packed counter.
+struct counter_delta {
+  std::uint64_t blocks = 0;
+  std::uint64_t launches = 0;
+  constexpr bool operator==(const counter_delta&) const noexcept = default;
+};
+
+/// Decodes the activity between snapshots `before` and `after` of a packed counter.
+[[nodiscard]] constexpr counter_delta unpack_delta(std::uint64_t before, std::uint64_t after) noexcept {
+  const std::uint64_t d = after - before;
+  return {d & block_mask, d >> block_bits};
+}
+
+/// Blocks from block position `from` forward to position `to`, modulo 2^40.
+[[nodiscard]] constexpr std::uint64_t block_distance(std::uint64_t from, std::uint64_t to) noexcept {
+  return (to - from) & block_mask;
+}
+
+/// Whether a launch whose counted blocks started at position `blocks_before` may pass under the
+/// cumulative `allowance`: it passes while the job's earlier blocks are all within it. Grants are
+/// therefore first come first served, and one large grid may overdraw (the debt delays the next
+/// launches, as a token bucket's would).
+[[nodiscard]] constexpr bool within_allowance(std::uint64_t blocks_before, std::uint64_t allowance) noexcept {
+  const std::uint64_t d = block_distance(blocks_before, allowance);
+  return d != 0 && d < half_block_range;
+}
+
+/// The allowance the node sets at a budget refill. A job that used less than it was allowed
+/// starts the window from where it is (unused budget does not pile up: burst of one window); a
+/// job in debt or with launches waiting gets `budget_blocks` more on top of its allowance, and its
+/// waiting launches pass in order.
+[[nodiscard]] constexpr std::uint64_t refill_allowance(std::uint64_t allowance, std::uint64_t used_blocks,
+                                                       std::uint64_t budget_blocks) noexcept {
+  const bool has_slack = within_allowance(used_blocks, allowance);
+  return ((has_slack ? used_blocks : allowance) + budget_blocks) & block_mask;
+}
+
+/// The blocks of `used_blocks` that have passed the gate under `allowance`.
+[[nodiscard]] constexpr std::uint64_t passed_blocks(std::uint64_t used_blocks, std::uint64_t allowance) noexcept {
+  const std::uint64_t d = block_distance(used_blocks, allowance);
+  return d < half_block_range ? used_blocks : allowance;
+}
+
+// --- the job segment ----------------------------------------------------------------------------
+
+/// The class byte of a segment and of a registration (values of `tgs::job_class`). A job whose
+/// operator set no class registers as `unspecified` and the node applies its configured default.
+enum class class_code : std::uint8_t { production = 0, opportunistic = 1, unspecified = 255 };
+
+/// One job's shared-memory segment. The node creates it (a memfd), fills the identity line and
+/// hands the descriptor to the job over the socket; after that each line has one writer, so the
+/// hot path never shares a written cache line with the node.
+struct job_segment {
+  // Identity: written by the node before the job sees the segment, read-only afterwards.
+  std::uint64_t magic;
+  std::uint32_t abi_version;
+  std::uint32_t size_bytes;
+  std::uint32_t job_id;
+  std::uint32_t gpu;
+  class_code job_class;
+
+  /// Written by the job on every launch (`pack_launch`); read by the node.
+  alignas(64) std::atomic<std::uint64_t> launch_counter;
+
+  // Written by the node on every refill; read by the job's gate.
+  /// Cumulative block allowance (a block position, modulo 2^40); see `within_allowance`.
+  alignas(64) std::atomic<std::uint64_t> allowance;
+  /// The node's CLOCK_MONOTONIC at its latest refill, in ns. A waiting launch that sees no
+  /// refill for `stale_after_ns` fails open.
+  std::atomic<std::uint64_t> heartbeat_ns;
+  /// The budget per window the node applies (informational; `UINT64_MAX` = unthrottled).
+  std::atomic<std::uint64_t> budget_blocks;
+  /// The refill period in ns (informational).
+  std::atomic<std::uint64_t> budget_window_ns;
+  /// A futex word bumped at every refill: throttled launches sleep on it instead of spinning.
+  std::atomic<std::uint32_t> refill_generation;
+
+  // Written by the job's slow paths (allocation, throttling); read by the node for status.
+  alignas(64) std::atomic<std::uint64_t> device_bytes;
+  std::atomic<std::uint64_t> managed_bytes;
+  std::atomic<std::uint64_t> alloc_calls;
+  std::atomic<std::uint64_t> free_calls;
+  std::atomic<std::uint64_t> map_calls;  ///< cuMemMap and cuMemUnmap
+  std::atomic<std::uint64_t> throttled_launches;
+  std::atomic<std::uint64_t> throttled_ns;
+};
+
+static_assert(std::is_standard_layout_v<job_segment>);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
+              "shared-memory atomics must be lock-free to work across processes");
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t), "futex word");
+static_assert(offsetof(job_segment, launch_counter) == 64);
+static_assert(offsetof(job_segment, allowance) == 128);
+static_assert(offsetof(job_segment, device_bytes) == 192);
+
+/// A waiting launch gives up on the node (fails open) when no refill came for this long.
+inline constexpr std::uint64_t stale_after_ns = 1'000'000'000;
+
+/// Bytes the node maps per job (one page; the layout uses the first `sizeof(job_segment)`).
+inline constexpr std::uint32_t segment_bytes = 4096;
+static_assert(sizeof(job_segment) <= segment_bytes);
+
+// --- socket messages ------------------------------------------------------------------------------
+// SOCK_SEQPACKET keeps message boundaries. The node replies to `register_job` with `registered`
+// plus the segment's descriptor (SCM_RIGHTS), or `rejected`; to `status` with `status_line`
+// messages and a final `status_end`.
+
+enum class message_type : std::uint32_t {
+  register_job = 1,
+  registered = 2,
+  rejected = 3,
+  status = 4,
+  status_line = 5,
+  status_end = 6,
+};
+
+/// The prefix of every message. `magic` and `abi_version` come first in every version.
+struct message_header {
+  std::uint32_t magic = message_magic;
+  std::uint32_t abi_version = version;
+  message_type type = message_type::register_job;
+  std::uint32_t size = 0;  ///< bytes of the whole message
+};
+
+/// A job's registration. Its pid and uid come from SO_PEERCRED, never from the message.
+struct register_request {
+  message_header header{message_magic, version, message_type::register_job, sizeof(register_request)};
+  class_code job_class = class_code::production;  ///< from the operator-set TGS_JOB_CLASS
+  std::uint8_t reserved[3] = {};
+  std::uint32_t gpu = 0;                           ///< from TGS_GPU / CUDA_VISIBLE_DEVICES
+  char name[64] = {};                              ///< a label for status (TGS_JOB_NAME or comm)
+};
+
+/// The node's acceptance; the segment's descriptor travels with it.
+struct register_reply {
+  message_header header{message_magic, version, message_type::registered, sizeof(register_reply)};
+  std::uint32_t job_id = 0;
+  class_code job_class = class_code::production;
+  std::uint8_t reserved[3] = {};
+};
+
+/// The node's refusal, with a reason for the job's log. Also sent on an ABI mismatch, with the
+/// node's own version in the header.
+struct reject_reply {
+  message_header header{message_magic, version, message_type::rejected, sizeof(reject_reply)};
+  char reason[120] = {};
+};
+
+/// A status query (from `tgs-node status`); any local user may ask.
+struct status_request {
+  message_header header{message_magic, version, message_type::status, sizeof(status_request)};
+  std::uint32_t json = 0;  ///< 1: one JSON object per line; 0: text for people
+};
+
+/// One line of a status answer: the header, then the text (not NUL-terminated; `header.size`
+/// bounds it).
+struct status_line_header {
+  message_header header{message_magic, version, message_type::status_line, sizeof(message_header)};
+};
+
+/// The largest message either side sends (status lines included).
+inline constexpr std::size_t max_message_bytes = 4096;
+
+}  // namespace tgs::cuda::abi

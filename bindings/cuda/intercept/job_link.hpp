@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The interposer's link to tgs-node: registration, the job's shared-memory segment, reconnection
+/// after a node restart, and the launch gate that reads the segment on every launch.
+///
+/// Mechanism only: the gate compares the job's packed launch counter with the allowance the node
+/// wrote; what the allowance should be is the node's policy. Everything here is `noexcept` and
+/// fails open: without a node, or with a node of another ABI version, launches pass untouched.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "node_abi.hpp"
+
+namespace tgs::cuda::intercept {
+
+/// What the gate needs about the current registration. Immutable once published: a
+/// re-registration publishes a new one, so the hot path reads one pointer and no lock.
+struct link_state {
+  abi::job_segment* segment = nullptr;  ///< nullptr: not managed, launches pass untouched
+  bool opportunistic = false;           ///< only opportunistic launches wait for allowance
+};
+
+/// The published registration; never null.
+extern std::atomic<const link_state*> current_link;
+/// The state before the first launch or lookup triggered registration.
+extern const link_state unregistered_link;
+
+/// Registers with the node on first use, or returns the current (possibly unmanaged) state.
+[[nodiscard]] const link_state* ensure_link() noexcept;
+
+/// Blocks a launch whose blocks begin at `position` until the node's allowance covers it, the
+/// node goes silent for `abi::stale_after_ns`, or the link changes (fail open).
+void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept;
+
+/// The result of a launch gate: what the account step must undo if the driver refuses the launch.
+struct launch_token {
+  abi::job_segment* segment = nullptr;
+  std::uint64_t packed = 0;
+};
+
+/// The launch hot path: one atomic add on shared memory, plus one load for an opportunistic job;
+/// no lock and no system call unless the job is over its allowance.
+[[nodiscard]] inline launch_token gate_launch(std::uint64_t blocks) noexcept {
+  const link_state* link = current_link.load(std::memory_order_acquire);
+  if (link->segment == nullptr) [[unlikely]] {
+    link = ensure_link();
+    if (link->segment == nullptr) return {};
+  }
+  const std::uint64_t packed = abi::pack_launch(blocks);
+  const std::uint64_t before = link->segment->launch_counter.fetch_add(packed, std::memory_order_relaxed);
+  if (link->opportunistic) {
+    const std::uint64_t position = before & abi::block_mask;
+    if (!abi::within_allowance(position, link->segment->allowance.load(std::memory_order_acquire)))
+        [[unlikely]] {
+      wait_for_allowance(*link, position);
+    }
+  }
+  return {link->segment, packed};
+}
+
+/// A launch the driver refused never ran: take it out of the count again.
+inline void account_launch(const launch_token& token, int result) noexcept {
+  if (result != 0 && token.segment != nullptr) [[unlikely]] {
+    token.segment->launch_counter.fetch_sub(token.packed, std::memory_order_relaxed);
+  }
+}
+
+/// Verbosity of the interposer's stderr messages, from TGS_LOG_LEVEL (error, warn, info, debug).
+enum class log_level : int { error = 0, warn = 1, info = 2, debug = 3 };
+/// Prints `tgs-intercept: <message>` on stderr when `level` is enabled.
+void log(log_level level, const char* format, ...) noexcept __attribute__((format(printf, 2, 3)));
+
+}  // namespace tgs::cuda::intercept

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// `gpu_control_loop`: tgs-node's driver of one GPU's rate controller. It reads the jobs' packed
+/// launch counters, steps the controller when it asked to be revisited or a job came or went, and
+/// refills the opportunistic jobs' block allowances every budget window.
+///
+/// The loop owns no clock: its caller passes the instant (tgs-node maps its steady clock to
+/// `tgs::instant`; tests pass any instants they like), so the same controller type a simulation
+/// ran is the one that throttles a real job, stepped the same way.
+#pragma once
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "node_abi.hpp"
+#include "tgs/core/units.hpp"
+#include "tgs/rate/concepts.hpp"
+
+namespace tgs::cuda::node {
+
+/// What the loop reports about one job (for `tgs-node status`).
+struct job_report {
+  std::uint32_t id = 0;
+  job_class cls = job_class::production;
+  double blocks_per_s = 0;    ///< thread blocks launched, over the last rate period
+  double launches_per_s = 0;  ///< kernel launches, over the last rate period
+  std::optional<std::uint64_t> budget_blocks;  ///< per budget window; empty = unthrottled
+};
+
+/// Drives one GPU's `Controller` against the jobs' shared-memory segments.
+///
+/// ```cpp
+/// gpu_control_loop<tgs::tgs_rate_control> loop{tgs::tgs_rate_control{{}}, now};
+/// loop.add_job(1, tgs::job_class::production, segment, now);
+/// tgs::instant next = loop.run(now, heartbeat_ns);  // call again no later than `next`
+/// ```
+template <RateController Controller>
+class gpu_control_loop {
+ public:
+  /// How often per-job rates for status are recomputed.
+  static constexpr duration rate_period = std::chrono::seconds{1};
+
+  gpu_control_loop(Controller controller, instant now)
+      : controller_(std::move(controller)), last_step_(now), rate_time_(now) {}
+
+  /// Adds a job (an arrival: the controller is stepped at once). `segment` must outlive the job.
+  void add_job(std::uint32_t id, job_class cls, abi::job_segment* segment, instant now) {
+    const std::uint64_t counter = segment->launch_counter.load(std::memory_order_acquire);
+    job j{id, cls, segment, counter, counter & abi::block_mask, counter, {}};
+    if (cls == job_class::opportunistic) {
+      // Held until the first decision, which the arrival step makes right away.
+      segment->allowance.store(counter & abi::block_mask, std::memory_order_release);
+      j.passed = counter & abi::block_mask;
+    } else {
+      segment->allowance.store((counter + abi::unthrottled_lead) & abi::block_mask, std::memory_order_release);
+    }
+    jobs_.push_back(j);
+    step(now);
+    refill();  // the newcomer's allowance, and everyone's new split of the budget, apply now
+  }
+
+  /// Removes a job (a departure: its share goes back to the others at once).
+  void remove_job(std::uint32_t id, instant now) {
+    std::erase_if(jobs_, [id](const job& j) { return j.id == id; });
+    step(now);
+    refill();  // the leaver's share goes to the others now, not at the end of the window
+  }
+
+  /// Runs what is due at `now`: the controller's step when its `revisit_at` has come, budget
+  /// refills when a budget window has passed. Returns the instant it next has work.
+  instant run(instant now, std::uint64_t heartbeat_ns) noexcept {
+    for (job& j : jobs_) j.segment->heartbeat_ns.store(heartbeat_ns, std::memory_order_release);
+    if (decision_.revisit_at <= now) step(now);
+    if (next_refill_ <= now) {
+      refill();
+      // Catch up without bursting: a late wake-up starts the next window from now.
+      next_refill_ = std::max(next_refill_ + decision_.budget_window, now);
+    }
+    if (now - rate_time_ >= rate_period) update_rates(now);
+    return std::min(decision_.revisit_at, has_opportunistic() ? next_refill_ : never);
+  }
+
+  [[nodiscard]] const rate_decision& decision() const noexcept { return decision_; }
+  [[nodiscard]] const Controller& controller() const noexcept { return controller_; }
+  [[nodiscard]] std::size_t job_count() const noexcept { return jobs_.size(); }
+
+  /// Per-job rates and budgets, for status.
+  [[nodiscard]] std::vector<job_report> report() const {
+    std::vector<job_report> out;
+    out.reserve(jobs_.size());
+    for (const job& j : jobs_) {
+      job_report r{j.id, j.cls, j.blocks_per_s, j.launches_per_s, std::nullopt};
+      if (j.cls == job_class::opportunistic) r.budget_blocks = per_job_budget();
+      out.push_back(r);
+    }
+    return out;
+  }
+
+ private:
+  struct job {
+    std::uint32_t id;
+    job_class cls;
+    abi::job_segment* segment;
+    std::uint64_t step_counter;  ///< packed counter at the previous controller step
+    std::uint64_t passed;        ///< blocks through the gate at the previous step (opportunistic)
+    std::uint64_t rate_counter;  ///< packed counter at the previous rate update
+    double blocks_per_s = 0;
+    double launches_per_s = 0;
+  };
+
+  [[nodiscard]] bool has_opportunistic() const noexcept {
+    return std::any_of(jobs_.begin(), jobs_.end(), [](const job& j) { return j.cls == job_class::opportunistic; });
+  }
+
+  /// The decision's budget split evenly across the opportunistic jobs (empty = unthrottled).
+  [[nodiscard]] std::optional<std::uint64_t> per_job_budget() const noexcept {
+    if (!decision_.opportunistic_budget) return std::nullopt;
+    const auto n = static_cast<std::uint64_t>(
+        std::count_if(jobs_.begin(), jobs_.end(), [](const job& j) { return j.cls == job_class::opportunistic; }));
+    // Keep the allowance arithmetic inside the 40-bit block space (see node_abi.hpp).
+    return std::min(*decision_.opportunistic_budget / std::max<std::uint64_t>(n, 1), abi::unthrottled_lead);
+  }
+
+  /// Observes every job since the previous step and steps the controller.
+  void step(instant now) noexcept {
+    rate_observation obs;
+    obs.now = now;
+    obs.window = now - last_step_;
+    for (job& j : jobs_) {
+      const std::uint64_t counter = j.segment->launch_counter.load(std::memory_order_acquire);
+      abi::counter_delta d = abi::unpack_delta(j.step_counter, counter);
+      if (j.cls == job_class::opportunistic) {
+        // Blocks that passed the gate, not those still waiting for allowance.
+        const std::uint64_t passed =
+            abi::passed_blocks(counter & abi::block_mask, j.segment->allowance.load(std::memory_order_acquire));
+        d.blocks = abi::block_distance(j.passed, passed);
+        j.passed = passed;
+      }
+      j.step_counter = counter;
+      std::optional<job_activity>& side = j.cls == job_class::production ? obs.production : obs.opportunistic;
+      if (!side) side = job_activity{};
+      side->blocks_launched += d.blocks;
+      side->launches += d.launches;
+    }
+    last_step_ = now;
+    const rate_decision previous = decision_;
+    decision_ = controller_.step(obs);
+    if (decision_.budget_window <= duration::zero()) decision_.budget_window = std::chrono::milliseconds{50};
+    if (decision_.opportunistic_budget != previous.opportunistic_budget ||
+        decision_.budget_window != previous.budget_window || next_refill_ == never) {
+      // A new budget applies now, not at the end of the current window.
+      refill();
+      next_refill_ = now + decision_.budget_window;
+    }
+  }
+
+  /// Starts a new budget window for every opportunistic job and wakes its waiting launches.
+  void refill() noexcept {
+    const std::optional<std::uint64_t> budget = per_job_budget();
+    for (job& j : jobs_) {
+      if (j.cls != job_class::opportunistic) continue;
+      abi::job_segment& seg = *j.segment;
+      const std::uint64_t used = seg.launch_counter.load(std::memory_order_acquire) & abi::block_mask;
+      const std::uint64_t allowance = seg.allowance.load(std::memory_order_relaxed);
+      seg.allowance.store(abi::refill_allowance(allowance, used, budget.value_or(abi::unthrottled_lead)),
+                          std::memory_order_release);
+      seg.budget_blocks.store(budget.value_or(UINT64_MAX), std::memory_order_relaxed);
+      seg.budget_window_ns.store(static_cast<std::uint64_t>(decision_.budget_window.count()), std::memory_order_relaxed);
+      seg.refill_generation.fetch_add(1, std::memory_order_release);
+      // Not FUTEX_PRIVATE: the waiters are in the job's process.
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&seg.refill_generation), FUTEX_WAKE, INT_MAX, nullptr,
+                nullptr, 0);
+    }
+  }
+
+  void update_rates(instant now) noexcept {
+    const double seconds = to_seconds(now - rate_time_);
+    for (job& j : jobs_) {
+      const std::uint64_t counter = j.segment->launch_counter.load(std::memory_order_acquire);
+      const abi::counter_delta d = abi::unpack_delta(j.rate_counter, counter);
+      j.blocks_per_s = static_cast<double>(d.blocks) / seconds;
+      j.launches_per_s = static_cast<double>(d.launches) / seconds;
+      j.rate_counter = counter;
+    }
+    rate_time_ = now;
+  }
+
+  Controller controller_;
+  rate_decision decision_{};
+  std::vector<job> jobs_;
+  instant last_step_;
+  instant next_refill_ = never;
+  instant rate_time_;
+};
+
+}  // namespace tgs::cuda::node

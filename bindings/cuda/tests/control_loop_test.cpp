@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests of tgs-node's per-GPU control loop against in-memory job segments and a hand-driven clock.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+
+#include "control_loop.hpp"
+#include "tgs/rate/exclusive.hpp"
+#include "tgs/rate/tgs_rate_control.hpp"
+
+namespace cabi = tgs::cuda::abi;
+using tgs::cuda::node::gpu_control_loop;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// A controller with a fixed budget that remembers what it was shown.
+struct fixed_budget {
+  struct config {
+    std::optional<std::uint64_t> budget;
+    tgs::duration window = 10ms;
+    tgs::duration period = 100ms;
+  };
+  static constexpr std::string_view name = "fixed-budget";
+  explicit fixed_budget(const config& c) : cfg(c) {}
+  [[nodiscard]] const config& settings() const noexcept { return cfg; }
+  tgs::rate_decision step(const tgs::rate_observation& obs) noexcept {
+    last = obs;
+    ++steps;
+    return {tgs::time_sliced{}, cfg.budget, cfg.window, obs.now + cfg.period};
+  }
+  config cfg;
+  tgs::rate_observation last{};
+  int steps = 0;
+};
+static_assert(tgs::RateController<fixed_budget>);
+
+struct segment_deleter {
+  void operator()(cabi::job_segment* s) const { delete s; }
+};
+using segment_ptr = std::unique_ptr<cabi::job_segment, segment_deleter>;
+segment_ptr make_segment() { return segment_ptr(new cabi::job_segment{}); }
+
+/// Simulates the interposer's gate: counts a launch and says whether it may pass now.
+bool launch(cabi::job_segment& s, std::uint64_t blocks) {
+  const std::uint64_t before = s.launch_counter.fetch_add(cabi::pack_launch(blocks));
+  return cabi::within_allowance(before & cabi::block_mask, s.allowance.load());
+}
+
+const tgs::instant t0 = tgs::epoch + 1s;
+
+}  // namespace
+
+TEST(ControlLoop, StepsOnArrivalAndDeparture) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{}}, t0};
+  auto a = make_segment();
+  loop.add_job(1, tgs::job_class::production, a.get(), t0);
+  EXPECT_EQ(loop.controller().steps, 1);
+  loop.remove_job(1, t0 + 1ms);
+  EXPECT_EQ(loop.controller().steps, 2);
+  EXPECT_EQ(loop.job_count(), 0u);
+}
+
+TEST(ControlLoop, ObservesBlocksAndLaunchesPerClassOverTheWindow) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  for (int i = 0; i < 3; ++i) launch(*prod, 100);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(launch(*opp, 7));
+  loop.run(t0 + 100ms, 0);
+  const tgs::rate_observation& obs = loop.controller().last;
+  EXPECT_EQ(obs.window, 100ms);
+  ASSERT_TRUE(obs.production && obs.opportunistic);
+  EXPECT_EQ(obs.production->blocks_launched, 300u);
+  EXPECT_EQ(obs.production->launches, 3u);
+  EXPECT_EQ(obs.opportunistic->blocks_launched, 35u);
+  EXPECT_EQ(obs.opportunistic->launches, 5u);
+}
+
+TEST(ControlLoop, NoProductionJobMeansNoProductionActivity) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{}}, t0};
+  auto opp = make_segment();
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  EXPECT_FALSE(loop.controller().last.production);
+  EXPECT_TRUE(loop.controller().last.opportunistic);
+}
+
+TEST(ControlLoop, RefillsTheOpportunisticAllowanceEveryBudgetWindow) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = 100, .window = 10ms, .period = 1s}}, t0};
+  auto opp = make_segment();
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  EXPECT_TRUE(launch(*opp, 60));   // blocks 0..59
+  EXPECT_TRUE(launch(*opp, 60));   // starts at 60 < 100: passes and overdraws to 120
+  EXPECT_FALSE(launch(*opp, 10));  // starts at 120: over the allowance, must wait
+  const std::uint32_t generation = opp->refill_generation.load();
+  EXPECT_EQ(loop.run(t0 + 5ms, 0), t0 + 10ms);  // nothing due yet; next refill at 10 ms
+  EXPECT_EQ(opp->allowance.load(), 100u);
+  loop.run(t0 + 10ms, 0);
+  // In debt: the budget adds to the allowance, so the waiting launch (at 120) now passes.
+  EXPECT_EQ(opp->allowance.load(), 200u);
+  EXPECT_TRUE(cabi::within_allowance(120, opp->allowance.load()));
+  EXPECT_GT(opp->refill_generation.load(), generation);
+  EXPECT_EQ(opp->budget_blocks.load(), 100u);
+}
+
+TEST(ControlLoop, SplitsTheBudgetAcrossOpportunisticJobs) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = 100, .window = 10ms, .period = 1s}}, t0};
+  auto a = make_segment();
+  auto b = make_segment();
+  loop.add_job(2, tgs::job_class::opportunistic, a.get(), t0);
+  loop.add_job(3, tgs::job_class::opportunistic, b.get(), t0);
+  EXPECT_EQ(a->allowance.load(), 50u);
+  EXPECT_EQ(b->allowance.load(), 50u);
+}
+
+TEST(ControlLoop, WritesTheHeartbeatEveryRun) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{}}, t0};
+  auto prod = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.run(t0 + 1ms, 12345);
+  EXPECT_EQ(prod->heartbeat_ns.load(), 12345u);
+}
+
+TEST(ControlLoop, ReclaimsTheShareWhenTheProductionJobLeaves) {
+  gpu_control_loop<tgs::exclusive> loop{tgs::exclusive{{}}, t0};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  EXPECT_FALSE(launch(*opp, 1));  // held while the production job is there
+  loop.remove_job(1, t0 + 1ms);
+  // The departure step refills at once: the waiting launch and the next ones pass.
+  EXPECT_TRUE(cabi::within_allowance(0, opp->allowance.load()));
+  EXPECT_TRUE(launch(*opp, 1'000'000));
+  EXPECT_FALSE(loop.report().front().budget_blocks);
+}
+
+TEST(ControlLoop, TgsHoldsTheOpportunisticJobWhileProfiling) {
+  tgs::tgs_rate_control::config cfg;
+  cfg.production_window = 100ms;
+  gpu_control_loop<tgs::tgs_rate_control> loop{tgs::tgs_rate_control{cfg}, t0};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  EXPECT_EQ(loop.decision().opportunistic_budget, 0u);
+  EXPECT_EQ(loop.decision().revisit_at, t0 + 100ms);
+  EXPECT_FALSE(launch(*opp, 1));
+  EXPECT_EQ(loop.controller().phase(), tgs::tgs_phase::profiling);
+}
