@@ -26,7 +26,9 @@ def main() -> int:
     parser.add_argument("--label", default="")
     args = parser.parse_args()
 
-    torch.backends.cudnn.benchmark = True
+    # No cuDNN autotuning: a throttled opportunistic job would spend minutes autotuning, and the
+    # chosen kernels would differ between runs of one measurement.
+    torch.backends.cudnn.benchmark = False
     device = torch.device("cuda")
     model = getattr(torchvision.models, args.model)(num_classes=1000).to(device).to(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -43,19 +45,28 @@ def main() -> int:
         # One host sync per iteration, as a training loop that logs its loss has.
         loss.item()
 
+    # Warm up until the shared start, then count iterations in windows on the shared clock, so
+    # the jobs of one measurement are measured over the same seconds. A job that is not ready
+    # (still loading, or held by a rate controller) makes no progress in a window: that is its
+    # throughput there, not an error.
     while time.time() < args.start_at:
         step()
+    ready = time.time()
     rates = []
     for w in range(args.windows):
-        end = args.start_at + (w + 1) * args.window_s
-        begin = time.time()
+        begin = args.start_at + w * args.window_s
+        end = begin + args.window_s
         count = 0
         while time.time() < end:
             step()
-            count += 1
-        rates.append(count / (time.time() - begin))
+            if time.time() >= begin:
+                count += 1
+        rates.append(count / args.window_s)
+    if ready - args.start_at > 1.0:
+        print(f"{args.label}: ready {ready - args.start_at:.1f} s after the shared start",
+              file=sys.stderr)
     print(json.dumps({"label": args.label, "model": args.model, "batch": args.batch, "pid": os.getpid(),
-                      "it_per_s": rates}), flush=True)
+                      "ready_late_s": max(0.0, ready - args.start_at), "it_per_s": rates}), flush=True)
     return 0
 
 

@@ -37,13 +37,9 @@ std::chrono::sys_seconds civil(int y, unsigned mo, unsigned d, int h, int mi, in
          std::chrono::hours{h} + std::chrono::minutes{mi} + std::chrono::seconds{s};
 }
 
-TEST(RealPhillyTraces, PolluxCsvHasAllRowsAndParsesFast) {
+TEST(RealPhillyTraces, PolluxCsvHasAllRows) {
   TGS_REAL_TRACE_OR_SKIP(path, pollux_file);
-  const auto start = std::chrono::steady_clock::now();
   const trace t = read_trace(path, trace_format::pollux_csv);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 1.0) << "82k rows must parse in well under a second";
   EXPECT_EQ(t.jobs.size(), 82'247U);
   EXPECT_EQ(t.stats.rows_read, 82'247U);
   EXPECT_EQ(t.stats.duplicates, 65U);
