@@ -66,7 +66,8 @@ def main() -> int:
         print(f"{args.label}: ready {ready - args.start_at:.1f} s after the shared start",
               file=sys.stderr)
     print(json.dumps({"label": args.label, "model": args.model, "batch": args.batch, "pid": os.getpid(),
-                      "ready_late_s": max(0.0, ready - args.start_at), "it_per_s": rates}), flush=True)
+                      "ready_late_s": max(0.0, ready - args.start_at), "it_per_s": rates,
+                      "reserved_bytes": torch.cuda.memory_reserved()}), flush=True)
     return 0
 
 

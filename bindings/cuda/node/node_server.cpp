@@ -357,9 +357,12 @@ void node_server::send_status(connection& c, bool json) {
       if (json) {
         lines.push_back(fmt::format(
             R"({{"job":{},"gpu":{},"pid":{},"uid":{},"class":"{}","name":"{}","up_s":{:.1f},"blocks_per_s":{:.0f},)"
-            R"("launches_per_s":{:.0f},"budget_blocks":{},"memory_mib":{:.1f},"throttled_s":{:.3f}}})",
+            R"("launches_per_s":{:.0f},"budget_blocks":{},"memory_mib":{:.1f},"throttled_s":{:.3f},)"
+            R"("device_bytes":{},"managed_bytes":{},"alloc_calls":{},"free_calls":{},"map_calls":{}}})",
             j.id, gpu, j.pid, j.uid, to_string(j.cls), j.name, alive_s, r.blocks_per_s, r.launches_per_s,
-            r.budget_blocks ? job_budget : "null", mem_mib, throttled_s));
+            r.budget_blocks ? job_budget : "null", mem_mib, throttled_s, j.segment->device_bytes.load(),
+            j.segment->managed_bytes.load(), j.segment->alloc_calls.load(), j.segment->free_calls.load(),
+            j.segment->map_calls.load()));
       } else {
         lines.push_back(fmt::format("  job {} pid {} {} '{}': {:.0f} blocks/s, {:.0f} launches/s, budget {}, "
                                     "{:.1f} MiB, throttled {:.2f} s",
