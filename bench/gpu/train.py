@@ -24,6 +24,13 @@ def main() -> int:
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--window-s", type=float, default=8.0)
     parser.add_argument("--label", default="")
+    parser.add_argument("--timeline-s", type=float, default=0.0,
+                        help="Instead of windows: train this many seconds from --start-at and "
+                             "print iterations completed in each second (for convergence times)")
+    parser.add_argument("--pause-at", type=float, default=-1.0,
+                        help="With --timeline-s: seconds after --start-at at which to stop "
+                             "launching work (the job idles, as between epochs)")
+    parser.add_argument("--pause-s", type=float, default=0.0, help="Length of that pause")
     args = parser.parse_args()
 
     # No cuDNN autotuning: a throttled opportunistic job would spend minutes autotuning, and the
@@ -44,6 +51,29 @@ def main() -> int:
         optimizer.step()
         # One host sync per iteration, as a training loop that logs its loss has.
         loss.item()
+
+    if args.timeline_s > 0:
+        # Per-second progress on the shared clock, from the job's first step (it may arrive
+        # before or after --start-at; seconds are relative to --start-at).
+        counts = {}
+        loop_start = time.time() - args.start_at
+        end = args.start_at + args.timeline_s
+        paused = False
+        while time.time() < end:
+            now = time.time() - args.start_at
+            if args.pause_at >= 0 and args.pause_at <= now < args.pause_at + args.pause_s:
+                paused = True
+                time.sleep(0.01)
+                continue
+            step()
+            second = int(time.time() - args.start_at)
+            counts[second] = counts.get(second, 0) + 1
+        first = min(counts) if counts else 0
+        timeline = [counts.get(t, 0) for t in range(first, int(args.timeline_s))]
+        print(json.dumps({"label": args.label, "model": args.model, "batch": args.batch,
+                          "first_second": first, "loop_start_s": loop_start, "paused": paused, "per_second": timeline}),
+              flush=True)
+        return 0
 
     # Warm up until the shared start, then count iterations in windows on the shared clock, so
     # the jobs of one measurement are measured over the same seconds. A job that is not ready
