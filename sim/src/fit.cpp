@@ -244,14 +244,12 @@ contention_table fit_contention(const catalog& c, const fit_settings& s) {
             const double b = sd.self->busy_fraction;
             const double bo = sd.other->busy_fraction;
             const double other_overflow = sd.is_production ? overflow_o : overflow_p;
-            const double other_fraction = sd.is_production ? fraction_o : fraction_p;
             // The co-runner's GPU-phase stretch, from its own measured throughput when it is
             // compute-bound; a thrashing co-runner is taken as unstretched.
             double stretch_other = 1;
             if (other_overflow == 0 && !(tgs && sd.is_production)) {
               stretch_other = std::max(1.0, (1.0 / sd.x_other - (1.0 - bo)) / bo);
             }
-            (void)other_fraction;
             const double occupancy_other = bo * stretch_other * sd.x_other;
             equation e;
             e.y = 1.0 / sd.x - 1.0;
