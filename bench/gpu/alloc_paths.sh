@@ -17,24 +17,21 @@ socket=$work/node.sock
 node_pid=""
 cleanup() { [ -n "$node_pid" ] && kill "$node_pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-deps=()
-[ -d "$repo/.deps/include" ] && deps=(-DTGS_HEADER_DEPS="$repo/.deps/include")
-cmake -S "$repo" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTGS_BUILD_SIM=OFF -DTGS_BUILD_TESTS=OFF \
-  -DTGS_BUILD_BENCH=OFF "${deps[@]}" > "$work/cmake.log" || { cat "$work/cmake.log"; exit 1; }
-cmake --build "$BUILD" --target tgs-intercept tgs-node > /dev/null
-"$BUILD/bin/tgs-node" --socket "$socket" --log-level warn > "$OUT/alloc-node.log" 2>&1 &
+. "$repo/bench/gpu/build_backend.sh"
+build_backend
+"$node" --socket "$socket" --log-level warn > "$OUT/alloc-node.log" 2>&1 &
 node_pid=$!
 for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
 : > "$OUT/alloc-paths.jsonl"
 for conf in "" "expandable_segments:True"; do
   start=$(( $(date +%s) + 12 ))
-  PYTORCH_CUDA_ALLOC_CONF=$conf LD_PRELOAD="$BUILD/lib/libtgs-intercept.so" TGS_NODE_SOCKET="$socket" \
+  PYTORCH_CUDA_ALLOC_CONF=$conf LD_PRELOAD="$intercept" TGS_NODE_SOCKET="$socket" \
     TGS_JOB_CLASS=production TGS_JOB_NAME="resnet50 alloc_conf=${conf:-default}" \
     python3 bench/gpu/train.py --model resnet50 --batch 64 --start-at "$start" --windows 2 --window-s 3 \
     --label "alloc/${conf:-default}" > "$work/train.json" &
   pid=$!
   sleep $(( start - $(date +%s) + 4 ))
-  "$BUILD/bin/tgs-node" status --socket "$socket" --json > "$work/status.json"
+  "$node" status --socket "$socket" --json > "$work/status.json"
   wait "$pid"
   python3 - "$work/train.json" "$work/status.json" "${conf:-default}" >> "$OUT/alloc-paths.jsonl" <<'PY'
 import json, sys

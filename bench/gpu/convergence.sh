@@ -23,19 +23,16 @@ socket=$work/node.sock
 node_pid=""
 cleanup() { [ -n "$node_pid" ] && kill "$node_pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-deps=()
-[ -d "$repo/.deps/include" ] && deps=(-DTGS_HEADER_DEPS="$repo/.deps/include")
-cmake -S "$repo" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTGS_BUILD_SIM=OFF -DTGS_BUILD_TESTS=OFF \
-  -DTGS_BUILD_BENCH=OFF "${deps[@]}" > "$work/cmake.log" || { cat "$work/cmake.log"; exit 1; }
-cmake --build "$BUILD" --target tgs-intercept tgs-node > /dev/null
+. "$repo/bench/gpu/build_backend.sh"
+build_backend
 : > "$OUT/convergence.jsonl"
 for spec in $PAIRS; do
   IFS=: read -r pair prod pb opp ob <<< "$spec"
-  "$BUILD/bin/tgs-node" --socket "$socket" --log-level info > "$OUT/convergence-node-$pair.log" 2>&1 &
+  "$node" --socket "$socket" --log-level info > "$OUT/convergence-node-$pair.log" 2>&1 &
   node_pid=$!
   for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
   start=$(( $(date +%s) + 15 ))
-  common=(LD_PRELOAD="$BUILD/lib/libtgs-intercept.so" TGS_NODE_SOCKET="$socket")
+  common=(LD_PRELOAD="$intercept" TGS_NODE_SOCKET="$socket")
   env "${common[@]}" TGS_JOB_CLASS=production TGS_JOB_NAME="$prod" python3 bench/gpu/train.py \
     --model "$prod" --batch "$pb" --start-at "$start" --timeline-s "$TOTAL_S" --pause-at "$PAUSE_AT" \
     --pause-s "$PAUSE_S" --label "$pair/production" >> "$OUT/convergence.jsonl" &

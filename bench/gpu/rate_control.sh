@@ -49,13 +49,8 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== build (against the real libcuda; no CUDA toolkit headers needed)"
-deps=()
-if [ -d "$repo/.deps/include" ]; then deps=(-DTGS_HEADER_DEPS="$repo/.deps/include"); fi
-cmake -S "$repo" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTGS_BUILD_SIM=OFF -DTGS_BUILD_TESTS=OFF \
-  -DTGS_BUILD_BENCH=OFF "${deps[@]}" > "$work/cmake.log" || { cat "$work/cmake.log"; exit 1; }
-cmake --build "$BUILD" --target tgs-intercept tgs-node
-intercept=$BUILD/lib/libtgs-intercept.so
-node=$BUILD/bin/tgs-node
+. "$repo/bench/gpu/build_backend.sh"
+build_backend
 
 start_node() {
   "$node" --socket "$socket" --production-window-ms "$TGS_PRODUCTION_WINDOW_MS" --profile-windows 3 \

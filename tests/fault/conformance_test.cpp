@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "../memory/allocation_counter.hpp"
+#include "support/allocation_counter.hpp"
+#include "support/conformance.hpp"
 #include "tgs/fault.hpp"
 
 namespace {
@@ -104,28 +105,13 @@ class FaultPolicyConformance : public ::testing::Test {};
 TYPED_TEST_SUITE(FaultPolicyConformance, factories, factory_names);
 
 TYPED_TEST(FaultPolicyConformance, ReplayGivesTheSameDecisions) {
-  const auto observations = random_observations(seed, steps);
-  auto first = TypeParam::make();
-  std::vector<fault_decision> recorded;
-  recorded.reserve(observations.size());
-  for (const auto& obs : observations) recorded.push_back(first.step(obs));
-
-  auto second = TypeParam::make();
-  for (std::size_t i = 0; i < observations.size(); ++i) {
-    ASSERT_EQ(second.step(observations[i]), recorded[i]) << "step " << i;
-  }
+  tgs::testing::expect_replay_gives_the_same_decisions([] { return TypeParam::make(); },
+                                                      random_observations(seed, steps));
 }
 
 TYPED_TEST(FaultPolicyConformance, MidRunCopyContinuesIdentically) {
-  const auto observations = random_observations(seed + 1, steps);
-  auto original = TypeParam::make();
-  const std::size_t half = observations.size() / 2;
-  for (std::size_t i = 0; i < half; ++i) (void)original.step(observations[i]);
-
-  auto copy = original;
-  for (std::size_t i = half; i < observations.size(); ++i) {
-    ASSERT_EQ(copy.step(observations[i]), original.step(observations[i])) << "step " << i;
-  }
+  tgs::testing::expect_mid_run_copy_continues_identically([] { return TypeParam::make(); },
+                                                         random_observations(seed + 1, steps));
 }
 
 TYPED_TEST(FaultPolicyConformance, DecisionsStayWithinBounds) {
