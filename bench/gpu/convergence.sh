@@ -12,6 +12,7 @@ cd "$(dirname "$0")/../.."
 repo=$PWD
 OUT=${OUT:-$repo/gpu-convergence-out}
 mkdir -p "$OUT"
+# RATE_SMOOTHING (0, the released code's alpha) smooths the production rate tgs-node sees.
 ARRIVE_S=${ARRIVE_S:-25}
 PAUSE_AT=${PAUSE_AT:-110}
 PAUSE_S=${PAUSE_S:-45}
@@ -28,7 +29,8 @@ build_backend
 : > "$OUT/convergence.jsonl"
 for spec in $PAIRS; do
   IFS=: read -r pair prod pb opp ob <<< "$spec"
-  "$node" --socket "$socket" --log-level info > "$OUT/convergence-node-$pair.log" 2>&1 &
+  "$node" --socket "$socket" --log-level info --rate-smoothing "${RATE_SMOOTHING:-0}" \
+    > "$OUT/convergence-node-$pair.log" 2>&1 &
   node_pid=$!
   for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
   start=$(( $(date +%s) + 15 ))
@@ -62,7 +64,7 @@ def first_time(s, a, b, pred, hold=3):  # first t in [a, b) where pred holds for
             return t - a
     return None
 out = {"device": os.environ["DEVICE"], "driver": os.environ["DRIVER"],
-       "command": f"ARRIVE_S={arrive:.0f} PAUSE_AT={pause_at:.0f} PAUSE_S={pause_s:.0f} TOTAL_S={total:.0f} bench/gpu/convergence.sh",
+       "command": f"ARRIVE_S={arrive:.0f} PAUSE_AT={pause_at:.0f} PAUSE_S={pause_s:.0f} TOTAL_S={total:.0f} RATE_SMOOTHING={os.environ.get('RATE_SMOOTHING', '0')} bench/gpu/convergence.sh",
        "pairs": {}}
 for pair in sorted({r["label"].split("/")[0] for r in rows}):
     p = series(next(r for r in rows if r["label"] == f"{pair}/production"))

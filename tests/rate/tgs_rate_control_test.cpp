@@ -453,3 +453,62 @@ TEST(TgsRateControl, DefaultConfigIsTheReleasedCodesConstants) {
 
 }  // namespace
 }  // namespace tgs::test
+
+namespace tgs::test {
+namespace {
+
+TEST(TgsRateControl, RateSmoothingDampsASingleNoisyWindow) {
+  // Released behaviour (no smoothing): in slow start, one window 9% low leaves the band: the
+  // budget shrinks (÷1.5) and slow start ends.
+  tgs_feed raw = in_control();
+  const std::uint64_t raw_before = raw.controller.budget();
+  raw.window(plateau * 91 / 100);
+  EXPECT_LT(raw.controller.budget(), raw_before);
+  EXPECT_EQ(raw.controller.phase(), tgs_phase::congestion_avoidance);
+
+  // With the code's `alpha` at 0.8 the same window moves the smoothed rate by under 2%: inside
+  // the 3% band, so slow start keeps multiplying the budget.
+  cfg_t cfg;
+  cfg.rate_smoothing = 0.8;
+  tgs_feed smooth = in_control(cfg);
+  const std::uint64_t smooth_before = smooth.controller.budget();
+  smooth.window(plateau * 91 / 100);
+  EXPECT_EQ(smooth.controller.phase(), tgs_phase::slow_start);
+  EXPECT_GT(smooth.controller.budget(), smooth_before);
+}
+
+TEST(TgsRateControl, RateSmoothingOutsideZeroToOneIsRejected) {
+  cfg_t cfg;
+  cfg.rate_smoothing = 1.0;
+  EXPECT_THROW((void)tgs_rate_control{cfg}, config_error);
+  try {
+    (void)tgs_rate_control{cfg};
+  } catch (const config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rate_smoothing"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tgs::test
+
+namespace tgs::test {
+namespace {
+
+TEST(TgsRateControl, RateSmoothingKeepsTheIdleAndResumeTimings) {
+  // Smoothing must not hide an idle production job (on a GPU it once kept the opportunistic job
+  // throttled through a whole production pause): the idle edge passes through unsmoothed.
+  cfg_t cfg;
+  cfg.rate_smoothing = 0.8;
+  tgs_feed f = warmed_up(cfg);
+  f.window(0);
+  f.window(0);
+  EXPECT_FALSE(f.window(0).opportunistic_budget.has_value());  // 3 idle of 5: unthrottled
+  for (int i = 0; i < 7; ++i) f.window(0);
+  EXPECT_FALSE(f.window(plateau).opportunistic_budget.has_value());  // 4 idle of 5
+  EXPECT_FALSE(f.window(plateau).opportunistic_budget.has_value());  // 3 idle of 5
+  EXPECT_EQ(f.window(plateau).opportunistic_budget, std::optional<std::uint64_t>{20'000});
+  EXPECT_DOUBLE_EQ(f.controller.max_rate(), static_cast<double>(plateau));
+}
+
+}  // namespace
+}  // namespace tgs::test

@@ -112,6 +112,10 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-windows", tgs_cfg.warmup_windows, "tgs: control windows before the idle rules apply")
       ->capture_default_str();
   app.add_option("--dead-band", tgs_cfg.dead_band, "tgs: dead band around the production rate")->capture_default_str();
+  app.add_option("--rate-smoothing", tgs_cfg.rate_smoothing,
+                 "tgs: weight of the previous production rate in a moving average (the released code's alpha, "
+                 "0); raise it for production jobs whose launch rate is noisy")
+      ->capture_default_str();
 
   bool status_json = false;
   CLI::App* status = app.add_subcommand("status", "show GPUs, jobs, classes, rates and budgets of a running node");

@@ -182,6 +182,14 @@ class tgs_rate_control {
     std::uint64_t congestion_cap_floor = std::uint64_t{1} << 32;
     /// Absolute budget ceiling. Released code: `UPPER_LIMIT = 100000000000000LL`.
     std::uint64_t budget_ceiling = 100'000'000'000'000;
+    /// Weight of the previous production rate in an exponential moving average of the samples.
+    /// Released code: `limit_manager`'s `alpha` (`recv_rate = alpha * recv_rate + (1 - alpha) *
+    /// recv_counter`), 0.0 there, so each window counts alone. Raise it where a production job's
+    /// launch rate is noisy from window to window (a training loop bound by its CPU side): on
+    /// an H200 such noise made the 3% band starve the opportunistic job
+    /// (docs/results/gpu-rate-control.md). The first sample after an arrival, and any sample
+    /// across an idle edge (below `idle_blocks`), is taken as is.
+    double rate_smoothing = 0.0;
     /// Freeze R while any of the last `rate_window_size` windows is idle. Our deviation (see the
     /// class comment); `false` reproduces the released code.
     bool freeze_max_rate_while_idle = true;
@@ -216,9 +224,18 @@ class tgs_rate_control {
       return decision();
     }
     // The code floors the received count at 1 block (`recv_counter >= 1. ? recv_counter : 1.`).
-    const double sample = std::max(
+    double sample = std::max(
         rate_detail::per_period(obs.production->blocks_launched, obs.window, cfg_.production_window),
         1.0);
+    if (cfg_.rate_smoothing > 0.0) {
+      // Going idle or coming back is not noise: the idle rules must see it at once, so the
+      // average restarts from the raw sample across an idle edge.
+      const auto idle = static_cast<double>(cfg_.idle_blocks);
+      const bool idle_edge = sample < idle || smoothed_ < idle;
+      smoothed_ = idle_edge ? sample
+                            : cfg_.rate_smoothing * smoothed_ + (1.0 - cfg_.rate_smoothing) * sample;
+      sample = smoothed_;
+    }
     if (stage_ == stage::profiling) {
       profile(sample);
     } else {
@@ -284,6 +301,8 @@ class tgs_rate_control {
     check(c.reprofile_threshold >= c.track_tolerance && c.reprofile_threshold < 1.0, p,
           "reprofile_threshold", "in [track_tolerance, 1)", c.reprofile_threshold);
     check(c.dead_band > 0.0 && c.dead_band < 1.0, p, "dead_band", "in (0, 1)", c.dead_band);
+    check(c.rate_smoothing >= 0.0 && c.rate_smoothing < 1.0, p, "rate_smoothing", "in [0, 1)",
+          c.rate_smoothing);
     check(c.slow_start_factor > 1.0 && c.slow_start_factor <= 16.0, p, "slow_start_factor",
           "in (1, 16]", c.slow_start_factor);
     check(c.slow_start_increment <= limit, p, "slow_start_increment", "at most 2^61",
@@ -332,6 +351,7 @@ class tgs_rate_control {
     decay_count_ = 0;
     budget_ = 0;  // `limit_manager`: `g_rate_limit[device] = 0` on a new production connection
     unthrottled_ = false;
+    smoothed_ = 0.0;
   }
 
   /// `shift_window`: the largest mean of two adjacent entries of the window *before* `sample`
@@ -527,6 +547,7 @@ class tgs_rate_control {
   int decay_count_ = 0;
   std::int64_t budget_ = 0;
   bool unthrottled_ = false;
+  double smoothed_ = 0.0;  // the moving average of `rate_smoothing`; 0 until the first sample
   instant next_revisit_ = never;
 };
 
