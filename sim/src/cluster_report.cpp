@@ -51,6 +51,17 @@ std::vector<row> rows_of(const std::vector<cluster_run>& runs) {
 }
 
 std::string num(double v) { return fmt::format("{:.4f}", v); }
+
+/// A CSV field, quoted (RFC 4180) when it holds a comma, a quote or a line break.
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
 std::string opt(const std::optional<double>& v) { return v ? num(*v) : "null"; }
 
 }  // namespace
@@ -90,7 +101,8 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
            "production_mean_queueing_s,opportunistic_mean_queueing_s,production_jobs,"
            "opportunistic_jobs,events,pairings,preemptions,wall_s\n";
     for (const auto& r : rows) {
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.policy, workload,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.policy,
+                         csv_field(workload),
                          seed, r.production_norm ? num(*r.production_norm) : "",
                          r.opportunistic_norm ? num(*r.opportunistic_norm) : "",
                          num(r.production.mean_jct_s), num(r.opportunistic.mean_jct_s),
