@@ -153,12 +153,10 @@ class engine {
   engine(const calibrated_model& model, const cluster_spec& cluster,
          const std::vector<cluster_job>& jobs, const std::string& policy,
          const cluster_options& options)
-      : model_(model),
-        gpu_profile_(*model.data.find_gpu(cluster.gpu)),
-        jobs_(jobs),
+      : jobs_(jobs),
         options_(options),
         exclusive_(policy == "exclusive"),
-        cache_(model, gpu_profile_, policy),
+        cache_(model, *model.data.find_gpu(cluster.gpu), policy),
         graph_(static_cast<std::size_t>(cluster.nodes + cluster.gpus())) {
     gpus_.resize(static_cast<std::size_t>(cluster.gpus()));
     nodes_.resize(static_cast<std::size_t>(cluster.nodes));
@@ -575,8 +573,6 @@ class engine {
     }
   }
 
-  const calibrated_model& model_;
-  const gpu_profile& gpu_profile_;
   const std::vector<cluster_job>& jobs_;
   const cluster_options& options_;
   bool exclusive_;
