@@ -33,6 +33,13 @@ TEST(PlainUnifiedMemory, GrantsManagedMemoryToBothClasses) {
             allocation_verdict::grant_managed);
 }
 
+TEST(PlainUnifiedMemory, MemoryThatCannotBeManagedStaysDeviceMemory) {
+  plain_unified_memory policy{{}};
+  memory_observation obs = oversubscribed(job_class::opportunistic);
+  obs.request->movable = false;
+  EXPECT_EQ(policy.step(obs).verdict, allocation_verdict::grant_device);
+}
+
 TEST(PlainUnifiedMemory, ProductionIsNotPinned) {
   plain_unified_memory policy{{}};
   EXPECT_FALSE(policy.step(oversubscribed(job_class::production)).production_pinned);

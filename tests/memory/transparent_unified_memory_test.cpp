@@ -102,6 +102,27 @@ TEST(TransparentUnifiedMemory, ProductionAllocationEvictsOpportunisticFirst) {
   EXPECT_EQ(d.opportunistic_resident_limit, 10_GiB);
 }
 
+TEST(TransparentUnifiedMemory, UnmovableOpportunisticMemoryOnlyWithinItsResidentLimit) {
+  // Production holds 30 of 40: the opportunistic job may keep 10 resident and holds 6 there. A
+  // pool or cuMemCreate allocation cannot be evicted later, so it must fit now.
+  allocation_request fits{job_class::opportunistic, 4_GiB};
+  fits.movable = false;
+  allocation_request too_big{job_class::opportunistic, 5_GiB};
+  too_big.movable = false;
+  const auto policy = no_reserve();
+  EXPECT_EQ(policy.step(on_40_gib(job_memory{30_GiB, 30_GiB}, job_memory{8_GiB, 6_GiB}, fits)).verdict,
+            allocation_verdict::grant_device);
+  EXPECT_EQ(policy.step(on_40_gib(job_memory{30_GiB, 30_GiB}, job_memory{8_GiB, 6_GiB}, too_big)).verdict,
+            allocation_verdict::deny_out_of_memory);
+  // Alone on the GPU the opportunistic job may fill the budget, not more.
+  allocation_request whole{job_class::opportunistic, 40_GiB};
+  whole.movable = false;
+  EXPECT_EQ(policy.step(on_40_gib(std::nullopt, std::nullopt, whole)).verdict, allocation_verdict::grant_device);
+  whole.size = 41_GiB;
+  EXPECT_EQ(policy.step(on_40_gib(std::nullopt, std::nullopt, whole)).verdict,
+            allocation_verdict::deny_out_of_memory);
+}
+
 TEST(TransparentUnifiedMemory, FirstProductionAllocationCapsOpportunistic) {
   // The driver may ask before it reports the arriving production job.
   const auto d = no_reserve().step(on_40_gib(std::nullopt, job_memory{30_GiB, 30_GiB},

@@ -24,6 +24,11 @@ struct job_memory {
 struct allocation_request {
   job_class requester = job_class::production;
   bytes size{};
+  /// Whether the driver can serve this allocation from unified (managed) memory. A plain
+  /// `cuMemAlloc` can; stream-ordered pool allocations, `cuMemCreate` physical memory (what
+  /// expandable segments map) and IPC-shared memory cannot: their pages stay where the driver
+  /// put them, so a policy must not count on evicting them.
+  bool movable = true;
 };
 
 /// Everything a memory policy may look at when it is stepped.

@@ -15,7 +15,8 @@ namespace tgs {
 /// when memory was oversubscribed (NSDI'23 §7: a PyTorch image whose allocator uses unified
 /// memory, with no priority between the jobs).
 ///
-/// Every allocation is granted in managed memory, production memory is not pinned and the
+/// Every allocation the driver can serve from managed memory is granted there (the rest in
+/// device memory), production memory is not pinned and the
 /// opportunistic job has no resident cap: the CUDA driver's fault-driven migration moves pages
 /// of both jobs back and forth, so under oversubscription both thrash and the production job
 /// loses the throughput TGS protects. Nothing is denied: managed memory can exceed the GPU's,
@@ -44,7 +45,10 @@ class plain_unified_memory {
 
   [[nodiscard]] constexpr memory_decision step(const memory_observation& obs) const noexcept {
     memory_decision decision;
-    if (obs.request) decision.verdict = allocation_verdict::grant_managed;
+    // What cannot be managed stays plain device memory: the baseline has no budget to keep.
+    if (obs.request) {
+      decision.verdict = obs.request->movable ? allocation_verdict::grant_managed : allocation_verdict::grant_device;
+    }
     decision.opportunistic_resident_limit = bytes::max();
     decision.production_pinned = false;
     decision.revisit_at = never;

@@ -20,7 +20,10 @@ namespace tgs {
 ///   a driver may do the same, what matters is that the pages stay on the GPU.)
 /// - Opportunistic allocations are granted in managed memory (released code:
 ///   `cuMemAllocManaged` + `CU_MEM_ADVISE_SET_ACCESSED_BY`, `low_priority_hijack_call.c`), so they
-///   never fail for lack of GPU memory and may be evicted to host memory.
+///   never fail for lack of GPU memory and may be evicted to host memory. An opportunistic
+///   allocation the driver cannot serve from managed memory (`allocation_request::movable` false:
+///   pools, `cuMemCreate`) is granted in device memory only while the opportunistic job's resident
+///   bytes plus it stay within its resident limit, and denied with out-of-memory otherwise.
 /// - The opportunistic job may keep `capacity - reserve - production allocated` bytes resident
 ///   (saturating at zero). When the GPU is oversubscribed the driver evicts it down to that; when
 ///   the production job frees memory the limit rises, and when the production job leaves the cap
@@ -69,7 +72,13 @@ class transparent_unified_memory {
     if (obs.request) {
       const allocation_request& request = *obs.request;
       if (request.requester == job_class::opportunistic) {
-        decision.verdict = allocation_verdict::grant_managed;
+        // Memory that cannot be managed cannot be evicted either: it may only take room the
+        // opportunistic job may keep resident anyway, or it would squeeze the production job.
+        const bytes resident = obs.opportunistic ? obs.opportunistic->resident : bytes{};
+        const bytes limit = production_here ? budget - production : budget;
+        decision.verdict = request.movable                      ? allocation_verdict::grant_managed
+                           : detail::fits(resident, request.size, limit) ? allocation_verdict::grant_device
+                                                                          : allocation_verdict::deny_out_of_memory;
       } else if (detail::fits(production, request.size, budget)) {
         decision.verdict = allocation_verdict::grant_device;
         production += request.size;
