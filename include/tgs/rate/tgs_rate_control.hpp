@@ -190,6 +190,17 @@ class tgs_rate_control {
     /// (docs/results/gpu-rate-control.md). The first sample after an arrival, and any sample
     /// across an idle edge (below `idle_blocks`), is taken as is.
     double rate_smoothing = 0.0;
+    /// Widen the dead band to this multiple of the production rate's own noise: the coefficient
+    /// of variation of its samples over the latest profiling run, when the opportunistic job is
+    /// held. 0 (the released code): the band is `dead_band` whatever the noise. A training loop
+    /// bound by its CPU side moves ±10% between windows with no contention at all (H200,
+    /// docs/results/gpu-rate-control.md); a 3% band reads that as interference and starves the
+    /// opportunistic job. With a multiple of 2, a job whose rate varies by 4% gets an 8% band;
+    /// a steady GPU-bound job keeps the 3% band. Our extension, not in the released code.
+    double noise_band_multiple = 0.0;
+    /// Upper bound of the widened band: above it the controller could not tell a noisy job from
+    /// a slowed-down one. `reset_band_multiple` times it must stay below 1.
+    double max_noise_band = 0.2;
     /// Freeze R while any of the last `rate_window_size` windows is idle. Our deviation (see the
     /// class comment); `false` reproduces the released code.
     bool freeze_max_rate_while_idle = true;
@@ -198,7 +209,7 @@ class tgs_rate_control {
   static constexpr std::string_view name = "tgs";
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
-  explicit tgs_rate_control(const config& cfg) : cfg_(validated(cfg)) {}
+  explicit tgs_rate_control(const config& cfg) : cfg_(validated(cfg)), band_(cfg_.dead_band) {}
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
 
@@ -269,6 +280,9 @@ class tgs_rate_control {
   /// Control windows since the arrival (the code's `cnt`).
   [[nodiscard]] std::int64_t control_windows() const noexcept { return control_windows_; }
 
+  /// The dead band in force (`dead_band` unless `noise_band_multiple` widened it).
+  [[nodiscard]] double dead_band() const noexcept { return band_; }
+
   /// Windows of the current profiling run (the code's `t`).
   [[nodiscard]] int profiled_windows() const noexcept { return profile_windows_; }
 
@@ -312,6 +326,11 @@ class tgs_rate_control {
     check(c.multiplicative_decrease > 0.0 && c.multiplicative_decrease < 1.0, p,
           "multiplicative_decrease", "in (0, 1)", c.multiplicative_decrease);
     check(c.min_step >= 1 && c.min_step <= limit, p, "min_step", "in [1, 2^61]", c.min_step);
+    check(c.noise_band_multiple >= 0.0 && c.noise_band_multiple <= 100.0, p, "noise_band_multiple",
+          "in [0, 100]", c.noise_band_multiple);
+    check(c.max_noise_band >= c.dead_band && c.reset_band_multiple * c.max_noise_band < 1.0, p,
+          "max_noise_band", "at least dead_band with reset_band_multiple * max_noise_band < 1",
+          c.max_noise_band);
     check(c.reset_band_multiple >= 1.0 && c.reset_band_multiple * c.dead_band < 1.0, p,
           "reset_band_multiple", "at least 1 with reset_band_multiple * dead_band < 1",
           c.reset_band_multiple);
@@ -352,6 +371,16 @@ class tgs_rate_control {
     budget_ = 0;  // `limit_manager`: `g_rate_limit[device] = 0` on a new production connection
     unthrottled_ = false;
     smoothed_ = 0.0;
+    band_ = cfg_.dead_band;
+    noise_ = {};
+  }
+
+  /// The dead band in force: `dead_band`, widened to `noise_band_multiple` times the noise of
+  /// the latest profiling run (see `config::noise_band_multiple`).
+  [[nodiscard]] double band_for_noise() const noexcept {
+    if (cfg_.noise_band_multiple <= 0.0 || noise_.n < 2 || noise_.mean <= 0.0) return cfg_.dead_band;
+    const double cv = std::sqrt(noise_.m2 / static_cast<double>(noise_.n - 1)) / noise_.mean;
+    return std::clamp(cfg_.noise_band_multiple * cv, cfg_.dead_band, cfg_.max_noise_band);
   }
 
   /// `shift_window`: the largest mean of two adjacent entries of the window *before* `sample`
@@ -380,7 +409,15 @@ class tgs_rate_control {
   /// The profiling loop of `limit_manager`, one window per call.
   void profile(double sample) noexcept {
     const double estimate = shift(sample);
+    if (profile_windows_ == 0) noise_ = {};
     ++profile_windows_;
+    if (sample >= static_cast<double>(cfg_.idle_blocks)) {
+      // Welford's running mean and variance of this profiling run's samples.
+      ++noise_.n;
+      const double d = sample - noise_.mean;
+      noise_.mean += d / static_cast<double>(noise_.n);
+      noise_.m2 += d * (sample - noise_.mean);
+    }
     if (max_rate_ <= 0.0) {
       // No R yet (we re-profile from scratch): the first estimate is taken as it is.
       max_rate_ = estimate;
@@ -404,6 +441,7 @@ class tgs_rate_control {
     const bool bounded = profile_windows_ >= cfg_.max_profile_windows;
     if (minimum_done && (!keep_profiling_ || bounded) && max_rate_ > 0.0) {
       stage_ = stage::control;
+      band_ = band_for_noise();
       keep_profiling_ = false;  // the code leaves its loop only with the flag clear
     }
   }
@@ -468,7 +506,7 @@ class tgs_rate_control {
     std::int64_t limit = budget_;
     switch (growth_) {
       case growth::slow_start:
-        if (delta <= cfg_.dead_band) {
+        if (delta <= band_) {
           const double grown = static_cast<double>(limit) * cfg_.slow_start_factor +
                                static_cast<double>(cfg_.slow_start_increment);
           limit = std::min(static_cast<std::int64_t>(std::min(grown, ceiling)),
@@ -482,8 +520,7 @@ class tgs_rate_control {
       case growth::congestion_avoidance: {
         // The code's hysteresis: after a decrease the band edge counts as inside, after an
         // increase it counts as outside.
-        const bool inside = (sign_ == -1 && delta <= cfg_.dead_band) ||
-                            (sign_ == 1 && delta < cfg_.dead_band);
+        const bool inside = (sign_ == -1 && delta <= band_) || (sign_ == 1 && delta < band_);
         if (inside) {
           const auto step = static_cast<std::int64_t>(
               std::min(max_rate_ * cfg_.additive_increase, ceiling));
@@ -496,7 +533,7 @@ class tgs_rate_control {
           sign_ = -1;
         }
         limit = std::min(limit, cap(opportunistic_rate, cfg_.congestion_cap_floor));
-        if (delta >= cfg_.reset_band_multiple * cfg_.dead_band) {
+        if (delta >= cfg_.reset_band_multiple * band_) {
           growth_ = growth::slow_start;
           limit /= static_cast<std::int64_t>(cfg_.reset_divisor);
         }
@@ -548,6 +585,12 @@ class tgs_rate_control {
   std::int64_t budget_ = 0;
   bool unthrottled_ = false;
   double smoothed_ = 0.0;  // the moving average of `rate_smoothing`; 0 until the first sample
+  double band_ = 0.03;     // the dead band in force (`band_for_noise` at the end of profiling)
+  struct {
+    int n = 0;
+    double mean = 0.0;
+    double m2 = 0.0;
+  } noise_;  // the production rate's samples in the current profiling run
   instant next_revisit_ = never;
 };
 
