@@ -71,8 +71,30 @@ typedef enum CUdriverProcAddressQueryResult_enum : int {
   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 } CUdriverProcAddressQueryResult;
 
-/// `cuMemAllocManaged` attach flag.
-enum : unsigned int { CU_MEM_ATTACH_GLOBAL = 0x1 };
+/// `cuMemAllocManaged` attach flags.
+enum : unsigned int { CU_MEM_ATTACH_GLOBAL = 0x1, CU_MEM_ATTACH_HOST = 0x2 };
+
+/// Where memory lives (`CUmemLocationType`); the subset unified memory uses.
+typedef enum CUmemLocationType_enum : int {
+  CU_MEM_LOCATION_TYPE_INVALID = 0,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,  ///< `id` is a device ordinal
+  CU_MEM_LOCATION_TYPE_HOST = 2,    ///< `id` is ignored
+} CUmemLocationType;
+
+/// A memory location (`CUmemLocation`), passed by value to `cuMemAdvise_v2` and
+/// `cuMemPrefetchAsync_v2`.
+typedef struct CUmemLocation_st {
+  CUmemLocationType type;
+  int id;
+} CUmemLocation;
+
+/// Advice for `cuMemAdvise_v2` (`CUmem_advise`); the subset TGS uses.
+typedef enum CUmem_advise_enum : int {
+  CU_MEM_ADVISE_SET_PREFERRED_LOCATION = 3,
+  CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4,
+  CU_MEM_ADVISE_SET_ACCESSED_BY = 5,
+  CU_MEM_ADVISE_UNSET_ACCESSED_BY = 6,
+} CUmem_advise;
 
 }  // extern "C"
 
@@ -83,3 +105,5 @@ static_assert(offsetof(CUlaunchConfig, hStream) == 32);
 static_assert(offsetof(CUlaunchConfig, attrs) == 40);
 static_assert(offsetof(CUlaunchConfig, numAttrs) == 48);
 static_assert(sizeof(CUlaunchConfig) == 56);
+static_assert(sizeof(CUmemLocation) == 8);
+static_assert(sizeof(CUmem_advise) == 4);

@@ -10,21 +10,32 @@
 // A stream holds at most TGS_FAKE_QUEUE_DEPTH unfinished kernels; a launch into a full stream
 // blocks until half of it drained, so a busy job is paced by the device as on a real GPU.
 // Synchronisation sleeps until the stream's (or the context's) last kernel ends.
+//
+// Memory: address space only (never backed), but with a device-wide capacity of
+// TGS_FAKE_MEMORY_MIB shared by every process of the device, as on a real GPU. The same segment
+// holds a table of per-process slots (pid, start time, resident device bytes); a process claims
+// one by compare-and-swap at its first allocation. Device-wide use is the sum over slots whose
+// process is alive, so a process killed with SIGKILL gives its memory back, as the real driver
+// frees a dead context's memory. Unified (managed) memory resides on the device or on the host;
+// cuMemPrefetchAsync moves it (taking bytes / TGS_FAKE_LINK_MIB_PER_S on the stream), and kernels
+// of a process with host-resident managed memory run slower (TGS_FAKE_HOST_ACCESS_SLOWDOWN).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <mutex>
-#include <unordered_map>
 
 #include "cuda_subset.hpp"
 
@@ -34,13 +45,30 @@ namespace {
 
 constexpr std::uint64_t device_magic = 0x4b414654554447ULL;  // "GDUTFAK"
 constexpr int max_devices = 8;
+constexpr int max_processes = 64;
 
-/// The shared device: one timeline per simulated GPU, shared by every process of the same user
-/// (or of the same TGS_FAKE_DEVICE name).
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int32_t>::is_always_lock_free,
+              "the shared segment relies on lock-free atomics: no lock a SIGKILL could leave held");
+
+/// One process's share of a device. `pid` is 0 when free and `-pid` while that process claims
+/// it (so a claimer killed half-way leaves a slot others can still reclaim).
+struct process_slot {
+  std::atomic<std::int32_t> pid;
+  std::atomic<std::uint64_t> start_time;    ///< the owner's start time (/proc/<pid>/stat), against pid reuse
+  std::atomic<std::uint64_t> device_bytes;  ///< resident on this device: plain and device-resident managed
+};
+
+/// The shared device: one timeline and one process table per simulated GPU, shared by every
+/// process of the same user (or of the same TGS_FAKE_DEVICE name). Fields are only ever
+/// appended, so a segment left by an older build is extended with zeros, a valid state.
 struct device_state {
   std::uint64_t magic;
-  std::atomic<std::uint64_t> busy_until_ns;  ///< end of the last reserved kernel
-  std::atomic<std::uint64_t> kernels;        ///< kernels run, for tests
+  std::atomic<std::uint64_t> busy_until_ns;     ///< end of the last reserved kernel
+  std::atomic<std::uint64_t> kernels;           ///< kernels run, for tests
+  std::atomic<std::uint64_t> kernel_ns;         ///< device time reserved by kernels, for tests
+  std::atomic<std::uint64_t> prefetches;        ///< cuMemPrefetchAsync calls, for tests
+  std::atomic<std::uint64_t> prefetched_bytes;  ///< bytes they moved, either way, for tests
+  process_slot slots[max_processes];
 };
 
 struct settings {
@@ -48,12 +76,20 @@ struct settings {
   std::size_t queue_depth = 64;
   int device_count = 1;
   std::uint64_t memory_bytes = 16ULL << 30;
+  double link_bytes_per_ns = 4096.0 * 1048576.0 / 1e9;  ///< host <-> device copy rate
+  double host_access_slowdown = 2.0;
 };
 
 std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
   const char* s = std::getenv(name);
   if (s == nullptr || *s == '\0') return fallback;
   return std::strtoull(s, nullptr, 10);
+}
+
+double env_double(const char* name, double fallback) {
+  const char* s = std::getenv(name);
+  if (s == nullptr || *s == '\0') return fallback;
+  return std::strtod(s, nullptr);
 }
 
 const settings& config() {
@@ -63,6 +99,8 @@ const settings& config() {
     out.queue_depth = std::max<std::size_t>(2, env_u64("TGS_FAKE_QUEUE_DEPTH", out.queue_depth));
     out.device_count = static_cast<int>(std::clamp<std::uint64_t>(env_u64("TGS_FAKE_DEVICE_COUNT", 1), 1, max_devices));
     out.memory_bytes = env_u64("TGS_FAKE_MEMORY_MIB", out.memory_bytes >> 20) << 20;
+    out.link_bytes_per_ns = std::max(1.0, env_double("TGS_FAKE_LINK_MIB_PER_S", 4096.0)) * 1048576.0 / 1e9;
+    out.host_access_slowdown = std::max(0.0, env_double("TGS_FAKE_HOST_ACCESS_SLOWDOWN", out.host_access_slowdown));
     return out;
   }();
   return s;
@@ -80,10 +118,19 @@ void sleep_until_ns(std::uint64_t t) {
   }
 }
 
-/// Maps (creating on first use) the shared timeline of device `ordinal`. A zero-filled new
-/// segment is a valid idle device, so creation needs no initialisation race handling.
+/// Raises `word` to at least `value`.
+void raise_to(std::atomic<std::uint64_t>& word, std::uint64_t value) {
+  std::uint64_t prev = word.load(std::memory_order_relaxed);
+  while (prev < value && !word.compare_exchange_weak(prev, value, std::memory_order_relaxed)) {
+  }
+}
+
+/// Maps (creating on first use) the shared segment of device `ordinal`. A zero-filled new
+/// segment is a valid idle device with no processes, so creation needs no initialisation race
+/// handling.
 device_state* device(int ordinal) {
   static std::atomic<device_state*> devices[max_devices];
+  if (ordinal < 0 || ordinal >= max_devices) return nullptr;
   device_state* d = devices[ordinal].load(std::memory_order_acquire);
   if (d != nullptr) return d;
   char name[128];
@@ -95,7 +142,10 @@ device_state* device(int ordinal) {
   }
   const int fd = ::shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return nullptr;
-  if (::ftruncate(fd, sizeof(device_state)) != 0) {
+  // Grow only: shrinking would cut the table from under a process of a newer build.
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 ||
+      (static_cast<std::size_t>(st.st_size) < sizeof(device_state) && ::ftruncate(fd, sizeof(device_state)) != 0)) {
     ::close(fd);
     return nullptr;
   }
@@ -111,7 +161,114 @@ device_state* device(int ordinal) {
   return d;
 }
 
-/// A stream: the end times of its unfinished kernels, in order.
+// --- processes: who is alive, so a dead process's memory is free again ---------------------------
+
+/// The state letter and start time (clock ticks after boot) of a process, from /proc/<pid>/stat.
+struct proc_stat {
+  char state = '?';
+  std::uint64_t start_time = 0;
+};
+
+bool read_proc_stat(std::int32_t pid, proc_stat& out) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr || p[1] != ' ') return false;
+  p += 2;
+  out.state = *p;
+  // After the state (field 3), skip to field 22, starttime.
+  for (int field = 3; field < 22; ++field) {
+    p = std::strchr(p, ' ');
+    if (p == nullptr) return false;
+    ++p;
+  }
+  out.start_time = std::strtoull(p, nullptr, 10);
+  return true;
+}
+
+bool no_such_process(std::int32_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+/// Whether `pid` is a live process started at `start` (0: any start). A zombie counts as dead:
+/// the driver frees a context when its process dies, not when its parent reaps it.
+bool process_alive(std::int32_t pid, std::uint64_t start) {
+  if (no_such_process(pid)) return false;
+  proc_stat st;
+  if (!read_proc_stat(pid, st)) return !no_such_process(pid);  // no /proc: kill(2) decides
+  if (st.state == 'Z' || st.state == 'X') return false;
+  return start == 0 || st.start_time == start;
+}
+
+/// This process: pid and start time, read again after a fork.
+struct self_identity {
+  std::int32_t pid = 0;
+  std::uint64_t start_time = 0;
+};
+
+self_identity self() {
+  self_identity me;
+  me.pid = static_cast<std::int32_t>(::getpid());
+  proc_stat st;
+  if (read_proc_stat(me.pid, st)) me.start_time = st.start_time;
+  return me;
+}
+
+/// Device-wide resident bytes: the sum over the slots of live processes. Sequentially
+/// consistent loads, paired with the reservation's fetch_add, so of two processes reserving at
+/// once at least one sees the other (see reserve()).
+std::uint64_t device_used(device_state& d, const self_identity& me) {
+  std::uint64_t used = 0;
+  for (process_slot& s : d.slots) {
+    const std::int32_t pid = s.pid.load();
+    if (pid <= 0) continue;  // free, or being claimed (its bytes are 0)
+    const std::uint64_t bytes = s.device_bytes.load();
+    if (bytes == 0) continue;  // nothing to count: spare the /proc read
+    const std::uint64_t start = s.start_time.load();
+    if (!(pid == me.pid && start == me.start_time) && !process_alive(pid, start)) continue;
+    used += bytes;
+  }
+  return used;
+}
+
+/// Claims a slot for this process: a free one, or one whose process is dead. Lock-free: the
+/// claim is one compare-and-swap of the pid to `-pid`; the slot is then reset and published.
+process_slot* claim_slot(device_state& d, const self_identity& me) {
+  for (process_slot& s : d.slots) {
+    std::int32_t pid = s.pid.load();
+    const bool reclaimable = pid == 0 || (pid > 0 && !process_alive(pid, s.start_time.load())) ||
+                             (pid < 0 && !process_alive(-pid, 0));
+    if (!reclaimable || !s.pid.compare_exchange_strong(pid, -me.pid)) continue;
+    s.device_bytes.store(0);
+    s.start_time.store(me.start_time);
+    s.pid.store(me.pid);
+    return &s;
+  }
+  return nullptr;
+}
+
+/// Takes `bytes` of the device for `slot` if they fit under the capacity. Add first, then check
+/// the sum (and take them back if over): two processes reserving at once never both exceed the
+/// capacity; at worst both fail although one would have fit (an accepted, rare false
+/// out-of-memory near the limit, where a real driver would serialise the two).
+bool reserve(device_state& d, process_slot& slot, std::uint64_t bytes, const self_identity& me) {
+  if (bytes > config().memory_bytes) return false;
+  slot.device_bytes.fetch_add(bytes);
+  if (device_used(d, me) > config().memory_bytes) {
+    slot.device_bytes.fetch_sub(bytes);
+    return false;
+  }
+  return true;
+}
+
+/// A stream: the end times of its unfinished kernels, in order, and of its last work (kernel or
+/// copy), which synchronisation waits for.
 struct fake_stream {
   std::mutex mutex;
   std::deque<std::uint64_t> ends;
@@ -121,14 +278,31 @@ struct fake_stream {
 fake_stream default_stream;
 std::atomic<std::uint64_t> context_last_end{0};
 thread_local int current_device = 0;
+thread_local CUcontext current_context = nullptr;
 std::atomic<bool> initialised{false};
 
+// Managed memory of this process, for the kernel slowdown: read on every launch without a lock.
+std::atomic<std::uint64_t> managed_bytes{0};
+std::atomic<std::uint64_t> managed_host_bytes{0};
+
 fake_stream& stream_of(CUstream s) { return s == nullptr ? default_stream : *reinterpret_cast<fake_stream*>(s); }
+
+/// Device time of a kernel of `blocks` blocks: stretched by the share of this process's managed
+/// memory that resides on the host (a crude model: each kernel touches its memory evenly).
+std::uint64_t kernel_duration(std::uint64_t blocks) {
+  const std::uint64_t base = std::min<std::uint64_t>(blocks, 1ULL << 32) * config().ns_per_block;
+  const std::uint64_t managed = managed_bytes.load(std::memory_order_relaxed);
+  if (base == 0 || managed == 0) return base;
+  const double host_share = std::min(1.0, static_cast<double>(managed_host_bytes.load(std::memory_order_relaxed)) /
+                                              static_cast<double>(managed));
+  const double stretched = static_cast<double>(base) * (1.0 + config().host_access_slowdown * host_share) + 0.5;
+  return static_cast<std::uint64_t>(std::min(stretched, 0x1p62));  // a silly slowdown must not overflow
+}
 
 /// Queues a kernel of `blocks` blocks on `stream` and reserves its device time.
 CUresult enqueue(CUstream s, std::uint64_t blocks) {
   if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  const std::uint64_t duration = std::min<std::uint64_t>(blocks, 1ULL << 32) * config().ns_per_block;
+  const std::uint64_t duration = kernel_duration(blocks);
   if (duration == 0) return CUDA_SUCCESS;  // zero-cost kernels: the benchmark's driver floor
   device_state* dev = device(current_device);
   if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
@@ -149,43 +323,193 @@ CUresult enqueue(CUstream s, std::uint64_t blocks) {
     end = std::max(ready, busy) + duration;
   } while (!dev->busy_until_ns.compare_exchange_weak(busy, end, std::memory_order_acq_rel));
   dev->kernels.fetch_add(1, std::memory_order_relaxed);
+  dev->kernel_ns.fetch_add(duration, std::memory_order_relaxed);
   stream.last_end = end;
   stream.ends.push_back(end);
-  std::uint64_t prev = context_last_end.load(std::memory_order_relaxed);
-  while (prev < end && !context_last_end.compare_exchange_weak(prev, end, std::memory_order_relaxed)) {
-  }
+  raise_to(context_last_end, end);
   return CUDA_SUCCESS;
+}
+
+/// Queues a host <-> device copy of `bytes` on `stream`: it follows the stream's earlier work but
+/// takes no slot on the kernel timeline (copy engines run beside kernels).
+void enqueue_copy(CUstream s, std::uint64_t bytes) {
+  const auto duration = static_cast<std::uint64_t>(static_cast<double>(bytes) / config().link_bytes_per_ns);
+  fake_stream& stream = stream_of(s);
+  std::lock_guard lock(stream.mutex);
+  stream.last_end = std::max(now_ns(), stream.last_end) + duration;
+  raise_to(context_last_end, stream.last_end);
 }
 
 std::uint64_t grid(unsigned gx, unsigned gy, unsigned gz) {
   return std::uint64_t{gx} * std::uint64_t{gy} * std::uint64_t{gz};
 }
 
-// Device memory is address space only: a bump allocator per process, never backed, with a
-// per-process capacity so cuMemGetInfo and out-of-memory behave.
-std::uint64_t next_address = 0x7e0000000000ULL;
-std::uint64_t used_bytes = 0;
-std::mutex memory_mutex;
-std::unordered_map<std::uint64_t, std::uint64_t> allocation_bytes;
+// --- memory of this process ------------------------------------------------------------------------
+//
+// Address space only: a bump allocator per process, never backed. Each allocation's bytes count
+// in this process's slot of the device it resides on; host-resident managed memory counts
+// nowhere.
 
+constexpr int on_host = -1;
+
+/// An allocation (or a cuMemCreate handle, which shares the address space).
+struct allocation {
+  std::uint64_t bytes = 0;
+  int device = on_host;  ///< the ordinal whose slot counts it; on_host only for managed memory
+  bool managed = false;
+  CUmemLocation preferred{CU_MEM_LOCATION_TYPE_INVALID, 0};  ///< cuMemAdvise preferred location
+  unsigned accessed_by = 0;  ///< cuMemAdvise accessed-by: bit d for device d, bit max_devices for host
+};
+
+struct process_memory {
+  std::mutex mutex;
+  self_identity me;  ///< whose tables these are; a forked child starts afresh
+  std::uint64_t next_address = 0x7e0000000000ULL;
+  std::map<std::uint64_t, allocation> allocations;
+  process_slot* slots[max_devices] = {};
+};
+
+process_memory memory;
+
+/// The tables of this process, under `memory.mutex`. A forked child does not own its parent's
+/// memory (the real driver does not let it use the parent's context at all): it starts empty.
+process_memory& own_memory() {
+  const auto pid = static_cast<std::int32_t>(::getpid());
+  if (memory.me.pid != pid) {
+    memory.me = self();
+    memory.allocations.clear();
+    std::fill(std::begin(memory.slots), std::end(memory.slots), nullptr);
+    managed_bytes.store(0);
+    managed_host_bytes.store(0);
+  }
+  return memory;
+}
+
+/// This process's slot on device `ordinal`, claimed on first use; nullptr when the device's
+/// segment is unavailable or all its slots are held by live processes.
+process_slot* own_slot(process_memory& m, int ordinal) {
+  if (ordinal < 0 || ordinal >= max_devices) return nullptr;
+  if (m.slots[ordinal] == nullptr) {
+    device_state* d = device(ordinal);
+    if (d != nullptr) m.slots[ordinal] = claim_slot(*d, m.me);
+  }
+  return m.slots[ordinal];
+}
+
+std::uint64_t take_address(process_memory& m, std::size_t bytes) {
+  const std::uint64_t address = m.next_address;
+  m.next_address += (bytes + 511) & ~std::uint64_t{255};
+  return address;
+}
+
+/// A plain device allocation on the current device; out of memory beyond the device's capacity.
 CUresult fake_alloc(unsigned long long* dptr, std::size_t bytes) {
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  std::lock_guard lock(memory_mutex);
-  if (used_bytes + bytes > config().memory_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
-  *dptr = next_address;
-  next_address += (bytes + 511) & ~std::uint64_t{255};
-  used_bytes += bytes;
-  allocation_bytes[*dptr] = bytes;
+  const int ordinal = current_device;
+  std::lock_guard lock(memory.mutex);
+  process_memory& m = own_memory();
+  process_slot* slot = own_slot(m, ordinal);
+  if (slot == nullptr || !reserve(*device(ordinal), *slot, bytes, m.me)) return CUDA_ERROR_OUT_OF_MEMORY;
+  *dptr = take_address(m, bytes);
+  m.allocations[*dptr] = allocation{bytes, ordinal, false, {CU_MEM_LOCATION_TYPE_INVALID, 0}, 0};
+  return CUDA_SUCCESS;
+}
+
+/// A managed allocation: on the current device if it fits in the device's free memory, else on
+/// the host. (The real driver populates pages on first touch and evicts under pressure.)
+CUresult fake_alloc_managed(CUdeviceptr* dptr, std::size_t bytes, unsigned flags) {
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  const int ordinal = current_device;
+  std::lock_guard lock(memory.mutex);
+  process_memory& m = own_memory();
+  process_slot* slot = own_slot(m, ordinal);
+  const bool resident = slot != nullptr && reserve(*device(ordinal), *slot, bytes, m.me);
+  *dptr = take_address(m, bytes);
+  m.allocations[*dptr] = allocation{bytes, resident ? ordinal : on_host, true, {CU_MEM_LOCATION_TYPE_INVALID, 0}, 0};
+  // Host share first, so a concurrent launch never sees more host bytes than managed bytes.
+  if (!resident) managed_host_bytes.fetch_add(bytes);
+  managed_bytes.fetch_add(bytes);
   return CUDA_SUCCESS;
 }
 
 CUresult fake_free(unsigned long long key) {
-  std::lock_guard lock(memory_mutex);
-  const auto it = allocation_bytes.find(key);
-  if (it == allocation_bytes.end()) return CUDA_ERROR_INVALID_VALUE;
-  used_bytes -= it->second;
-  allocation_bytes.erase(it);
+  std::lock_guard lock(memory.mutex);
+  process_memory& m = own_memory();
+  const auto it = m.allocations.find(key);
+  if (it == m.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  const allocation& a = it->second;
+  if (a.device != on_host) m.slots[a.device]->device_bytes.fetch_sub(a.bytes);
+  if (a.managed) {
+    managed_bytes.fetch_sub(a.bytes);
+    if (a.device == on_host) managed_host_bytes.fetch_sub(a.bytes);
+  }
+  m.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+/// The managed allocation holding all of [ptr, ptr + count), or nullptr.
+allocation* managed_range(process_memory& m, CUdeviceptr ptr, std::size_t count) {
+  if (count == 0) return nullptr;
+  auto it = m.allocations.upper_bound(ptr);
+  if (it == m.allocations.begin()) return nullptr;
+  --it;
+  allocation& a = it->second;
+  if (!a.managed || ptr - it->first > a.bytes || count > a.bytes - (ptr - it->first)) return nullptr;
+  return &a;
+}
+
+bool valid_location(CUmemLocation location) {
+  if (location.type == CU_MEM_LOCATION_TYPE_HOST) return true;
+  return location.type == CU_MEM_LOCATION_TYPE_DEVICE && location.id >= 0 && location.id < config().device_count;
+}
+
+unsigned location_bit(CUmemLocation location) {
+  return location.type == CU_MEM_LOCATION_TYPE_HOST ? 1U << max_devices : 1U << location.id;
+}
+
+/// Moves the whole managed allocation holding [ptr, ptr + count) to `location` (the real driver
+/// moves only the range, page by page). Accounting changes at once; the copy takes
+/// bytes / TGS_FAKE_LINK_MIB_PER_S on `stream`.
+CUresult fake_prefetch(CUdeviceptr ptr, std::size_t count, CUmemLocation location, unsigned flags, CUstream stream) {
+  if (flags != 0 || !valid_location(location)) return CUDA_ERROR_INVALID_VALUE;
+  if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  const int target = location.type == CU_MEM_LOCATION_TYPE_HOST ? on_host : location.id;
+  std::uint64_t moved = 0;
+  int counted_on = target;
+  {
+    std::lock_guard lock(memory.mutex);
+    process_memory& m = own_memory();
+    allocation* a = managed_range(m, ptr, count);
+    if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (target == on_host && a->device != on_host) {
+      counted_on = a->device;
+      managed_host_bytes.fetch_add(a->bytes);
+      m.slots[a->device]->device_bytes.fetch_sub(a->bytes);
+      a->device = on_host;
+      moved = a->bytes;
+    } else if (target != on_host && a->device != target) {
+      // The real driver would evict other pages to make room; here the prefetch fails.
+      process_slot* slot = own_slot(m, target);
+      if (slot == nullptr || !reserve(*device(target), *slot, a->bytes, m.me)) return CUDA_ERROR_OUT_OF_MEMORY;
+      if (a->device == on_host) {
+        managed_host_bytes.fetch_sub(a->bytes);
+      } else {
+        m.slots[a->device]->device_bytes.fetch_sub(a->bytes);
+      }
+      a->device = target;
+      moved = a->bytes;
+    } else if (target == on_host) {
+      counted_on = current_device;
+    }
+  }
+  if (device_state* d = device(counted_on); d != nullptr) {
+    d->prefetches.fetch_add(1, std::memory_order_relaxed);
+    d->prefetched_bytes.fetch_add(moved, std::memory_order_relaxed);
+  }
+  if (moved != 0) enqueue_copy(stream, moved);
   return CUDA_SUCCESS;
 }
 
@@ -219,6 +543,12 @@ FAKE_EXPORT CUresult cuDeviceGetName(char* name, int length, CUdevice dev) {
   std::snprintf(name, static_cast<std::size_t>(length), "tgs fake GPU %d", dev);
   return CUDA_SUCCESS;
 }
+FAKE_EXPORT CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev) {
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = config().memory_bytes;
+  return CUDA_SUCCESS;
+}
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
@@ -229,6 +559,20 @@ FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   const auto dev = reinterpret_cast<std::uintptr_t>(ctx);
   if (dev == 0 || dev > static_cast<std::uintptr_t>(config().device_count)) return CUDA_ERROR_INVALID_CONTEXT;
   current_device = static_cast<int>(dev - 1);
+  current_context = ctx;
+  return CUDA_SUCCESS;
+}
+// The current context is per thread, as in the real driver: a thread that never set one (the
+// interposer's background thread) has none.
+FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = current_context;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = current_device;
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned) {
@@ -302,7 +646,8 @@ FAKE_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
 }
 FAKE_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) { return cuGraphLaunch(exec, s); }
 
-// Memory: address space only, with a per-process budget of TGS_FAKE_MEMORY_MIB.
+// Memory: address space only, with a device-wide capacity of TGS_FAKE_MEMORY_MIB shared by all
+// processes of the device.
 FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes) { return fake_alloc(dptr, bytes); }
 FAKE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size_t* pitch, std::size_t width,
                                         std::size_t height, unsigned) {
@@ -321,7 +666,9 @@ FAKE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, std::size_t
                                                   CUstream s) {
   return cuMemAllocFromPoolAsync(dptr, bytes, pool, s);
 }
-FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, std::size_t bytes, unsigned) { return fake_alloc(dptr, bytes); }
+FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, std::size_t bytes, unsigned flags) {
+  return fake_alloc_managed(dptr, bytes, flags);
+}
 FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t bytes, const CUmemAllocationProp*,
                                  unsigned long long) {
   return fake_alloc(handle, bytes);
@@ -339,9 +686,74 @@ FAKE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return cuMemFr
 FAKE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) { return cuMemFreeAsync(dptr, s); }
 FAKE_EXPORT CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(memory_mutex);
+  device_state* d = device(current_device);
+  if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  // Identity only (no tables): a monitoring thread never waits for an allocation here.
+  const std::uint64_t used = device_used(*d, self());
   *total_bytes = config().memory_bytes;
-  *free_bytes = config().memory_bytes - used_bytes;
+  *free_bytes = config().memory_bytes - std::min(used, config().memory_bytes);
+  return CUDA_SUCCESS;
+}
+
+// Unified memory: advice is recorded (it moves nothing); a prefetch moves the whole allocation.
+FAKE_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr ptr, std::size_t count, CUmem_advise advice, CUmemLocation location) {
+  // The real driver ignores the location of UNSET_PREFERRED_LOCATION; every other advice needs one.
+  if (advice != CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION && !valid_location(location)) return CUDA_ERROR_INVALID_VALUE;
+  if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  std::lock_guard lock(memory.mutex);
+  allocation* a = managed_range(own_memory(), ptr, count);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (advice) {
+    case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+      a->preferred = location;
+      return CUDA_SUCCESS;
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+      a->preferred = CUmemLocation{CU_MEM_LOCATION_TYPE_INVALID, 0};
+      return CUDA_SUCCESS;
+    case CU_MEM_ADVISE_SET_ACCESSED_BY:
+      a->accessed_by |= location_bit(location);
+      return CUDA_SUCCESS;
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+      a->accessed_by &= ~location_bit(location);
+      return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;  // read-mostly and the rest are not simulated
+}
+FAKE_EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, std::size_t count, CUmemLocation location, unsigned flags,
+                                           CUstream stream) {
+  return fake_prefetch(ptr, count, location, flags, stream);
+}
+FAKE_EXPORT CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr ptr, std::size_t count, CUmemLocation location,
+                                                unsigned flags, CUstream stream) {
+  return fake_prefetch(ptr, count, location, flags, stream);
+}
+
+// --- for tests only (not driver API, not in cuGetProcAddress): what the simulation did ---------------
+
+/// The counters of device `ordinal`'s shared segment (any pointer may be null).
+FAKE_EXPORT CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kernels, unsigned long long* kernel_ns,
+                                           unsigned long long* prefetches, unsigned long long* prefetched_bytes) {
+  if (ordinal < 0 || ordinal >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  device_state* d = device(ordinal);
+  if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  if (kernels != nullptr) *kernels = d->kernels.load();
+  if (kernel_ns != nullptr) *kernel_ns = d->kernel_ns.load();
+  if (prefetches != nullptr) *prefetches = d->prefetches.load();
+  if (prefetched_bytes != nullptr) *prefetched_bytes = d->prefetched_bytes.load();
+  return CUDA_SUCCESS;
+}
+
+/// Where the managed allocation holding `ptr` resides (a device ordinal, or -1 for the host), its
+/// preferred location (type CU_MEM_LOCATION_TYPE_INVALID: none) and its accessed-by set (bit d:
+/// device d; bit 8: the host). Any output pointer may be null.
+FAKE_EXPORT CUresult tgsFakeManagedState(CUdeviceptr ptr, int* resident_device, CUmemLocation* preferred,
+                                         unsigned* accessed_by) {
+  std::lock_guard lock(memory.mutex);
+  const allocation* a = managed_range(own_memory(), ptr, 1);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (resident_device != nullptr) *resident_device = a->device;
+  if (preferred != nullptr) *preferred = a->preferred;
+  if (accessed_by != nullptr) *accessed_by = a->accessed_by;
   return CUDA_SUCCESS;
 }
 
@@ -369,6 +781,9 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuDeviceGetName, cuDeviceGetName, false, 2000),
     FAKE_SYMBOL(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, false, 7000),
     FAKE_SYMBOL(cuCtxSetCurrent, cuCtxSetCurrent, false, 4000),
+    FAKE_SYMBOL(cuCtxGetCurrent, cuCtxGetCurrent, false, 4000),
+    FAKE_SYMBOL(cuCtxGetDevice, cuCtxGetDevice, false, 2000),
+    FAKE_SYMBOL(cuDeviceTotalMem_v2, cuDeviceTotalMem, false, 3020),
     FAKE_SYMBOL(cuStreamCreate, cuStreamCreate, false, 2000),
     FAKE_SYMBOL(cuStreamDestroy_v2, cuStreamDestroy, false, 4000),
     FAKE_SYMBOL(cuStreamSynchronize, cuStreamSynchronize, false, 2000),
@@ -399,6 +814,11 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuMemFreeAsync, cuMemFreeAsync, false, 11020),
     FAKE_SYMBOL(cuMemFreeAsync_ptsz, cuMemFreeAsync, true, 11020),
     FAKE_SYMBOL(cuMemGetInfo_v2, cuMemGetInfo, false, 3020),
+    // Only the _v2 forms (CUmemLocation) exist here: a caller asking for version < 12020 gets
+    // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, where the real driver would hand out v1.
+    FAKE_SYMBOL(cuMemAdvise_v2, cuMemAdvise, false, 12020),
+    FAKE_SYMBOL(cuMemPrefetchAsync_v2, cuMemPrefetchAsync, false, 12020),
+    FAKE_SYMBOL(cuMemPrefetchAsync_v2_ptsz, cuMemPrefetchAsync, true, 12020),
     FAKE_SYMBOL(cuGetProcAddress, cuGetProcAddress, false, 11030),
     FAKE_SYMBOL(cuGetProcAddress_v2, cuGetProcAddress, false, 12000),
 };

@@ -5,12 +5,20 @@
 // It finds cuLaunchKernel the way the CUDA runtime does: dlsym for cuGetProcAddress_v2, which it
 // then asks for cuGetProcAddress, which it asks for everything else. Every fourth kernel goes
 // through a direct call of the linked cuLaunchKernelEx instead, so both paths are exercised.
+//
+// Memory scenarios for the end-to-end tests: `--alloc-mib` takes device memory at `--alloc-at`
+// (and `--free-at` gives it back); out of memory ends the job with status 3, as a PyTorch job dies
+// on its OOM exception. `--fail-at` with `--fail segv|abort|oom` makes the job die. The memory
+// calls are direct calls of the linked driver functions, so a preloaded interposer sees them.
 #include <dlfcn.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cuda_subset.hpp"
 
@@ -21,11 +29,14 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
 CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuStreamCreate(CUstream* stream, unsigned flags);
 CUresult cuStreamSynchronize(CUstream stream);
+CUresult cuStreamDestroy_v2(CUstream stream);
 CUresult cuModuleLoadData(CUmodule* module, const void* image);
 CUresult cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name);
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra);
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total_bytes);
+CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev);
 }
 
 namespace {
@@ -37,6 +48,68 @@ using launch_kernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, uns
 int fail(const char* what, int code) {
   std::fprintf(stderr, "tgs-fake-train: %s failed (%d)\n", what, code);
   return 1;
+}
+
+constexpr int oom_status = 3;
+
+/// Out of device memory: one JSON line, a message, and the exit status of a job killed by it.
+[[noreturn]] void die_of_oom(double t, unsigned long long allocated_mib, unsigned long long wanted_mib) {
+  std::printf("{\"event\":\"oom\",\"t\":%.3f,\"allocated_mib\":%llu}\n", t, allocated_mib);
+  std::fflush(stdout);
+  std::fprintf(stderr, "tgs-fake-train: CUDA out of memory: tried to allocate %llu MiB (%llu MiB allocated)\n",
+               wanted_mib, allocated_mib);
+  std::exit(oom_status);
+}
+
+/// Reports the device's memory as the job sees it.
+int report_memory(double t, CUdevice dev) {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  std::size_t device_bytes = 0;
+  if (const CUresult r = cuMemGetInfo_v2(&free_bytes, &total_bytes); r != CUDA_SUCCESS) return fail("cuMemGetInfo_v2", r);
+  if (const CUresult r = cuDeviceTotalMem_v2(&device_bytes, dev); r != CUDA_SUCCESS) {
+    return fail("cuDeviceTotalMem_v2", r);
+  }
+  std::printf("{\"event\":\"memory\",\"t\":%.3f,\"free_mib\":%llu,\"total_mib\":%llu,\"device_total_mib\":%llu}\n", t,
+              static_cast<unsigned long long>(free_bytes >> 20), static_cast<unsigned long long>(total_bytes >> 20),
+              static_cast<unsigned long long>(device_bytes >> 20));
+  std::fflush(stdout);
+  return 0;
+}
+
+/// Allocates `mib` MiB in chunks of `chunk_mib` into `out`; dies of OOM as a training job would.
+int allocate(unsigned long long mib, unsigned long long chunk_mib, double t, std::vector<CUdeviceptr>& out) {
+  unsigned long long done = 0;
+  while (done < mib) {
+    const unsigned long long step = std::min(chunk_mib, mib - done);
+    CUdeviceptr p = 0;
+    const CUresult r = cuMemAlloc_v2(&p, static_cast<std::size_t>(step) << 20);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) die_of_oom(t, done, step);
+    if (r != CUDA_SUCCESS) return fail("cuMemAlloc_v2", r);
+    out.push_back(p);
+    done += step;
+  }
+  return 0;
+}
+
+/// Dies the requested way.
+int fail_now(const std::string& how, unsigned long long oom_mib, double t) {
+  std::fflush(stdout);
+  if (how == "segv") {
+    // A real invalid access: the pointer comes through a volatile, so the compiler can neither
+    // see it is null nor turn the store into a trap instruction (SIGILL).
+    static int* volatile nowhere = nullptr;
+    *nowhere = 1;
+  } else if (how == "abort") {
+    std::abort();
+  } else if (how == "oom") {
+    CUdeviceptr p = 0;
+    const CUresult r = cuMemAlloc_v2(&p, static_cast<std::size_t>(oom_mib) << 20);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) die_of_oom(t, 0, oom_mib);
+    if (r != CUDA_SUCCESS) return fail("cuMemAlloc_v2", r);
+    std::fprintf(stderr, "tgs-fake-train: --fail oom: %llu MiB fit, running on\n", oom_mib);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -55,6 +128,22 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "run time; 0 runs until killed")->check(CLI::Range(0.0, 1e6));
   app.add_option("--report", report_s, "seconds between progress lines")->check(CLI::Range(0.01, 1e3));
   app.add_option("--device", device, "device ordinal");
+  unsigned long long alloc_mib = 0;
+  double alloc_at = 0;
+  unsigned long long chunk_mib = 64;
+  double free_at = -1;
+  double fail_at = -1;
+  std::string fail_how = "none";
+  unsigned long long oom_mib = 1048576;
+  app.add_option("--alloc-mib", alloc_mib, "device memory to allocate with cuMemAlloc_v2, MiB");
+  app.add_option("--alloc-at", alloc_at, "when to allocate it, s after start (0: before the first iteration)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--chunk-mib", chunk_mib, "allocation size, MiB")->check(CLI::Range(1ULL, 1ULL << 30));
+  app.add_option("--free-at", free_at, "when to free the --alloc-mib memory, s after start (default: never)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--fail-at", fail_at, "when to fail as --fail says, s after start")->check(CLI::Range(0.0, 1e6));
+  app.add_option("--fail", fail_how, "how to fail at --fail-at")->check(CLI::IsMember({"none", "segv", "abort", "oom"}));
+  app.add_option("--oom-mib", oom_mib, "the single allocation of --fail oom, MiB")->check(CLI::Range(1ULL, 1ULL << 40));
   CLI11_PARSE(app, argc, argv);
 
   // The runtime's path: dlopen the driver, dlsym one entry point, ask it for itself.
@@ -92,6 +181,36 @@ int main(int argc, char** argv) {
   const CUlaunchConfig config{blocks, 1, 1, 128, 1, 1, 0, stream, nullptr, 0};
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
+  const auto since_start = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
+  if (const int rc = report_memory(since_start(), dev); rc != 0) return rc;
+  std::vector<CUdeviceptr> held;  // the --alloc-mib memory
+  bool allocated = alloc_mib == 0;
+  bool freed = free_at < 0;
+  bool failed = fail_at < 0 || fail_how == "none";
+  // Memory events, checked before the first iteration and after each one.
+  const auto memory_events = [&]() -> int {
+    const double t = since_start();
+    if (!allocated && t >= alloc_at) {
+      allocated = true;
+      if (const int rc = allocate(alloc_mib, chunk_mib, t, held); rc != 0) return rc;
+      if (const int rc = report_memory(since_start(), dev); rc != 0) return rc;
+    }
+    if (allocated && !freed && t >= free_at) {
+      freed = true;
+      for (const CUdeviceptr ptr : held) {
+        if (const CUresult r = cuMemFree_v2(ptr); r != CUDA_SUCCESS) return fail("cuMemFree_v2", r);
+      }
+      held.clear();
+      std::printf("{\"event\":\"freed\",\"t\":%.3f}\n", since_start());
+      std::fflush(stdout);
+    }
+    if (!failed && t >= fail_at) {
+      failed = true;
+      if (const int rc = fail_now(fail_how, oom_mib, t); rc != 0) return rc;
+    }
+    return 0;
+  };
+  if (const int rc = memory_events(); rc != 0) return rc;
   auto last_report = start;
   std::uint64_t iterations = 0;
   std::uint64_t last_iterations = 0;
@@ -118,7 +237,10 @@ int main(int argc, char** argv) {
       last_iterations = iterations;
     }
     if (done) break;
+    if (const int rc = memory_events(); rc != 0) return rc;
   }
+  for (const CUdeviceptr ptr : held) cuMemFree_v2(ptr);
   cuMemFree_v2(weights);
+  cuStreamDestroy_v2(stream);
   return 0;
 }
