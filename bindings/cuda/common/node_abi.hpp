@@ -18,8 +18,9 @@
 
 namespace tgs::cuda::abi {
 
-/// Bumped on any change to the segment layout or to the messages.
-inline constexpr std::uint32_t version = 1;
+/// Bumped on any change to the segment layout or to the messages. 2: memory policy (segment
+/// memory lines, memory_request / memory_reply).
+inline constexpr std::uint32_t version = 2;
 
 /// "TGSJOBSG" read as a little-endian integer: the first eight bytes of a job segment.
 inline constexpr std::uint64_t segment_magic = 0x4753424f4a534754ULL;
@@ -137,7 +138,40 @@ struct job_segment {
   std::atomic<std::uint64_t> map_calls;  ///< cuMemMap and cuMemUnmap
   std::atomic<std::uint64_t> throttled_launches;
   std::atomic<std::uint64_t> throttled_ns;
+
+  // Written by the node at every memory step; read by the job's allocation paths and evictor.
+  /// Bytes of the job's managed memory it may keep on the GPU; `no_resident_limit`: no cap. The
+  /// job evicts (preferred location host, prefetch to host) above it and restores below it.
+  alignas(64) std::atomic<std::uint64_t> resident_limit;
+  /// What `cuMemGetInfo` / `cuDeviceTotalMem` tell the job as the total (its budget); 0: the
+  /// driver's answer.
+  std::atomic<std::uint64_t> view_total_bytes;
+  /// Of that total, what other jobs hold; the job subtracts its own current bytes itself, so its
+  /// free memory is exact right after its own allocations.
+  std::atomic<std::uint64_t> view_others_bytes;
+  /// A futex word bumped whenever `resident_limit` changes: the job's evictor sleeps on it.
+  std::atomic<std::uint32_t> memory_generation;
+  /// 1 while the node runs a memory policy: allocations then ask it first (`memory_request`).
+  std::atomic<std::uint32_t> memory_policy_active;
+
+  // Written by the job's memory paths; read by the node (observation and status).
+  /// Of `managed_bytes`, those the job keeps on the GPU (not evicted to host).
+  alignas(64) std::atomic<std::uint64_t> managed_resident_bytes;
+  std::atomic<std::uint64_t> evictions;             ///< allocations moved to host
+  std::atomic<std::uint64_t> restores;              ///< allocations moved back to the GPU
+  std::atomic<std::uint64_t> evicted_bytes_total;
+  std::atomic<std::uint64_t> restored_bytes_total;
+  std::atomic<std::uint64_t> evict_ns_total;        ///< time spent in evictions (prefetch + sync)
+  std::atomic<std::uint64_t> restore_ns_total;
+  std::atomic<std::uint64_t> denied_allocs;         ///< allocations failed with out-of-memory by policy
+  std::atomic<std::uint64_t> converted_allocs;      ///< device allocations served from managed memory
+  /// Managed bytes placed on host at allocation (the job was at its limit): never on the GPU,
+  /// so never evicted.
+  std::atomic<std::uint64_t> host_placed_bytes;
 };
+
+/// `resident_limit` when the job may keep all of its memory on the GPU.
+inline constexpr std::uint64_t no_resident_limit = UINT64_MAX;
 
 static_assert(std::is_standard_layout_v<job_segment>);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
@@ -147,6 +181,8 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t), "fute
 static_assert(offsetof(job_segment, launch_counter) == 64);
 static_assert(offsetof(job_segment, allowance) == 128);
 static_assert(offsetof(job_segment, device_bytes) == 192);
+static_assert(offsetof(job_segment, resident_limit) == 256);
+static_assert(offsetof(job_segment, managed_resident_bytes) == 320);
 
 /// A waiting launch gives up on the node (fails open) when no refill came for this long.
 inline constexpr std::uint64_t stale_after_ns = 1'000'000'000;
@@ -167,6 +203,8 @@ enum class message_type : std::uint32_t {
   status = 4,
   status_line = 5,
   status_end = 6,
+  memory_request = 7,
+  memory_reply = 8,
 };
 
 /// The prefix of every message. `magic` and `abi_version` come first in every version.
@@ -211,6 +249,33 @@ struct status_request {
 /// bounds it).
 struct status_line_header {
   message_header header{message_magic, version, message_type::status_line, sizeof(message_header)};
+};
+
+/// What the driver can do with an allocation the job is about to make.
+enum class allocation_path : std::uint8_t {
+  /// `cuMemAlloc`: the interposer can serve it from managed memory instead.
+  convertible = 0,
+  /// `cuMemAllocManaged` called by the job itself: managed already.
+  managed = 1,
+  /// Pools, pitched and stream-ordered allocations, `cuMemCreate`: device memory only.
+  fixed = 2,
+};
+
+/// A job asks the node's memory policy before an allocation (only while the segment's
+/// `memory_policy_active` is 1). The node answers with `memory_reply`, possibly after it has
+/// evicted an opportunistic job's memory to make room.
+struct memory_request {
+  message_header header{message_magic, version, message_type::memory_request, sizeof(memory_request)};
+  std::uint64_t bytes = 0;
+  allocation_path path = allocation_path::convertible;
+  std::uint8_t reserved[7] = {};
+};
+
+/// The verdict (values of `tgs::allocation_verdict`: 0 device, 1 managed, 2 out of memory).
+struct memory_reply {
+  message_header header{message_magic, version, message_type::memory_reply, sizeof(memory_reply)};
+  std::uint8_t verdict = 0;
+  std::uint8_t reserved[7] = {};
 };
 
 /// The largest message either side sends (status lines included).

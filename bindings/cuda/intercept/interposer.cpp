@@ -3,14 +3,23 @@
 // overrides that hand them out instead of the driver's functions.
 #include <dlfcn.h>
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <new>
 #include <optional>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "cuda_subset.hpp"
 #include "hook_table.hpp"
@@ -95,9 +104,10 @@ CUresult forward(Args... args) noexcept {
 struct pass_token {};
 constexpr pass_token gate_pass() noexcept { return {}; }
 
-/// Whether a gate refused the call, and with which status.
-constexpr CUresult refusal(const pass_token&) noexcept { return CUDA_SUCCESS; }
-constexpr CUresult refusal(const launch_token&) noexcept { return CUDA_SUCCESS; }
+/// The gate's own answer to the call, if it gave one (a refusal, or the call served another
+/// way): the wrapper then returns it without forwarding or accounting.
+constexpr std::optional<CUresult> answer(const pass_token&) noexcept { return std::nullopt; }
+constexpr std::optional<CUresult> answer(const launch_token&) noexcept { return std::nullopt; }
 
 /// Thread blocks of a grid, saturating instead of wrapping for out-of-range dimensions.
 constexpr std::uint64_t grid_blocks(unsigned gx, unsigned gy, unsigned gz) noexcept {
@@ -121,14 +131,21 @@ constexpr std::uint64_t graph_blocks = 0;
 enum class memory_kind : std::uint8_t { device, managed, physical };
 
 /// A live allocation, and the segment it was counted in (a registration that came later must not
-/// see a free of bytes it never counted).
+/// see a free of bytes it never counted). Managed allocations also carry what the evictor needs.
 struct alloc_record {
   std::uint64_t bytes = 0;
   memory_kind kind = memory_kind::device;
   abi::job_segment* counted_in = nullptr;
+  std::uint64_t seq = 0;       ///< allocation order: the newest is evicted first, the oldest restored first
+  CUcontext context = nullptr;  ///< the context it was allocated in (the evictor makes it current)
+  CUdevice device = 0;
+  bool on_host = false;  ///< evicted (preferred location host)
 };
 
 std::mutex alloc_mutex;
+/// Held while managed allocations are placed, moved or freed (taken before `alloc_mutex`), so the
+/// evictor never prefetches a pointer the job is freeing and the resident count stays exact.
+std::mutex evict_mutex;
 /// Heap-allocated and never destroyed: frees may arrive from other libraries' exit handlers.
 std::unordered_map<std::uint64_t, alloc_record>* live_allocs = nullptr;
 
@@ -163,17 +180,27 @@ struct free_token {
   std::uint64_t key = 0;
   std::optional<alloc_record> record;
 };
-constexpr CUresult refusal(const free_token&) noexcept { return CUDA_SUCCESS; }
+constexpr std::optional<CUresult> answer(const free_token&) noexcept { return std::nullopt; }
 
 free_token gate_free(std::uint64_t key, memory_kind) noexcept {
   free_token token{key, std::nullopt};
   try {
-    std::lock_guard lock(alloc_mutex);
+    std::unique_lock lock(alloc_mutex);
     if (live_allocs == nullptr) return token;
-    if (auto it = live_allocs->find(key); it != live_allocs->end()) {
-      token.record = it->second;
-      live_allocs->erase(it);
+    auto it = live_allocs->find(key);
+    if (it == live_allocs->end()) return token;
+    std::unique_lock<std::mutex> evict_lock;
+    if (it->second.kind == memory_kind::managed) {
+      // Not while the evictor moves managed memory: it must never prefetch a freed pointer.
+      // Device frees do not wait for an eviction in progress.
+      lock.unlock();
+      evict_lock = std::unique_lock(evict_mutex);
+      lock.lock();
+      it = live_allocs->find(key);
+      if (it == live_allocs->end()) return token;
     }
+    token.record = it->second;
+    live_allocs->erase(it);
   } catch (...) {
   }
   return token;
@@ -192,6 +219,9 @@ void account_free(const free_token& token, CUresult r) noexcept {
   abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
   if (seg != nullptr && seg == token.record->counted_in) {
     bytes_counter(*seg, token.record->kind).fetch_sub(token.record->bytes, std::memory_order_relaxed);
+    if (token.record->kind == memory_kind::managed && !token.record->on_host) {
+      seg->managed_resident_bytes.fetch_sub(token.record->bytes, std::memory_order_acq_rel);
+    }
     seg->free_calls.fetch_add(1, std::memory_order_relaxed);
   }
 }
@@ -203,36 +233,322 @@ void account_map(CUresult r) noexcept {
   }
 }
 
-/// A managed-allocation gate that may refuse.
-struct managed_token {
-  CUresult refused = CUDA_SUCCESS;
-};
-constexpr CUresult refusal(const managed_token& t) noexcept { return t.refused; }
+// --- the memory policy's side in the job: verdicts, managed memory, eviction --------------------
+// The node's memory policy rules on every allocation (when it runs one) and sets this job's
+// resident limit; the job carries it out: a cuMemAlloc the policy grants in managed memory is
+// served by cuMemAllocManaged, and the evictor thread moves managed allocations to host and back
+// (preferred location + prefetch) to keep the job's resident bytes within the limit.
 
-/// Refuses a managed allocation larger than the GPU's free memory unless the operator allows it
-/// (TGS_ALLOW_MANAGED_OVERSUBSCRIPTION=1): oversubscribing a shared card's unified memory can
-/// stall every process on it, so it must be a deliberate choice, not an accident.
-managed_token gate_managed(std::size_t bytes) noexcept {
-  if (const char* allow = std::getenv("TGS_ALLOW_MANAGED_OVERSUBSCRIPTION"); allow != nullptr && allow[0] == '1') {
-    return {};
-  }
-  using mem_get_info_fn = CUresult (*)(std::size_t*, std::size_t*);
+/// Driver functions the memory side calls that are not hooked: looked up in the driver itself.
+template <typename Fn>
+Fn driver_fn(const char* name) noexcept {
   dlsym_fn dl = real_dlsym();
   void* h = driver_handle();
-  if (dl == nullptr || h == nullptr) return {};
-  auto get_info = reinterpret_cast<mem_get_info_fn>(dl(h, "cuMemGetInfo_v2"));
+  return (dl == nullptr || h == nullptr) ? nullptr : reinterpret_cast<Fn>(dl(h, name));
+}
+
+struct unified_memory_api {
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
+  CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*mem_advise)(CUdeviceptr, std::size_t, CUmem_advise, CUmemLocation) = nullptr;
+  CUresult (*mem_prefetch)(CUdeviceptr, std::size_t, CUmemLocation, unsigned, CUstream) = nullptr;
+  CUresult (*mem_get_info)(std::size_t*, std::size_t*) = nullptr;
+
+  [[nodiscard]] bool complete() const noexcept {
+    return ctx_get_current != nullptr && ctx_set_current != nullptr && ctx_get_device != nullptr &&
+           stream_create != nullptr && stream_synchronize != nullptr && mem_advise != nullptr &&
+           mem_prefetch != nullptr && mem_get_info != nullptr;
+  }
+};
+
+/// The unified-memory entry points (CUDA 12.2+ `_v2` forms, which take a `CUmemLocation`).
+const unified_memory_api& um_api() noexcept {
+  static const unified_memory_api api = [] {
+    unified_memory_api a;
+    a.ctx_get_current = driver_fn<decltype(a.ctx_get_current)>("cuCtxGetCurrent");
+    a.ctx_set_current = driver_fn<decltype(a.ctx_set_current)>("cuCtxSetCurrent");
+    a.ctx_get_device = driver_fn<decltype(a.ctx_get_device)>("cuCtxGetDevice");
+    a.stream_create = driver_fn<decltype(a.stream_create)>("cuStreamCreate");
+    a.stream_synchronize = driver_fn<decltype(a.stream_synchronize)>("cuStreamSynchronize");
+    a.mem_advise = driver_fn<decltype(a.mem_advise)>("cuMemAdvise_v2");
+    a.mem_prefetch = driver_fn<decltype(a.mem_prefetch)>("cuMemPrefetchAsync_v2");
+    a.mem_get_info = driver_fn<decltype(a.mem_get_info)>("cuMemGetInfo_v2");
+    return a;
+  }();
+  return api;
+}
+
+constexpr CUmemLocation host_location() noexcept { return {CU_MEM_LOCATION_TYPE_HOST, 0}; }
+constexpr CUmemLocation device_location(CUdevice d) noexcept { return {CU_MEM_LOCATION_TYPE_DEVICE, d}; }
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::atomic<std::uint64_t> next_seq{1};
+std::atomic<bool> evictor_started{false};
+
+/// Why the GPU's free memory cannot take a managed allocation of `bytes`, if it cannot:
+/// oversubscribing a shared card's unified memory can stall every process on it, so it must be
+/// the operator's deliberate choice (TGS_ALLOW_MANAGED_OVERSUBSCRIPTION=1), not an accident.
+bool exceeds_free_memory(std::size_t bytes, const char* what) noexcept {
+  if (const char* allow = std::getenv("TGS_ALLOW_MANAGED_OVERSUBSCRIPTION"); allow != nullptr && allow[0] == '1') {
+    return false;
+  }
+  const auto get_info = um_api().mem_get_info;
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
-  if (get_info == nullptr || get_info(&free_bytes, &total_bytes) != CUDA_SUCCESS) return {};
-  if (bytes <= free_bytes) return {};
+  if (get_info == nullptr || get_info(&free_bytes, &total_bytes) != CUDA_SUCCESS) return false;
+  if (bytes <= free_bytes) return false;
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) {
     log(log_level::warn,
-        "refused cuMemAllocManaged of %zu bytes: only %zu bytes of GPU memory are free "
+        "refused %s of %zu bytes in unified memory: only %zu bytes of GPU memory are free "
         "(set TGS_ALLOW_MANAGED_OVERSUBSCRIPTION=1 to allow oversubscription)",
-        bytes, free_bytes);
+        what, bytes, free_bytes);
   }
-  return {CUDA_ERROR_OUT_OF_MEMORY};
+  return true;
+}
+
+/// The stream the evictor moves memory on in `ctx`: its own non-blocking stream, so it never
+/// waits for (or holds up) the job's work on the legacy default stream.
+CUstream evictor_stream(CUcontext ctx) noexcept {
+  static std::vector<std::pair<CUcontext, CUstream>> streams;  // evictor thread only
+  for (const auto& [c, s] : streams) {
+    if (c == ctx) return s;
+  }
+  CUstream s = nullptr;
+  constexpr unsigned non_blocking = 0x1;  // CU_STREAM_NON_BLOCKING
+  if (um_api().stream_create(&s, non_blocking) != CUDA_SUCCESS) return nullptr;
+  try {
+    streams.emplace_back(ctx, s);
+  } catch (...) {
+  }
+  return s;
+}
+
+/// Moves one managed allocation to host (`to_host`) or back to its GPU, with the advice TGS uses:
+/// preferred location host (the GPU still maps it: accessed-by) or the GPU. Runs on the evictor
+/// thread, which has the allocation's context current.
+bool move_allocation(CUdeviceptr ptr, const alloc_record& rec, bool to_host) noexcept {
+  const unified_memory_api& api = um_api();
+  if (api.ctx_set_current(rec.context) != CUDA_SUCCESS) return false;
+  CUstream stream = evictor_stream(rec.context);
+  if (stream == nullptr) return false;
+  const CUmemLocation where = to_host ? host_location() : device_location(rec.device);
+  if (api.mem_advise(ptr, rec.bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, where) != CUDA_SUCCESS) return false;
+  if (api.mem_prefetch(ptr, rec.bytes, where, 0, stream) != CUDA_SUCCESS) return false;
+  return api.stream_synchronize(stream) == CUDA_SUCCESS;
+}
+
+/// One pass of the evictor: evict the newest resident managed allocations while the job is over
+/// its limit, then restore the oldest evicted ones that fit under it.
+void reconcile(abi::job_segment& seg) noexcept {
+  std::lock_guard evict_lock(evict_mutex);
+  struct candidate {
+    CUdeviceptr ptr;
+    alloc_record rec;
+  };
+  std::vector<candidate> managed;
+  std::uint64_t resident = 0;
+  try {
+    std::lock_guard lock(alloc_mutex);
+    if (live_allocs == nullptr) return;
+    for (const auto& [key, rec] : *live_allocs) {
+      if (rec.kind != memory_kind::managed || rec.counted_in != &seg) continue;
+      managed.push_back({key, rec});
+      if (!rec.on_host) resident += rec.bytes;
+    }
+  } catch (...) {
+    return;
+  }
+  std::sort(managed.begin(), managed.end(), [](const candidate& a, const candidate& b) { return a.rec.seq < b.rec.seq; });
+  auto mark = [](CUdeviceptr ptr, bool on_host) {
+    std::lock_guard lock(alloc_mutex);
+    if (auto it = live_allocs->find(ptr); it != live_allocs->end()) it->second.on_host = on_host;
+  };
+  const std::uint64_t limit = seg.resident_limit.load(std::memory_order_acquire);
+  for (auto it = managed.rbegin(); it != managed.rend() && resident > limit; ++it) {
+    if (it->rec.on_host) continue;
+    const std::uint64_t start = monotonic_ns();
+    if (!move_allocation(it->ptr, it->rec, true)) {
+      log(log_level::warn, "could not evict %llu bytes of unified memory to host",
+          static_cast<unsigned long long>(it->rec.bytes));
+      continue;
+    }
+    mark(it->ptr, true);
+    it->rec.on_host = true;
+    resident -= it->rec.bytes;
+    seg.managed_resident_bytes.fetch_sub(it->rec.bytes, std::memory_order_acq_rel);
+    seg.evictions.fetch_add(1, std::memory_order_relaxed);
+    seg.evicted_bytes_total.fetch_add(it->rec.bytes, std::memory_order_relaxed);
+    seg.evict_ns_total.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
+  }
+  for (candidate& c : managed) {
+    if (!c.rec.on_host || resident > limit || c.rec.bytes > limit - resident) continue;
+    const std::uint64_t start = monotonic_ns();
+    if (!move_allocation(c.ptr, c.rec, false)) {
+      log(log_level::warn, "could not restore %llu bytes of unified memory to the GPU",
+          static_cast<unsigned long long>(c.rec.bytes));
+      continue;
+    }
+    mark(c.ptr, false);
+    c.rec.on_host = false;
+    resident += c.rec.bytes;
+    seg.managed_resident_bytes.fetch_add(c.rec.bytes, std::memory_order_acq_rel);
+    seg.restores.fetch_add(1, std::memory_order_relaxed);
+    seg.restored_bytes_total.fetch_add(c.rec.bytes, std::memory_order_relaxed);
+    seg.restore_ns_total.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
+  }
+}
+
+/// The evictor thread: wakes when the node changes this job's resident limit (futex on the
+/// segment's generation word) or every 200 ms, and reconciles.
+void evictor() noexcept {
+  for (;;) {
+    abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
+    if (seg == nullptr || seg->memory_policy_active.load(std::memory_order_acquire) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds{200});
+      continue;
+    }
+    const std::uint32_t generation = seg->memory_generation.load(std::memory_order_acquire);
+    reconcile(*seg);
+    timespec timeout{0, 200'000'000};
+    // Not FUTEX_PRIVATE: the node, another process, does the wake.
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&seg->memory_generation), FUTEX_WAIT, generation, &timeout,
+              nullptr, 0);
+  }
+}
+
+void start_evictor() noexcept {
+  if (evictor_started.exchange(true)) return;
+  if (!um_api().complete()) {
+    log(log_level::warn, "the driver lacks the unified-memory calls (CUDA 12.2+): managed memory is not evicted");
+    return;
+  }
+  try {
+    std::thread(evictor).detach();
+  } catch (...) {
+    log(log_level::warn, "could not start the unified-memory evictor thread");
+  }
+}
+
+/// Records a successful managed allocation and places it: on the GPU while the job's resident
+/// bytes stay within its limit, else straight on host (preferred location host before the first
+/// touch, so its pages are never populated on the GPU). The GPU maps it either way (accessed-by).
+void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool converted) noexcept {
+  if (r != CUDA_SUCCESS || dptr == nullptr) return;
+  abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
+  const unified_memory_api& api = um_api();
+  alloc_record rec{bytes, memory_kind::managed, seg, next_seq.fetch_add(1, std::memory_order_relaxed), nullptr, 0,
+                   false};
+  const bool movable = api.complete() && api.ctx_get_current(&rec.context) == CUDA_SUCCESS &&
+                       rec.context != nullptr && api.ctx_get_device(&rec.device) == CUDA_SUCCESS;
+  std::lock_guard evict_lock(evict_mutex);
+  if (seg != nullptr && movable) {
+    const std::uint64_t limit = seg->resident_limit.load(std::memory_order_acquire);
+    const std::uint64_t resident = seg->managed_resident_bytes.load(std::memory_order_acquire);
+    rec.on_host = resident > limit || bytes > limit - resident;
+    api.mem_advise(*dptr, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, device_location(rec.device));
+    if (rec.on_host) {
+      api.mem_advise(*dptr, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host_location());
+      seg->host_placed_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    }
+  }
+  try {
+    std::lock_guard lock(alloc_mutex);
+    if (live_allocs == nullptr) live_allocs = new std::unordered_map<std::uint64_t, alloc_record>();
+    (*live_allocs)[*dptr] = rec;
+  } catch (...) {
+    return;
+  }
+  if (seg == nullptr) return;
+  seg->managed_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (!rec.on_host) seg->managed_resident_bytes.fetch_add(bytes, std::memory_order_acq_rel);
+  seg->alloc_calls.fetch_add(1, std::memory_order_relaxed);
+  if (converted) seg->converted_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (movable && seg->memory_policy_active.load(std::memory_order_acquire) != 0) start_evictor();
+}
+
+/// What the memory gate decided for an allocation.
+struct alloc_token {
+  std::optional<CUresult> result;  ///< set when the gate answered the call itself
+};
+constexpr std::optional<CUresult> answer(const alloc_token& t) noexcept { return t.result; }
+
+/// Asks the node's memory policy (when it runs one) before an allocation of `bytes` on `path`.
+/// A denial fails the call with out-of-memory and says why; a cuMemAlloc the policy wants in
+/// managed memory is served by cuMemAllocManaged here. No node or no answer: as the job asked.
+alloc_token gate_alloc(unsigned long long* out, std::size_t bytes, abi::allocation_path path) noexcept {
+  const link_state* link = current_link.load(std::memory_order_acquire);
+  if (link->segment == nullptr) link = ensure_link();
+  abi::job_segment* seg = link->segment;
+  if (seg == nullptr || out == nullptr || seg->memory_policy_active.load(std::memory_order_acquire) == 0) return {};
+  const std::optional<std::uint8_t> verdict = ask_memory(*link, bytes, path);
+  if (!verdict) return {};
+  switch (*verdict) {
+    case 2: {  // deny_out_of_memory
+      seg->denied_allocs.fetch_add(1, std::memory_order_relaxed);
+      log(log_level::warn,
+          "out of memory: tgs-node's memory policy refused an allocation of %zu bytes (job %u, %s; it holds "
+          "%llu bytes of its budget)",
+          bytes, seg->job_id, link->opportunistic ? "opportunistic" : "production",
+          static_cast<unsigned long long>(seg->device_bytes.load() + seg->managed_bytes.load()));
+      return {CUDA_ERROR_OUT_OF_MEMORY};
+    }
+    case 1: {  // grant_managed
+      if (path != abi::allocation_path::convertible) return {};
+      if (exceeds_free_memory(bytes, "cuMemAlloc")) {
+        seg->denied_allocs.fetch_add(1, std::memory_order_relaxed);
+        return {CUDA_ERROR_OUT_OF_MEMORY};
+      }
+      const CUresult r = forward<hook_id::cuMemAllocManaged>(static_cast<CUdeviceptr*>(out), bytes,
+                                                             static_cast<unsigned>(CU_MEM_ATTACH_GLOBAL));
+      place_managed(r, out, bytes, true);
+      return {r};
+    }
+    default: return {};  // grant_device
+  }
+}
+
+/// The gate of the job's own cuMemAllocManaged: the policy may deny it, and the card's free
+/// memory must hold it (see `exceeds_free_memory`).
+alloc_token gate_managed(CUdeviceptr* out, std::size_t bytes) noexcept {
+  if (exceeds_free_memory(bytes, "cuMemAllocManaged")) return {CUDA_ERROR_OUT_OF_MEMORY};
+  return gate_alloc(out, bytes, abi::allocation_path::managed);
+}
+
+void account_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes) noexcept {
+  place_managed(r, dptr, bytes, false);
+}
+
+/// The job's view of memory: its budget when the node runs a memory policy, never more than the
+/// driver reports.
+void account_mem_info(CUresult r, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
+  if (r != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr) return;
+  const abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
+  if (seg == nullptr || seg->memory_policy_active.load(std::memory_order_acquire) == 0) return;
+  const std::uint64_t total = seg->view_total_bytes.load(std::memory_order_relaxed);
+  if (total == 0) return;
+  const std::uint64_t held = seg->view_others_bytes.load(std::memory_order_relaxed) +
+                             seg->device_bytes.load(std::memory_order_relaxed) +
+                             seg->managed_resident_bytes.load(std::memory_order_relaxed);
+  *total_bytes = std::min<std::uint64_t>(*total_bytes, total);
+  *free_bytes = std::min<std::uint64_t>({*free_bytes, held >= total ? 0 : total - held, *total_bytes});
+}
+
+void account_total_mem(CUresult r, std::size_t* total_bytes) noexcept {
+  if (r != CUDA_SUCCESS || total_bytes == nullptr) return;
+  const abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
+  if (seg == nullptr || seg->memory_policy_active.load(std::memory_order_acquire) == 0) return;
+  if (const std::uint64_t total = seg->view_total_bytes.load(std::memory_order_relaxed); total != 0) {
+    *total_bytes = std::min<std::uint64_t>(*total_bytes, total);
+  }
 }
 
 /// Replaces a driver function pointer handed out by cuGetProcAddress with its wrapper. The
@@ -267,8 +583,9 @@ void account_proc_address(CUresult r, const char* symbol, void** pfn, int cuda_v
 #define TGS_HOOK(symbol, base, ptds, since, params, args, gate, account)         \
   extern "C" TGS_EXPORT CUresult symbol params noexcept {                         \
     using namespace tgs::cuda::intercept;                                         \
+    namespace abi = tgs::cuda::abi;                                               \
     const auto g = gate;                                                          \
-    if (const CUresult why = refusal(g); why != CUDA_SUCCESS) return why;         \
+    if (const std::optional<CUresult> a = answer(g)) return *a;                   \
     const CUresult r = forward<hook_id::symbol> args;                             \
     account;                                                                      \
     return r;                                                                     \

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -32,6 +33,8 @@ namespace {
 const link_state unmanaged_link{};
 
 std::mutex register_mutex;
+/// Serialises memory requests on the registration's socket, and its closing by the watcher.
+std::mutex rpc_mutex;
 std::atomic<bool> watcher_started{false};
 std::atomic<bool> said_absent{false};
 std::atomic<bool> said_mismatch{false};
@@ -190,14 +193,14 @@ registration register_with_node() noexcept {
     out.node_version = segment->abi_version;
     return fail(register_outcome::mismatch);
   }
-  auto* link = new (std::nothrow) link_state{segment, segment->job_class == abi::class_code::opportunistic};
+  auto* link = new (std::nothrow) link_state{segment, segment->job_class == abi::class_code::opportunistic, fd};
   if (link == nullptr) {
     ::munmap(mapping, abi::segment_bytes);
     return fail(register_outcome::rejected);
   }
-  // The watcher blocks in recv until the node closes the connection.
-  timeval forever{0, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, sizeof(forever));
+  // Memory replies may be held back while the node evicts; the watcher only polls for hangup.
+  timeval reply_timeout{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &reply_timeout, sizeof(reply_timeout));
   out.outcome = register_outcome::registered;
   out.socket = fd;
   out.link = link;
@@ -237,14 +240,20 @@ void publish(const registration& r) noexcept {
 void watch(int socket, register_outcome last) noexcept {
   for (;;) {
     if (socket >= 0) {
-      char byte = 0;
-      ssize_t n = 0;
-      do {
-        n = ::recv(socket, &byte, sizeof(byte), 0);
-      } while (n > 0 || (n < 0 && errno == EINTR));
-      ::close(socket);
-      socket = -1;
-      current_link.store(&unmanaged_link, std::memory_order_release);
+      // Wait for the node to hang up without reading: replies to memory requests on this socket
+      // belong to the thread that asked.
+      for (;;) {
+        pollfd p{socket, POLLRDHUP, 0};
+        const int n = ::poll(&p, 1, -1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) break;
+      }
+      {
+        std::lock_guard lock(rpc_mutex);
+        current_link.store(&unmanaged_link, std::memory_order_release);
+        ::close(socket);
+        socket = -1;
+      }
       if (!said_lost.exchange(true)) log(log_level::warn, "lost tgs-node; launches run unthrottled until it is back");
     }
     // Quick retries while no node answers (a restart takes well under a second); slow ones
@@ -301,6 +310,39 @@ const link_state* ensure_link() noexcept {
     current_link.store(&unmanaged_link, std::memory_order_release);
   }
   return current_link.load(std::memory_order_acquire);
+}
+
+std::optional<std::uint8_t> ask_memory(const link_state& link, std::uint64_t bytes,
+                                       abi::allocation_path path) noexcept {
+  try {
+    std::lock_guard lock(rpc_mutex);
+    // The watcher closes the socket under this lock after unpublishing the link: a link that is
+    // still current has an open socket.
+    if (current_link.load(std::memory_order_acquire) != &link || link.socket < 0) return std::nullopt;
+    abi::memory_request req;
+    req.bytes = bytes;
+    req.path = path;
+    if (::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(req))) {
+      return std::nullopt;
+    }
+    alignas(8) char buffer[abi::max_message_bytes];
+    for (;;) {
+      const ssize_t n = ::recv(link.socket, buffer, sizeof(buffer), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < static_cast<ssize_t>(sizeof(abi::memory_reply))) {
+        log(log_level::warn, "no answer from tgs-node to a memory request; allocating as asked");
+        return std::nullopt;
+      }
+      abi::memory_reply reply;
+      std::memcpy(&reply, buffer, sizeof(reply));
+      if (reply.header.magic != abi::message_magic || reply.header.type != abi::message_type::memory_reply) {
+        return std::nullopt;
+      }
+      return reply.verdict;
+    }
+  } catch (...) {
+    return std::nullopt;
+  }
 }
 
 void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "node_abi.hpp"
 
@@ -20,6 +21,7 @@ namespace tgs::cuda::intercept {
 struct link_state {
   abi::job_segment* segment = nullptr;  ///< nullptr: not managed, launches pass untouched
   bool opportunistic = false;           ///< only opportunistic launches wait for allowance
+  int socket = -1;                      ///< the registration's connection (memory requests use it)
 };
 
 /// The published registration; never null.
@@ -29,6 +31,12 @@ extern const link_state unregistered_link;
 
 /// Registers with the node on first use, or returns the current (possibly unmanaged) state.
 [[nodiscard]] const link_state* ensure_link() noexcept;
+
+/// Asks the node's memory policy about an allocation of `bytes` on `path`; returns the verdict
+/// (`tgs::allocation_verdict` values), or empty when the node did not answer (the caller then
+/// fails open and allocates as the job asked).
+[[nodiscard]] std::optional<std::uint8_t> ask_memory(const link_state& link, std::uint64_t bytes,
+                                                     abi::allocation_path path) noexcept;
 
 /// Blocks a launch whose blocks begin at `position` until the node's allowance covers it, the
 /// node goes silent for `abi::stale_after_ns`, or the link changes (fail open).

@@ -116,6 +116,47 @@ int main(int argc, char** argv) {
                  "tgs: weight of the previous production rate in a moving average (the released code's alpha, "
                  "0); raise it for production jobs whose launch rate is noisy")
       ->capture_default_str();
+  app.add_option("--noise-band-multiple", tgs_cfg.noise_band_multiple,
+                 "tgs: widen the dead band to this multiple of the production rate's noise measured while "
+                 "profiling (0: the released fixed band)")
+      ->capture_default_str();
+  app.add_option("--max-noise-band", tgs_cfg.max_noise_band, "tgs: upper bound of the widened dead band")
+      ->capture_default_str();
+
+  std::string memory_policy = "off";
+  double memory_budget_mib = 0;
+  double memory_reserve_mib = 1024;
+  double production_limit_mib = 0;
+  double opportunistic_limit_mib = 0;
+  double production_fraction = 0.5;
+  int eviction_wait_ms = static_cast<int>(options.eviction_wait.count());
+  std::string memory_names = "off";
+  for (std::string_view n : tgs::memory_policy_names()) memory_names += ", " + std::string(n);
+  app.add_option("--memory-policy", memory_policy,
+                 "memory policy: " + memory_names +
+                     " (off: allocations are only counted; tgs: production memory on the GPU, opportunistic memory "
+                     "in unified memory, evicted to host when the budget is oversubscribed)")
+      ->capture_default_str();
+  app.add_option("--memory-budget-mib", memory_budget_mib,
+                 "per-GPU memory budget the memory policy shares out, MiB (smaller than the card; required "
+                 "with a memory policy)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--memory-reserve-mib", memory_reserve_mib,
+                 "tgs memory policy: part of the budget kept free of both jobs (contexts, driver), MiB")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  app.add_option("--production-limit-mib", production_limit_mib, "hard-limit: the production job's limit, MiB")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--opportunistic-limit-mib", opportunistic_limit_mib,
+                 "hard-limit: the opportunistic job's limit, MiB")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--production-fraction", production_fraction,
+                 "hard-limit: the production job's share of the budget when no limit is given")
+      ->capture_default_str();
+  app.add_option("--eviction-wait-ms", eviction_wait_ms,
+                 "how long a production allocation waits for opportunistic memory to be evicted")
+      ->check(CLI::Range(0, 600000))
+      ->capture_default_str();
 
   bool status_json = false;
   CLI::App* status = app.add_subcommand("status", "show GPUs, jobs, classes, rates and budgets of a running node");
@@ -141,6 +182,31 @@ int main(int argc, char** argv) {
     *t = tgs_cfg;
   }
   options.controller = *cfg;
+
+  auto mib = [](double m) { return tgs::bytes{static_cast<std::uint64_t>(m * 1024.0 * 1024.0)}; };
+  options.eviction_wait = std::chrono::milliseconds{eviction_wait_ms};
+  if (memory_policy != "off") {
+    std::optional<tgs::any_memory_policy::config> mcfg = tgs::any_memory_policy::default_config(memory_policy);
+    if (!mcfg) {
+      fmt::print(stderr, "tgs-node: unknown memory policy '{}'; known: {}\n", memory_policy, memory_names);
+      return 2;
+    }
+    if (memory_budget_mib <= 0) {
+      fmt::print(stderr, "tgs-node: --memory-policy {} needs --memory-budget-mib (the per-GPU budget)\n",
+                 memory_policy);
+      return 2;
+    }
+    if (auto* t = std::get_if<tgs::transparent_unified_memory::config>(&*mcfg)) t->reserve = mib(memory_reserve_mib);
+    if (auto* h = std::get_if<tgs::hard_limit::config>(&*mcfg)) {
+      h->production_fraction = production_fraction;
+      if (production_limit_mib > 0) h->production_limit = mib(production_limit_mib);
+      if (opportunistic_limit_mib > 0) h->opportunistic_limit = mib(opportunistic_limit_mib);
+    }
+    options.memory_policy = *mcfg;
+    options.memory_budget = mib(memory_budget_mib);
+  } else if (memory_budget_mib > 0) {
+    fmt::print(stderr, "tgs-node: --memory-budget-mib has no effect without --memory-policy\n");
+  }
 
   struct sigaction sa{};
   sa.sa_handler = on_signal;  // no SA_RESTART: poll returns EINTR and the loop sees the flag

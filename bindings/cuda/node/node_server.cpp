@@ -111,6 +111,12 @@ node_server::node_server(node_options options)
     : options_(std::move(options)), start_(clock::now()), next_liveness_(start_) {
   // Validate the controller configuration now, so a bad flag fails at start, not at the first job.
   (void)any_rate_controller{options_.controller};
+  if (options_.memory_policy) {
+    (void)any_memory_policy{*options_.memory_policy};
+    if (options_.memory_budget == bytes{}) {
+      throw std::runtime_error("a memory policy needs a memory budget (--memory-budget-mib)");
+    }
+  }
 }
 
 node_server::~node_server() {
@@ -149,8 +155,10 @@ void node_server::bind() {
   }
   ::chmod(options_.socket_path.c_str(), options_.socket_mode);
   if (::listen(listen_fd_, 64) != 0) throw std::runtime_error("listen: " + errno_text());
-  log(log_level::info, "listening on {} (ABI {}, policy {})", options_.socket_path, abi::version,
-      any_rate_controller{options_.controller}.policy_name());
+  log(log_level::info, "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU)",
+      options_.socket_path, abi::version, any_rate_controller{options_.controller}.policy_name(),
+      options_.memory_policy ? any_memory_policy{*options_.memory_policy}.policy_name() : "off",
+      options_.memory_budget.count() >> 20);
 }
 
 void node_server::run(const std::atomic<bool>& stop_flag) {
@@ -160,6 +168,11 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     instant next = t + std::chrono::milliseconds{100};  // heartbeat and liveness cadence
     const std::uint64_t heartbeat = monotonic_ns();
     for (auto& [gpu, l] : gpus_) next = std::min(next, l->run(t, heartbeat));
+    // Frees, evictions and restores change the footprints between requests: re-observe.
+    for (auto& [gpu, m] : memory_gpus_) m->run(t);
+    send_pending_replies();
+    // A held-back allocation is answered as soon as the evictions it waits for are done.
+    if (!pending_.empty()) next = std::min(next, t + std::chrono::milliseconds{2});
     if (clock::now() >= next_liveness_) {
       check_liveness();
       next_liveness_ = clock::now() + options_.liveness_period;
@@ -229,6 +242,11 @@ void node_server::on_readable(connection& c) {
     abi::register_request req;
     std::memcpy(&req, buffer, sizeof(req));
     register_job(c, req);
+  } else if (header.type == abi::message_type::memory_request && c.job_id != 0 &&
+             static_cast<std::size_t>(n) >= sizeof(abi::memory_request)) {
+    abi::memory_request req;
+    std::memcpy(&req, buffer, sizeof(req));
+    on_memory_request(c, req);
   } else if (header.type == abi::message_type::status && static_cast<std::size_t>(n) >= sizeof(abi::status_request)) {
     abi::status_request req;
     std::memcpy(&req, buffer, sizeof(req));
@@ -295,6 +313,7 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   j->segment = seg;
   // The allowance must be in place before the job can launch, so the loop sees the job first.
   gpu_loop(j->gpu).add_job(j->id, cls, seg, now());
+  if (memory_loop* m = gpu_memory(j->gpu)) m->add_job(j->id, cls, seg, now());
 
   abi::register_reply reply;
   reply.job_id = j->id;
@@ -338,36 +357,60 @@ void node_server::send_status(connection& c, bool json) {
     if (const auto* t = l->controller().target<tgs_rate_control>()) phase = std::string(to_string(t->phase()));
     const std::string budget = d.opportunistic_budget ? std::to_string(*d.opportunistic_budget) : "unthrottled";
     const double window_ms = std::chrono::duration<double, std::milli>(d.budget_window).count();
+    const memory_loop* m = gpu_memory(gpu);
+    const std::string memory_policy = m != nullptr ? std::string(m->policy().policy_name()) : "off";
+    const bool capped = m != nullptr && m->opportunistic_resident_limit() != bytes::max();
+    const std::string limit = capped ? std::to_string(m->opportunistic_resident_limit().count()) : "null";
     if (json) {
-      lines.push_back(fmt::format(R"({{"gpu":{},"phase":"{}","budget_blocks":{},"budget_window_ms":{:.1f}}})", gpu,
-                                  phase, d.opportunistic_budget ? budget : "null", window_ms));
+      lines.push_back(fmt::format(
+          R"({{"gpu":{},"phase":"{}","budget_blocks":{},"budget_window_ms":{:.1f},"memory_policy":"{}",)"
+          R"("memory_budget_bytes":{},"opportunistic_resident_limit":{}}})",
+          gpu, phase, d.opportunistic_budget ? budget : "null", window_ms, memory_policy,
+          m != nullptr ? m->budget().count() : 0, limit));
     } else {
-      lines.push_back(fmt::format("GPU {}: phase {}, opportunistic budget {} blocks per {:.0f} ms", gpu, phase, budget,
-                                  window_ms));
+      lines.push_back(fmt::format("GPU {}: phase {}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}",
+                                  gpu, phase, budget, window_ms, memory_policy,
+                                  m == nullptr ? std::string()
+                                               : fmt::format(", budget {} MiB, opportunistic resident limit {}",
+                                                             m->budget().count() >> 20,
+                                                             capped ? fmt::format("{} MiB", m->opportunistic_resident_limit().count() >> 20)
+                                                                    : std::string("none"))));
     }
     for (const job_report& r : l->report()) {
       const auto it = jobs_.find(r.id);
       if (it == jobs_.end()) continue;
       const job& j = *it->second;
       const double alive_s = std::chrono::duration<double>(clock::now() - j.since).count();
-      const double mem_mib = static_cast<double>(j.segment->device_bytes.load() + j.segment->managed_bytes.load()) /
+      const abi::job_segment& seg = *j.segment;
+      const double mem_mib = static_cast<double>(seg.device_bytes.load() + seg.managed_bytes.load()) /
                              static_cast<double>(1 << 20);
+      const std::uint64_t managed = seg.managed_bytes.load();
+      const std::uint64_t managed_resident = std::min(managed, seg.managed_resident_bytes.load());
+      const std::uint64_t job_limit = seg.resident_limit.load();
       const double throttled_s = static_cast<double>(j.segment->throttled_ns.load()) / 1e9;
       const std::string job_budget = r.budget_blocks ? std::to_string(*r.budget_blocks) : "unthrottled";
       if (json) {
         lines.push_back(fmt::format(
             R"({{"job":{},"gpu":{},"pid":{},"uid":{},"class":"{}","name":"{}","up_s":{:.1f},"blocks_per_s":{:.0f},)"
             R"("launches_per_s":{:.0f},"budget_blocks":{},"memory_mib":{:.1f},"throttled_s":{:.3f},)"
-            R"("device_bytes":{},"managed_bytes":{},"alloc_calls":{},"free_calls":{},"map_calls":{}}})",
+            R"("device_bytes":{},"managed_bytes":{},"alloc_calls":{},"free_calls":{},"map_calls":{},)"
+            R"("managed_resident_bytes":{},"resident_bytes":{},"resident_limit":{},"evictions":{},"restores":{},)"
+            R"("evicted_bytes_total":{},"restored_bytes_total":{},"evict_s_total":{:.3f},"restore_s_total":{:.3f},)"
+            R"("denied_allocs":{},"converted_allocs":{},"host_placed_bytes":{}}})",
             j.id, gpu, j.pid, j.uid, to_string(j.cls), j.name, alive_s, r.blocks_per_s, r.launches_per_s,
-            r.budget_blocks ? job_budget : "null", mem_mib, throttled_s, j.segment->device_bytes.load(),
-            j.segment->managed_bytes.load(), j.segment->alloc_calls.load(), j.segment->free_calls.load(),
-            j.segment->map_calls.load()));
+            r.budget_blocks ? job_budget : "null", mem_mib, throttled_s, seg.device_bytes.load(), managed,
+            seg.alloc_calls.load(), seg.free_calls.load(), seg.map_calls.load(), managed_resident,
+            seg.device_bytes.load() + managed_resident,
+            job_limit == abi::no_resident_limit ? std::string("null") : std::to_string(job_limit),
+            seg.evictions.load(), seg.restores.load(), seg.evicted_bytes_total.load(), seg.restored_bytes_total.load(),
+            static_cast<double>(seg.evict_ns_total.load()) / 1e9, static_cast<double>(seg.restore_ns_total.load()) / 1e9,
+            seg.denied_allocs.load(), seg.converted_allocs.load(), seg.host_placed_bytes.load()));
       } else {
         lines.push_back(fmt::format("  job {} pid {} {} '{}': {:.0f} blocks/s, {:.0f} launches/s, budget {}, "
-                                    "{:.1f} MiB, throttled {:.2f} s",
+                                    "{:.1f} MiB ({:.1f} MiB managed, {:.1f} MiB of it on the GPU), throttled {:.2f} s",
                                     j.id, j.pid, to_string(j.cls), j.name, r.blocks_per_s, r.launches_per_s,
-                                    job_budget, mem_mib, throttled_s));
+                                    job_budget, mem_mib, static_cast<double>(managed) / (1 << 20),
+                                    static_cast<double>(managed_resident) / (1 << 20), throttled_s));
       }
     }
   }
@@ -390,6 +433,9 @@ void node_server::remove_job(std::uint32_t id, const char* why) {
   job& j = *it->second;
   log(log_level::info, "job {} (pid {}, {}) left: {}", id, j.pid, to_string(j.cls), why);
   if (auto g = gpus_.find(j.gpu); g != gpus_.end()) g->second->remove_job(id, now());
+  // Its memory no longer counts: the co-runner's limit rises (and its evicted memory returns).
+  if (auto m = memory_gpus_.find(j.gpu); m != memory_gpus_.end()) m->second->remove_job(id, now());
+  std::erase_if(pending_, [id](const pending_reply& p) { return p.job_id == id; });
   if (auto c = connections_.find(j.fd); c != connections_.end()) {
     ::close(j.fd);
     connections_.erase(c);
@@ -416,6 +462,61 @@ void node_server::close_connection(int fd) {
   }
   ::close(fd);
   connections_.erase(it);
+}
+
+void node_server::on_memory_request(connection& c, const abi::memory_request& req) {
+  const auto it = jobs_.find(c.job_id);
+  if (it == jobs_.end()) return;
+  const job& j = *it->second;
+  memory_loop* m = gpu_memory(j.gpu);
+  allocation_verdict verdict = allocation_verdict::grant_device;
+  if (m != nullptr) verdict = m->request(j.id, bytes{req.bytes}, req.path, now());
+  log(verdict == allocation_verdict::deny_out_of_memory ? log_level::info : log_level::debug,
+      "job {} ({}) asks for {:.1f} MiB ({}): {}", j.id, to_string(j.cls), static_cast<double>(req.bytes) / (1 << 20),
+      req.path == abi::allocation_path::fixed ? "device only" : "movable", to_string(verdict));
+  const pending_reply reply{c.fd, j.id, j.gpu, static_cast<std::uint8_t>(verdict),
+                            clock::now() + options_.eviction_wait, clock::now()};
+  // A granted allocation that needs opportunistic memory evicted first waits for it, so the
+  // driver has the room when the job allocates: the policy's "evict first" made real.
+  pending_.push_back(reply);
+  send_pending_replies();
+}
+
+void node_server::send_pending_replies() {
+  std::vector<pending_reply> waiting;
+  for (const pending_reply& p : pending_) {
+    const memory_loop* m = gpu_memory(p.gpu);
+    const bool room = m == nullptr || m->settled() ||
+                      p.verdict == static_cast<std::uint8_t>(allocation_verdict::deny_out_of_memory);
+    const bool late = clock::now() >= p.deadline;
+    if (!room && !late) {
+      waiting.push_back(p);
+      continue;
+    }
+    if (!room) {
+      log(log_level::warn, "job {}: opportunistic memory not evicted within {} ms; allocating anyway", p.job_id,
+          options_.eviction_wait.count());
+    } else if (clock::now() - p.since > std::chrono::milliseconds{10}) {
+      log(log_level::info, "job {}: allocation waited {:.0f} ms for evictions", p.job_id,
+          std::chrono::duration<double, std::milli>(clock::now() - p.since).count());
+    }
+    abi::memory_reply reply;
+    reply.verdict = p.verdict;
+    if (!send_all(p.fd, &reply, sizeof(reply))) log(log_level::warn, "job {}: could not send a memory reply", p.job_id);
+  }
+  pending_ = std::move(waiting);
+}
+
+node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) {
+  if (!options_.memory_policy) return nullptr;
+  auto it = memory_gpus_.find(gpu);
+  if (it == memory_gpus_.end()) {
+    it = memory_gpus_
+             .emplace(gpu, std::make_unique<memory_loop>(any_memory_policy{*options_.memory_policy},
+                                                         options_.memory_budget))
+             .first;
+  }
+  return it->second.get();
 }
 
 node_server::loop& node_server::gpu_loop(std::uint32_t gpu) {

@@ -10,12 +10,15 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "control_loop.hpp"
+#include "memory_loop.hpp"
 #include "node_abi.hpp"
+#include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
 
 namespace tgs::cuda::node {
@@ -36,6 +39,13 @@ struct node_options {
   std::uint32_t gpus = 8;
   /// The rate controller's configuration (its alternative picks the policy).
   any_rate_controller::config controller = tgs_rate_control::config{};
+  /// The memory policy's configuration; empty: no memory policy (allocations are only counted).
+  std::optional<any_memory_policy::config> memory_policy;
+  /// The per-GPU memory budget the memory policy shares out (smaller than the card).
+  bytes memory_budget{};
+  /// How long a production allocation may wait for opportunistic memory to be evicted before
+  /// the node lets it proceed anyway.
+  std::chrono::milliseconds eviction_wait{5000};
   /// How often job processes are checked for having died (a dead job's share is reclaimed within
   /// this period even when a forked child keeps its connection open).
   std::chrono::milliseconds liveness_period{200};
@@ -61,12 +71,25 @@ class node_server {
   struct connection;
   using clock = std::chrono::steady_clock;
   using loop = gpu_control_loop<any_rate_controller>;
+  using memory_loop = gpu_memory_loop<any_memory_policy>;
+  /// A verdict held back until the opportunistic jobs have made room (or the wait ran out).
+  struct pending_reply {
+    int fd;
+    std::uint32_t job_id;
+    std::uint32_t gpu;
+    std::uint8_t verdict;
+    clock::time_point deadline;
+    clock::time_point since;
+  };
 
   [[nodiscard]] instant now() const noexcept;
   void accept_connections();
   void on_readable(connection& c);
   void register_job(connection& c, const abi::register_request& req);
   void send_status(connection& c, bool json);
+  void on_memory_request(connection& c, const abi::memory_request& req);
+  void send_pending_replies();
+  memory_loop* gpu_memory(std::uint32_t gpu);
   void remove_job(std::uint32_t id, const char* why);
   void check_liveness();
   void close_connection(int fd);
@@ -80,6 +103,8 @@ class node_server {
   std::map<int, connection> connections_;
   std::map<std::uint32_t, std::unique_ptr<job>> jobs_;
   std::map<std::uint32_t, std::unique_ptr<loop>> gpus_;
+  std::map<std::uint32_t, std::unique_ptr<memory_loop>> memory_gpus_;
+  std::vector<pending_reply> pending_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;
 };

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the end-to-end tests share: child processes with piped output, tgs-fake-train's progress
+// lines, and a fixture that starts tgs-node and fake training jobs under the interposer on a
+// fake device of their own.
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace tgs_e2e {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+/// One progress line of tgs-fake-train.
+struct progress {
+  double t = 0;
+  unsigned long long iterations = 0;
+};
+
+/// A child process with its stdout (and optionally stderr) read through pipes.
+class process {
+ public:
+  process(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+    int out[2];
+    int err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string s = *e;
+      bool overridden = false;
+      for (const std::string& x : extra_env) overridden |= s.substr(0, s.find('=') + 1) == x.substr(0, x.find('=') + 1);
+      if (!overridden && s.rfind("LD_PRELOAD=", 0) != 0) env.push_back(s);
+    }
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> cargv;
+    std::vector<char*> cenv;
+    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    for (const std::string& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cargv.push_back(nullptr);
+    cenv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+    if (rc != 0) throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
+  }
+  process(const process&) = delete;
+  process& operator=(const process&) = delete;
+  ~process() {
+    kill(SIGKILL);
+    wait();
+    ::close(out_);
+    ::close(err_);
+  }
+
+  void kill(int signal) {
+    if (pid_ > 0 && !exited_) ::kill(pid_, signal);
+  }
+  /// Reaps the process; returns its exit status (or -signal).
+  int wait() {
+    if (pid_ <= 0 || exited_) return status_;
+    int s = 0;
+    ::waitpid(pid_, &s, 0);
+    exited_ = true;
+    status_ = WIFEXITED(s) ? WEXITSTATUS(s) : -WTERMSIG(s);
+    drain();
+    return status_;
+  }
+  /// Reads whatever output is available, without blocking.
+  void drain() {
+    read_into(out_, out_buffer_);
+    read_into(err_, err_text_);
+    std::size_t nl = 0;
+    while ((nl = out_buffer_.find('\n')) != std::string::npos) {
+      const std::string line = out_buffer_.substr(0, nl);
+      out_buffer_.erase(0, nl + 1);
+      lines_.push_back(line);
+      progress p;
+      if (std::sscanf(line.c_str(), R"({"event":"%*[a-z]","t":%lf,"iterations":%llu)", &p.t, &p.iterations) == 2) {
+        progress_.push_back(p);
+      }
+    }
+  }
+  [[nodiscard]] const std::vector<progress>& progress_lines() {
+    drain();
+    return progress_;
+  }
+  /// Every line the process printed on stdout so far.
+  [[nodiscard]] const std::vector<std::string>& stdout_lines() {
+    drain();
+    return lines_;
+  }
+  [[nodiscard]] const std::string& stderr_text() {
+    drain();
+    return err_text_;
+  }
+  [[nodiscard]] pid_t pid() const { return pid_; }
+
+ private:
+  static void read_into(int fd, std::string& buffer) {
+    char chunk[4096];
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0 || (p.revents & POLLIN) == 0) return;
+      const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+      if (n <= 0) return;
+      buffer.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  std::string out_buffer_;
+  std::string err_text_;
+  std::vector<progress> progress_;
+  std::vector<std::string> lines_;
+};
+
+/// Iterations per second of `job` over the next `span` of its own progress reports.
+inline double measure_rate(process& job, std::chrono::duration<double> span) {
+  job.drain();
+  const std::size_t first = job.progress_lines().size();
+  std::this_thread::sleep_for(span);
+  const std::vector<progress>& lines = job.progress_lines();
+  if (lines.size() < first + 2) return 0;
+  const progress& a = lines[first];
+  const progress& b = lines.back();
+  return static_cast<double>(b.iterations - a.iterations) / (b.t - a.t);
+}
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = "/tmp/tgs-e2e-" + std::to_string(::getpid()) + "-" + name.substr(0, 24);
+    ::mkdir(dir_.c_str(), 0700);
+    socket_ = dir_ + "/node.sock";
+    device_ = "tgs-e2e-" + std::to_string(::getpid()) + "-" + name.substr(0, 24);
+  }
+  void TearDown() override {
+    jobs_.clear();
+    node_.reset();
+    ::unlink(socket_.c_str());
+    ::rmdir(dir_.c_str());
+    ::shm_unlink(("/" + device_ + "-0").c_str());
+  }
+
+  void start_node(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{TGS_NODE_BIN, "--socket", socket_, "--production-window-ms", "200",
+                                  "--profile-windows", "3", "--max-profile-windows", "6", "--liveness-ms", "100",
+                                  "--log-level", "info"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    node_ = std::make_unique<process>(argv, std::vector<std::string>{});
+    wait_until([&] { return ::access(socket_.c_str(), F_OK) == 0; }, 5s, "node socket");
+  }
+
+  /// A production job: half the device busy (2 ms of kernels, 2 ms of host time per iteration).
+  process& start_production(bool interposed = true) {
+    return start_job({"--kernels", "20", "--blocks", "100", "--host-ms", "2"}, "production", interposed);
+  }
+  /// An opportunistic job: short kernels back to back, as much device as it is given.
+  process& start_opportunistic() {
+    return start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0"}, "opportunistic", true);
+  }
+
+  process& start_job(std::vector<std::string> args, const std::string& cls, bool interposed) {
+    std::vector<std::string> argv{TGS_FAKE_TRAIN_BIN, "--seconds", "0", "--report", "0.25"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> env{"TGS_NODE_SOCKET=" + socket_, "TGS_FAKE_DEVICE=" + device_,
+                                 "TGS_JOB_CLASS=" + cls, "TGS_JOB_NAME=" + cls};
+    if (interposed) env.push_back("LD_PRELOAD=" TGS_INTERCEPT_PRELOAD);
+    env.insert(env.end(), job_env_.begin(), job_env_.end());
+    jobs_.push_back(std::make_unique<process>(argv, env));
+    return *jobs_.back();
+  }
+
+  /// The node's status as JSON lines.
+  std::string status() {
+    int out[2];
+    if (::pipe(out) != 0) return "";
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(out[1], 1);
+      ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--json", "--socket", socket_.c_str(), nullptr);
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    std::string text;
+    char chunk[4096];
+    ssize_t n = 0;
+    while ((n = ::read(out[0], chunk, sizeof(chunk))) > 0) text.append(chunk, static_cast<std::size_t>(n));
+    ::close(out[0]);
+    int s = 0;
+    ::waitpid(pid, &s, 0);
+    return text;
+  }
+  static int count(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+
+  template <typename Pred>
+  static void wait_until(Pred done, std::chrono::milliseconds limit, const char* what) {
+    const auto end = clock_type::now() + limit;
+    while (!done()) {
+      ASSERT_LT(clock_type::now(), end) << "timed out waiting for " << what;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  /// How long until `done` holds (polled every 20 ms), up to `limit`.
+  template <typename Pred>
+  static std::optional<double> time_until(Pred done, std::chrono::milliseconds limit) {
+    const auto start = clock_type::now();
+    while (clock_type::now() - start < limit) {
+      if (done()) return std::chrono::duration<double>(clock_type::now() - start).count();
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::nullopt;
+  }
+
+  std::string dir_;
+  std::string socket_;
+  std::string device_;
+  std::unique_ptr<process> node_;
+  /// Extra environment of every job (e.g. the fake device's memory size).
+  std::vector<std::string> job_env_;
+  std::vector<std::unique_ptr<process>> jobs_;
+};
+
+}  // namespace tgs_e2e

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests of tgs-node's per-GPU memory loop: the memory policy's decisions carried to in-memory job
+// segments (resident limits, views, verdicts), with the real policies of the core.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "memory_loop.hpp"
+#include "tgs/memory/any_memory_policy.hpp"
+
+namespace cabi = tgs::cuda::abi;
+using tgs::cuda::node::gpu_memory_loop;
+using namespace tgs::literals;
+
+namespace {
+
+struct segment_deleter {
+  void operator()(cabi::job_segment* s) const { delete s; }
+};
+using segment_ptr = std::unique_ptr<cabi::job_segment, segment_deleter>;
+
+segment_ptr make_segment() { return segment_ptr{new cabi::job_segment{}}; }
+
+constexpr tgs::instant t0 = tgs::epoch;
+
+tgs::transparent_unified_memory tum_without_reserve() { return tgs::transparent_unified_memory{{.reserve = 0_GiB}}; }
+
+TEST(MemoryLoop, ArrivalActivatesThePolicyWithoutACap) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::opportunistic, opp.get(), t0);
+  EXPECT_EQ(opp->memory_policy_active.load(), 1U);
+  EXPECT_EQ(opp->resident_limit.load(), cabi::no_resident_limit);
+  EXPECT_EQ(opp->view_total_bytes.load(), (20_GiB).count());
+  EXPECT_EQ(opp->view_others_bytes.load(), 0U);
+}
+
+TEST(MemoryLoop, ProductionAllocationLowersTheOpportunisticLimitAndWakesItsEvictor) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  // The opportunistic job holds 15 GiB of managed memory, all on the GPU.
+  EXPECT_EQ(loop.request(2, 15_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_managed);
+  opp->managed_bytes = (15_GiB).count();
+  opp->managed_resident_bytes = (15_GiB).count();
+  const std::uint32_t generation = opp->memory_generation.load();
+
+  EXPECT_EQ(loop.request(1, 12_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_device);
+  EXPECT_EQ(opp->resident_limit.load(), (8_GiB).count());
+  EXPECT_GT(opp->memory_generation.load(), generation) << "the evictor must be woken";
+  EXPECT_FALSE(loop.settled()) << "15 GiB resident over an 8 GiB limit";
+  opp->managed_resident_bytes = (8_GiB).count();  // what the evictor does
+  EXPECT_TRUE(loop.settled());
+  // The production job's limit is never set.
+  EXPECT_EQ(prod->resident_limit.load(), cabi::no_resident_limit);
+}
+
+TEST(MemoryLoop, LimitRisesWhenProductionFreesAndLiftsWhenItLeaves) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  opp->managed_bytes = (15_GiB).count();
+  opp->managed_resident_bytes = (5_GiB).count();
+  prod->device_bytes = (15_GiB).count();
+  loop.run(t0);
+  EXPECT_EQ(opp->resident_limit.load(), (5_GiB).count());
+  EXPECT_EQ(prod->view_others_bytes.load(), (5_GiB).count()) << "the production job sees what is resident";
+  EXPECT_EQ(opp->view_others_bytes.load(), (15_GiB).count());
+  prod->device_bytes = (10_GiB).count();  // a free, seen at the next tick
+  loop.run(t0);
+  EXPECT_EQ(opp->resident_limit.load(), (10_GiB).count());
+  loop.remove_job(1, t0);
+  EXPECT_EQ(opp->resident_limit.load(), cabi::no_resident_limit) << "restore everything";
+}
+
+TEST(MemoryLoop, OpportunisticDeviceMemoryCountsAgainstItsManagedLimit) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  prod->device_bytes = (12_GiB).count();
+  opp->device_bytes = (3_GiB).count();  // a pool allocation: not evictable
+  opp->managed_bytes = (10_GiB).count();
+  loop.run(t0);
+  EXPECT_EQ(opp->resident_limit.load(), (5_GiB).count());
+  // More unmovable memory than the rest of its limit is refused.
+  EXPECT_EQ(loop.request(2, 6_GiB, cabi::allocation_path::fixed, t0), tgs::allocation_verdict::deny_out_of_memory);
+}
+
+TEST(MemoryLoop, TwoOpportunisticJobsShareTheLimitInProportion) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
+  auto prod = make_segment();
+  auto a = make_segment();
+  auto b = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, a.get(), t0);
+  loop.add_job(3, tgs::job_class::opportunistic, b.get(), t0);
+  prod->device_bytes = (14_GiB).count();
+  a->managed_bytes = (6_GiB).count();
+  b->managed_bytes = (3_GiB).count();
+  loop.run(t0);
+  EXPECT_EQ(a->resident_limit.load() + b->resident_limit.load(), (6_GiB).count());
+  EXPECT_EQ(a->resident_limit.load(), (4_GiB).count());
+}
+
+TEST(MemoryLoop, HardLimitDeniesBeyondTheJobsLimitAndShowsItAsTheTotal) {
+  tgs::hard_limit::config cfg;
+  cfg.opportunistic_limit = 4_GiB;
+  gpu_memory_loop loop{tgs::any_memory_policy{cfg}, 20_GiB};
+  auto opp = make_segment();
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  EXPECT_EQ(opp->view_total_bytes.load(), (4_GiB).count());
+  EXPECT_EQ(loop.request(2, 3_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_device);
+  opp->device_bytes = (3_GiB).count();
+  EXPECT_EQ(loop.request(2, 2_GiB, cabi::allocation_path::convertible, t0),
+            tgs::allocation_verdict::deny_out_of_memory);
+  EXPECT_EQ(opp->view_others_bytes.load(), 0U) << "under hard limits the others' memory is not in the view";
+}
+
+TEST(MemoryLoop, OwnManagedAllocationsStayManagedAndFixedOnesStayDevice) {
+  gpu_memory_loop loop{tgs::any_memory_policy{tgs::plain_unified_memory::config{}}, 20_GiB};
+  auto prod = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  EXPECT_EQ(loop.request(1, 1_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_managed);
+  EXPECT_EQ(loop.request(1, 1_GiB, cabi::allocation_path::fixed, t0), tgs::allocation_verdict::grant_device);
+  gpu_memory_loop tum{tum_without_reserve(), 20_GiB};
+  tum.add_job(1, tgs::job_class::production, prod.get(), t0);
+  EXPECT_EQ(tum.request(1, 1_GiB, cabi::allocation_path::managed, t0), tgs::allocation_verdict::grant_managed);
+}
+
+TEST(MemoryLoop, UnknownJobIsGrantedAsAsked) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
+  EXPECT_EQ(loop.request(9, 1_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_device);
+}
+
+}  // namespace
