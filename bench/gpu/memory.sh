@@ -1,0 +1,882 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Real-GPU memory scenarios of TGS (NSDI'23 §5, transparent unified memory) against a configured
+# memory budget smaller than the card. Per scenario a production job shares the GPU with a
+# memory-heavy DLRM-like opportunistic job (bench/gpu/train.py --model dlrm):
+#   low:  production ResNet-50 (RESNET_BATCH) + opportunistic DLRM-like
+#   high: production BERT-base (BERT_BATCH, seq BERT_SEQ) + opportunistic DLRM-like
+# First each job's footprint alone (train.py --report-memory-only: peak reserved bytes P, O);
+# the per-GPU budget is then BUDGET_MIB = ceil((P + O) / RATIO / MiB), so the two jobs
+# oversubscribe the budget RATIO times. Modes, each a separate run on a fresh tgs-node:
+#   alone       each job alone, no interposer (ALONE_RUNS runs; the DLRM runs are shared by the
+#               scenarios of one call)
+#   coexec-um   both under the interposer, tgs-node --policy co-execution --memory-policy
+#               unified-memory: all allocations unified memory, no priority, no eviction (RUNS)
+#   tgs         tgs-node --policy tgs --memory-policy tgs --memory-reserve-mib RESERVE_MIB plus
+#               rate_control.sh's rate flags; production first, the DLRM job OPP_DELAY_S later;
+#               measured after TGS_SETTLE_S more seconds (RUNS). tgs-node status is sampled once
+#               a second (eviction numbers). At the end of the last tgs run, the fault
+#               demonstration: SIGKILL the production job (time until tgs-node drops it, time
+#               until the DLRM job is restored to the GPU), then a fresh production job, then
+#               SIGSEGV the DLRM job (time until dropped; the production job's progress after).
+#   hard-limit  tgs-node --memory-policy hard-limit with a production limit of P + 2048 MiB and
+#               the rest of the budget for the DLRM job, which should die out of memory at start
+#               (one run).
+# Throughput is normalized to the job's alone median (per run: median window; over runs:
+# median, spread min-max). An opportunistic job that printed no result in a coexec-um or tgs
+# run (it overran its deadline or crashed) counts 0 there and is listed under *_missing_runs.
+#
+# Run from anywhere on a machine with a GPU, CUDA, PyTorch + torchvision, CMake and ninja:
+#   OUT=/some/dir SCENARIOS=low bench/gpu/memory.sh     (then SCENARIOS=high in a second call)
+# Knobs (environment, defaults in parentheses):
+#   SCENARIOS ("low high"), PROBE (1: run bench/gpu/memory_reuse.py first), PROBE_GIB (8),
+#   RUNS (3) runs of coexec-um and tgs, ALONE_RUNS (2), WINDOWS (3) windows of WINDOW_S (4)
+#   seconds, WARMUP_S (15) before the first window, TGS_SETTLE_S (20) more in tgs runs,
+#   OPP_DELAY_S (5), TGS_PRODUCTION_WINDOW_MS (1000), RATIO (1.5), BUDGET_MIB (unset: from the
+#   footprints), RESERVE_MIB (1024), RESNET_BATCH (128), BERT_BATCH (32), BERT_SEQ (128),
+#   DLRM_BATCH (2048), DLRM_TABLES (8), DLRM_ROWS (2000000), DLRM_DIM (256), DLRM_BAG (32),
+#   FAULT_RUN_S (10) seconds the fresh production job runs before the SIGSEGV, FAULT_AFTER_S (5)
+#   seconds it runs after, FAULT_TIMEOUT_S (20) longest wait for a drop or a restore,
+#   JOB_GRACE_S (20) a job may run past its last window before it is killed, MAX_S (540) seconds
+#   after which no further run starts (a device call is limited to 600 s: runs that would end
+#   later are skipped, with a warning in the summary; the tgs run that still fits becomes the
+#   one with the fault demonstration), TGS_GPU_BUILD (/tmp/tgs-gpu-build), TGS_NODE_FLAGS (empty)
+#   extra tgs-node rate-control flags for the tgs and hard-limit runs.
+# Order per scenario: alone runs, coexec-um runs, hard-limit, tgs runs (the fault demonstration
+# ends the last one).
+# Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
+# $OUT/memory-runs.jsonl (every train.py result line), $OUT/status-samples.jsonl (tgs-node
+# status samples, one line per sample and run), $OUT/node.log, $OUT/jobs.log (each job's stderr
+# with a header), $OUT/gpu-memory.log (this script's output; a short table last).
+# Machines without the fmt and CLI11 packages: see rate_control.sh (.deps/include).
+#
+# Safety (shared/GPU.md): the budget must stay under half of the card's free memory and both
+# jobs together under 0.8 of it (else the DLRM tables shrink, with a warning); the reuse probe
+# holds at most half of the free memory as managed memory. This script never changes clocks,
+# power limits, compute mode or MIG, and never resets the GPU.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+OUT=${OUT:-$repo/gpu-memory-out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu-memory.log") 2>&1
+
+SCENARIOS=${SCENARIOS:-low high}
+PROBE=${PROBE:-1}
+PROBE_GIB=${PROBE_GIB:-8}
+RUNS=${RUNS:-3}
+ALONE_RUNS=${ALONE_RUNS:-2}
+WINDOWS=${WINDOWS:-3}
+WINDOW_S=${WINDOW_S:-4}
+WARMUP_S=${WARMUP_S:-15}
+TGS_SETTLE_S=${TGS_SETTLE_S:-20}
+OPP_DELAY_S=${OPP_DELAY_S:-5}
+TGS_PRODUCTION_WINDOW_MS=${TGS_PRODUCTION_WINDOW_MS:-1000}
+RATIO=${RATIO:-1.5}
+BUDGET_MIB=${BUDGET_MIB:-}
+RESERVE_MIB=${RESERVE_MIB:-1024}
+RESNET_BATCH=${RESNET_BATCH:-128}
+BERT_BATCH=${BERT_BATCH:-32}
+BERT_SEQ=${BERT_SEQ:-128}
+DLRM_BATCH=${DLRM_BATCH:-2048}
+DLRM_TABLES=${DLRM_TABLES:-8}
+DLRM_ROWS=${DLRM_ROWS:-2000000}
+DLRM_DIM=${DLRM_DIM:-256}
+DLRM_BAG=${DLRM_BAG:-32}
+FAULT_RUN_S=${FAULT_RUN_S:-10}
+FAULT_AFTER_S=${FAULT_AFTER_S:-5}
+FAULT_TIMEOUT_S=${FAULT_TIMEOUT_S:-20}
+JOB_GRACE_S=${JOB_GRACE_S:-20}
+MAX_S=${MAX_S:-540}
+TGS_NODE_FLAGS=${TGS_NODE_FLAGS:-}
+BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
+FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} bench/gpu/memory.sh"
+
+work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
+runs=$OUT/memory-runs.jsonl
+samples=$OUT/status-samples.jsonl
+: > "$runs"
+: > "$samples"
+: > "$OUT/node.log"
+: > "$OUT/jobs.log"
+: > "$work/exits.tsv"
+: > "$work/tgsruns.tsv"
+: > "$work/faults.jsonl"
+: > "$work/footprints.jsonl"
+: > "$work/budgets.tsv"
+: > "$work/warnings.txt"
+export PYTHONUNBUFFERED=1
+ulimit -c 0  # no core files from the SIGSEGV demonstration
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+helper=$work/memhelper.py
+
+node_pid=""
+sampler_pid=""
+job_pids=()
+cleanup() {
+  local p
+  if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null || true; fi
+  for p in ${job_pids[@]+"${job_pids[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
+  if [ ${#job_pids[@]} -gt 0 ]; then
+    sleep 2
+    for p in "${job_pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  fi
+  if [ -n "$node_pid" ]; then kill "$node_pid" 2>/dev/null || true; wait "$node_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+say() { echo "== [$(printf '%4d' "$SECONDS") s] $*"; }
+
+# ---------------------------------------------------------------------------------------------
+# Python helper: status sampling, fault timing, budget arithmetic and the summary (all JSON).
+cat > "$helper" <<'PY'
+import json, math, os, signal, statistics, subprocess, sys, time
+
+MIB, GIB = 1 << 20, 1 << 30
+
+def status(node, sock):
+    """(gpus, jobs) from `tgs-node status --json`, or None when the node does not answer."""
+    try:
+        p = subprocess.run([node, "status", "--json", "--socket", sock], capture_output=True, text=True, timeout=5)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if p.returncode != 0:
+        return None
+    gpus, jobs = [], []
+    for line in p.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if "job" in d:
+            jobs.append(d)
+        elif "gpu" in d:
+            gpus.append(d)
+    return gpus, jobs
+
+def job_by_pid(jobs, pid):
+    return next((j for j in jobs if j.get("pid") == pid), None)
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+MEM_KEYS = ("device_bytes", "managed_bytes", "managed_resident_bytes", "resident_bytes", "evictions", "restores",
+            "evicted_bytes_total", "restored_bytes_total", "evict_s_total", "restore_s_total", "denied_allocs",
+            "host_placed_bytes", "converted_allocs")
+
+def mem_of(j):
+    return {k: j.get(k) for k in MEM_KEYS} if j else None
+
+def resident(j):
+    """A job's resident bytes: the node's resident_bytes, else device + resident managed bytes."""
+    r = j.get("resident_bytes")
+    if isinstance(r, (int, float)):
+        return r
+    d, m = j.get("device_bytes"), j.get("managed_resident_bytes")
+    return d + m if isinstance(d, (int, float)) and isinstance(m, (int, float)) else None
+
+def cmd_sample(node, sock, out, label):
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with open(out, "a") as f:
+        while True:
+            t = time.time()
+            st = status(node, sock)
+            if st is not None:
+                f.write(json.dumps({"run": label, "t": t, "gpus": st[0], "jobs": st[1]}) + "\n")
+                f.flush()
+            time.sleep(max(0.05, 1.0 - (time.time() - t)))
+
+def cmd_fault_kill(node, sock, prod, opp, timeout, scen):
+    """SIGKILL the production job; time until the node drops it and until the opportunistic job
+    is fully resident again."""
+    prod, opp, timeout = int(prod), int(opp), float(timeout)
+    st = status(node, sock)
+    before = mem_of(job_by_pid(st[1], opp)) if st else None
+    res = {"scenario": scen, "event": "kill_production", "signal": "SIGKILL",
+           "production_listed_before": bool(st and job_by_pid(st[1], prod)),
+           "opportunistic_before": before, "opportunistic_alive": alive(opp)}
+    t0 = time.monotonic()
+    os.kill(prod, signal.SIGKILL)
+    gone = restored = None
+    after = None
+    while time.monotonic() - t0 < timeout:
+        st = status(node, sock)
+        now = time.monotonic() - t0
+        if st is not None:
+            if gone is None and job_by_pid(st[1], prod) is None:
+                gone = now
+            j = job_by_pid(st[1], opp)
+            if j is not None:
+                after = mem_of(j)
+                m, r = j.get("managed_bytes"), j.get("managed_resident_bytes")
+                if restored is None and isinstance(m, int) and isinstance(r, int) and r >= m:
+                    restored = now
+        if gone is not None and (restored is not None or after is None):
+            break
+        time.sleep(0.1)
+    res.update(production_gone_s=gone, restored_s=restored, opportunistic_after=after)
+    if before and after:
+        for k in ("restored_bytes_total", "restore_s_total"):
+            if isinstance(before.get(k), (int, float)) and isinstance(after.get(k), (int, float)):
+                res[k.replace("_total", "") + "_delta"] = after[k] - before[k]
+    print(json.dumps(res), flush=True)
+
+def cmd_fault_segv(node, sock, prod, opp, run_s, after_s, timeout, scen, fstart):
+    """Once the fresh production job launches kernels, let it run RUN_S, SIGSEGV the
+    opportunistic job, time until the node drops it, let production run AFTER_S, SIGTERM it."""
+    prod, opp = int(prod), int(opp)
+    run_s, after_s, timeout, fstart = float(run_s), float(after_s), float(timeout), float(fstart)
+    res = {"scenario": scen, "event": "segv_opportunistic", "signal": "SIGSEGV"}
+    t0 = time.monotonic()
+    launching = None
+    while time.monotonic() - t0 < 3 * timeout and alive(prod):
+        st = status(node, sock)
+        j = job_by_pid(st[1], prod) if st else None
+        if j is not None and (j.get("launches_per_s") or 0) > 0:
+            launching = time.monotonic() - t0
+            break
+        time.sleep(0.2)
+    res["production_launching_after_s"] = launching
+    time.sleep(run_s)
+    st = status(node, sock)
+    pj = job_by_pid(st[1], prod) if st else None
+    res["production_launches_per_s_before"] = pj.get("launches_per_s") if pj else None
+    res["opportunistic_alive"] = alive(opp)
+    res["opportunistic_listed_before"] = bool(st and job_by_pid(st[1], opp))
+    kill_epoch = time.time()
+    t1 = time.monotonic()
+    gone = None
+    if res["opportunistic_alive"]:
+        os.kill(opp, signal.SIGSEGV)
+        while time.monotonic() - t1 < timeout:
+            st = status(node, sock)
+            if st is not None and job_by_pid(st[1], opp) is None:
+                gone = time.monotonic() - t1
+                break
+            time.sleep(0.1)
+    res.update(opportunistic_gone_s=gone, kill_rel_s=kill_epoch - fstart)
+    time.sleep(after_s)
+    st = status(node, sock)
+    pj = job_by_pid(st[1], prod) if st else None
+    res["production_launches_per_s_after"] = pj.get("launches_per_s") if pj else None
+    res["production_alive_after"] = alive(prod)
+    if alive(prod):
+        os.kill(prod, signal.SIGTERM)
+    print(json.dumps(res), flush=True)
+
+def cmd_budget(footprints, free_mib, ratio, override, pairs):
+    """Per scenario: P, O and the budget; then OK, SHRINK (DLRM too big for the card) or FAIL."""
+    fp = {}
+    for line in open(footprints):
+        if line.startswith("{"):
+            d = json.loads(line)
+            fp[d["model"]] = math.ceil(d["peak_reserved_bytes"] / MIB)
+    free_mib, ratio = float(free_mib), float(ratio)
+    verdict = "OK"
+    for pair in pairs:
+        scen, prod = pair.split(":")
+        p, o = fp[prod], fp["dlrm"]
+        budget = int(override) if override else math.ceil((p + o) / ratio)
+        print(scen, prod, p, o, budget)
+        if budget >= 0.5 * free_mib or p + o >= 0.8 * free_mib:
+            why = (f"{scen}: budget {budget} MiB (must be < {0.5 * free_mib:.0f}) or both jobs {p + o} MiB "
+                   f"(must be < {0.8 * free_mib:.0f}) too large for {free_mib:.0f} MiB free")
+            if override and p + o < 0.8 * free_mib:
+                verdict = "FAIL " + why
+            elif verdict == "OK":
+                verdict = "SHRINK " + why
+    print(verdict)
+
+# ------------------------------------------------------------------ summary
+def med(v):
+    return statistics.median(v) if v else None
+
+def cmd_summarize():
+    E = os.environ
+    rows = [json.loads(l) for l in open(E["RUNS_FILE"]) if l.strip().startswith("{")]
+    by_label = {r["label"]: r for r in rows if "label" in r}
+    exits = {}
+    for line in open(E["EXITS"]):
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) == 4:
+            exits[parts[0]] = {"rc": int(parts[1]), "overran": parts[2] == "1", "oom": parts[3] == "1"}
+    budgets = {}
+    for line in open(E["BUDGETS"]):
+        scen, prod, p, o, b, pl, ol = line.split()
+        budgets[scen] = {"production": prod, "P": int(p), "O": int(o), "budget": int(b),
+                         "production_limit": int(pl), "opportunistic_limit": int(ol)}
+    footprints = {}
+    for line in open(E["FOOTPRINTS"]):
+        if line.startswith("{"):
+            d = json.loads(line)
+            footprints[d["model"]] = math.ceil(d["peak_reserved_bytes"] / MIB)
+    faults = [json.loads(l) for l in open(E["FAULTS"]) if l.startswith("{")]
+    samples = {}
+    for line in open(E["SAMPLES"]):
+        if line.startswith("{"):
+            d = json.loads(line)
+            samples.setdefault(d["run"], []).append(d)
+    tgsruns = [line.split() for line in open(E["TGSRUNS"]) if line.strip()]
+    windows, window_s = int(E["WINDOWS"]), float(E["WINDOW_S"])
+
+    def run_rate(label):  # per-run median window, None when the job printed nothing
+        r = by_label.get(label)
+        return med(r["it_per_s"]) if r and "it_per_s" in r else None
+
+    alone = {}
+    for label, r in by_label.items():
+        if label.startswith("alone/") and "it_per_s" in r:
+            alone.setdefault(label.split("/")[1], []).append(med(r["it_per_s"]))
+    alone_med = {m: med(v) for m, v in alone.items()}
+
+    probe = None
+    if E.get("PROBE_LOG") and os.path.exists(E["PROBE_LOG"]):
+        for line in open(E["PROBE_LOG"]):
+            if line.startswith("{"):
+                try:
+                    probe = json.loads(line)
+                except ValueError:
+                    pass
+
+    out = {"device": E["DEVICE"], "driver": E["DRIVER"], "date": E["STARTED"], "command": E["COMMAND"],
+           "ratio": float(E["RATIO"]), "budget_mib": {s: b["budget"] for s, b in budgets.items()},
+           "footprints_mib": footprints, "free_mib_at_start": float(E["FREE_MIB"]),
+           "dlrm": {k: int(E["DLRM_" + k.upper()]) for k in ("tables", "rows", "dim", "bag", "batch")},
+           "warnings": [l.strip() for l in open(E["WARNINGS"])] if os.path.exists(E["WARNINGS"]) else [],
+           "limits_mib": {s: {"reserve": int(E["RESERVE_MIB"]), "hard_limit_production": b["production_limit"],
+                              "hard_limit_opportunistic": b["opportunistic_limit"]} for s, b in budgets.items()},
+           "alone_it_per_s": {m: {"median": alone_med[m], "runs": v} for m, v in alone.items()},
+           "scenarios": {}, "reuse_probe": probe}
+
+    def norm_stats(rates, base):
+        vals = [x / base for x in rates if x is not None] if base else []
+        return (med(vals), [min(vals), max(vals)] if vals else None)
+
+    for scen in E["SCENARIO_LIST"].split():
+        if scen not in budgets:
+            continue
+        prod = budgets[scen]["production"]
+        entry = {"production_model": prod, "opportunistic_model": "dlrm", "budget_mib": budgets[scen]["budget"],
+                 "footprint_mib": {"production": budgets[scen]["P"], "opportunistic": budgets[scen]["O"]},
+                 "modes": {}, "memory": {}, "faults": {}}
+        m = {}
+        for cls, model in (("production", prod), ("opportunistic", "dlrm")):
+            v = alone.get(model, [])
+            base = alone_med.get(model)
+            n, s = norm_stats(v, base)
+            m[cls] = n
+            m[cls + "_spread"] = s
+            m[cls + "_it_per_s"] = base
+        m["runs"] = len(alone.get(prod, []))
+        entry["modes"]["alone"] = m
+        for mode in ("coexec-um", "tgs", "hard-limit"):
+            labels = sorted({l.rsplit("/", 1)[0] for l in list(by_label) + list(exits) if l.startswith(f"{scen}/{mode}/")})
+            if not labels:
+                continue
+            m = {"runs": len(labels)}
+            for cls, model in (("production", prod), ("opportunistic", "dlrm")):
+                rates = [run_rate(f"{l}/{cls}") for l in labels]
+                missing = sum(r is None for r in rates)
+                if mode != "hard-limit":
+                    rates = [0.0 if r is None else r for r in rates]
+                n, s = norm_stats(rates, alone_med.get(model))
+                m[cls] = n
+                m[cls + "_spread"] = s
+                m[cls + "_it_per_s"] = med([r for r in rates if r is not None])
+                m[cls + "_missing_runs"] = missing
+                m[cls + "_exit_codes"] = [exits.get(f"{l}/{cls}", {}).get("rc") for l in labels]
+            if mode == "hard-limit":
+                e = [exits.get(f"{l}/opportunistic", {}) for l in labels]
+                m["opportunistic_died"] = [x.get("rc") not in (None, 0) for x in e]
+                m["opportunistic_oom_in_stderr"] = [x.get("oom") for x in e]
+                m["production_limit_mib"] = budgets[scen]["production_limit"]
+                m["opportunistic_limit_mib"] = budgets[scen]["opportunistic_limit"]
+            entry["modes"][mode] = m
+
+        # Memory numbers of the tgs runs, from the status samples.
+        per_run = []
+        for scen_, idx, run_label, start, ppid, opid in tgsruns:
+            if scen_ != scen:
+                continue
+            start, ppid, opid = float(start), int(ppid), int(opid)
+            ss = samples.get(run_label, [])
+            r = {"run": run_label, "samples": len(ss)}
+            opp = [(s["t"], job_by_pid(s["jobs"], opid), s["gpus"][0] if s["gpus"] else {}) for s in ss]
+            opp = [(t, j, g) for t, j, g in opp if j is not None]
+            if opp:
+                t_first, j_first, _ = opp[0]
+                registered = t_first - float(j_first.get("up_s") or 0.0)
+                end = start + windows * window_s
+                steady = [x for x in opp if start <= x[0] <= end] or [x for x in opp if x[0] <= end] or opp
+                t_s, j_s, g_s = steady[-1]
+                lim = g_s.get("opportunistic_resident_limit")
+                res_s = resident(j_s)
+                r.update({k: j_s.get(k) for k in MEM_KEYS})
+                r["resident_bytes"] = res_s
+                r["opportunistic_resident_limit"] = lim
+                pj = job_by_pid(next(s["jobs"] for s in ss if s["t"] == t_s), ppid)
+                r["production_device_bytes"] = pj.get("device_bytes") if pj else None
+                r["production_resident_bytes"] = resident(pj) if pj else None
+                ev_b, ev_s = j_s.get("evicted_bytes_total"), j_s.get("evict_s_total")
+                r["eviction_gbps"] = ev_b / ev_s / 1e9 if isinstance(ev_b, (int, float)) and ev_s else None
+                rs_b, rs_s = j_s.get("restored_bytes_total"), j_s.get("restore_s_total")
+                r["restore_gbps"] = rs_b / rs_s / 1e9 if isinstance(rs_b, (int, float)) and rs_s else None
+                # Seconds from registration until the resident bytes were first within the limit
+                # once the job had (nearly) all its steady managed memory (1 s sampling).
+                steady_managed = j_s.get("managed_bytes") or 0
+                within = None
+                over = 0
+                for t, j, g in opp:
+                    lm = g.get("opportunistic_resident_limit")
+                    res_b = resident(j)
+                    if not isinstance(lm, (int, float)) or not isinstance(res_b, (int, float)):
+                        continue
+                    over = max(over, res_b - lm)
+                    if within is None and (j.get("managed_bytes") or 0) >= 0.9 * steady_managed \
+                            and res_b <= lm + max(64 * MIB, 0.01 * lm):
+                        within = t - registered
+                r["seconds_to_within_limit"] = within
+                r["max_over_limit_bytes"] = over
+                r["within_limit_at_steady"] = (isinstance(lim, (int, float)) and isinstance(res_s, (int, float))
+                                               and res_s <= lim + max(64 * MIB, 0.01 * lim))
+            per_run.append(r)
+        if per_run:
+            keys = list(dict.fromkeys(k for r in per_run for k in r if k != "run"))
+            summary = {}
+            for k in keys:
+                v = [r.get(k) for r in per_run if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)]
+                summary[k] = med(v) if v else None
+            entry["memory"] = {"median": summary, "runs": per_run}
+
+        for f in faults:
+            if f.get("scenario") != scen:
+                continue
+            if f["event"] == "kill_production":
+                last_base = [t[2] for t in tgsruns if t[0] == scen][-1:]
+                f["production_exit"] = exits.get(f"{last_base[0]}/production", {}).get("rc") if last_base else None
+                entry["faults"]["kill_production"] = f
+            else:
+                row = by_label.get(f"{scen}/fault/production")
+                if row and "per_second" in row and f.get("kill_rel_s") is not None:
+                    ps = row["per_second"]
+                    series = {row["first_second"] + i: c for i, c in enumerate(ps)}
+                    k = f["kill_rel_s"]
+                    after = [c for s, c in series.items() if s >= math.ceil(k)]
+                    # Rates over whole seconds: the last second of a job stopped early is partial.
+                    full_after = after[:-1] if row.get("stopped_early") else after
+                    before = [series.get(s, 0) for s in range(math.floor(k) - 5, math.floor(k))]
+                    f["production_iterations_after_kill"] = sum(after)
+                    f["production_seconds_after_kill"] = len(full_after)
+                    f["production_it_per_s_after_kill"] = statistics.mean(full_after) if full_after else None
+                    f["production_it_per_s_before_kill"] = statistics.mean(before) if before else None
+                    f["production_progressed_after_kill"] = sum(after) > 0
+                f["production_exit"] = exits.get(f"{scen}/fault/production", {}).get("rc")
+                last_base = [t[2] for t in tgsruns if t[0] == scen][-1:]
+                f["opportunistic_exit"] = exits.get(f"{last_base[0]}/opportunistic", {}).get("rc") if last_base else None
+                entry["faults"]["segv_opportunistic"] = f
+        out["scenarios"][scen] = entry
+
+    json.dump(out, open(E["JSON_OUT"], "w"), indent=2)
+
+    # ---- the short table, printed last
+    fx = lambda x, d=2: "-" if x is None else f"{x:.{d}f}"
+    sp = lambda s: "" if not s else f" ({s[0]:.2f}-{s[1]:.2f})"
+    gib = lambda b: "-" if not isinstance(b, (int, float)) else f"{b / GIB:.1f}"
+    print(f"\n{out['device']}, driver {out['driver']}: throughput normalized to each job alone "
+          f"(median of runs, min-max); budget = (P + O) / {out['ratio']:g}")
+    for scen, e in out["scenarios"].items():
+        fp = e["footprint_mib"]
+        print(f"{scen}: {e['production_model']} ({fp['production']} MiB) + dlrm ({fp['opportunistic']} MiB), "
+              f"budget {e['budget_mib']} MiB")
+        print(f"  {'mode':11} {'production':>20} {'opportunistic':>20} runs")
+        for mode, m in e["modes"].items():
+            extra = ""
+            if mode == "hard-limit":
+                extra = f"  opp died {m['opportunistic_died']}, OOM in stderr {m['opportunistic_oom_in_stderr']}"
+            elif m.get("opportunistic_missing_runs"):
+                extra = f"  opp missing in {m['opportunistic_missing_runs']} run(s)"
+            print(f"  {mode:11} {fx(m['production']) + sp(m['production_spread']):>20} "
+                  f"{fx(m['opportunistic']) + sp(m['opportunistic_spread']):>20} {m['runs']:>4}{extra}")
+        mm = e["memory"].get("median") if e["memory"] else None
+        if mm:
+            print(f"  tgs memory (median): opp managed {gib(mm.get('managed_bytes'))} GiB, resident "
+                  f"{gib(mm.get('resident_bytes'))} GiB, limit {gib(mm.get('opportunistic_resident_limit'))} GiB; "
+                  f"placed on host at allocation {gib(mm.get('host_placed_bytes'))} GiB, "
+                  f"evicted {gib(mm.get('evicted_bytes_total'))} GiB in {fx(mm.get('evict_s_total'))} s "
+                  f"({fx(mm.get('eviction_gbps'), 1)} GB/s); within limit {fx(mm.get('seconds_to_within_limit'), 0)} s "
+                  f"after registration")
+        k = e["faults"].get("kill_production")
+        if k:
+            print(f"  SIGKILL production: dropped after {fx(k.get('production_gone_s'))} s, opp restored after "
+                  f"{fx(k.get('restored_s'))} s ({gib(k.get('restored_bytes_delta'))} GiB)")
+        s = e["faults"].get("segv_opportunistic")
+        if s:
+            print(f"  SIGSEGV opportunistic: dropped after {fx(s.get('opportunistic_gone_s'))} s; production "
+                  f"{fx(s.get('production_it_per_s_before_kill'), 1)} it/s before, "
+                  f"{fx(s.get('production_it_per_s_after_kill'), 1)} it/s after")
+    if probe:
+        yn = lambda k: {True: "yes", False: "no"}.get(probe.get(k), "-")
+        print(f"reuse probe ({probe.get('gib')} GiB): driver evicts resident managed for another process: "
+              f"{yn('driver_evicts_resident_managed_for_other_process')}; evicted allocatable by another: "
+              f"{yn('evicted_allocatable_by_other_process')}; cuMemGetInfo reports evicted free: "
+              f"{yn('mem_get_info_reports_evicted_free')}; eviction {fx(probe.get('eviction_gbps'), 1)} GB/s, "
+              f"restore {fx(probe.get('restore_gbps'), 1)} GB/s" + (f"; ERROR {probe['error']}" if "error" in probe else ""))
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "sample":
+        cmd_sample(*args)
+    elif cmd == "fault-kill":
+        cmd_fault_kill(*args)
+    elif cmd == "fault-segv":
+        cmd_fault_segv(*args)
+    elif cmd == "budget":
+        cmd_budget(args[0], args[1], args[2], args[3], args[4:])
+    elif cmd == "summarize":
+        cmd_summarize()
+    else:
+        sys.exit(f"memhelper: unknown command {cmd}")
+PY
+
+# ---------------------------------------------------------------------------------------------
+for s in $SCENARIOS; do
+  case $s in low|high) ;; *) echo "unknown scenario '$s' (low, high)"; exit 2 ;; esac
+done
+prod_model_of() { case $1 in low) echo resnet50 ;; high) echo bert_base ;; esac; }
+
+say "build (against the real libcuda; no CUDA toolkit headers needed)"
+. "$repo/bench/gpu/build_backend.sh"
+build_backend
+node_help=$("$node" --help 2>&1 || true)
+for flag in --memory-policy --memory-budget-mib --memory-reserve-mib --production-limit-mib --opportunistic-limit-mib; do
+  if ! grep -q -- "$flag" <<< "$node_help"; then
+    echo "this tgs-node has no $flag option: build from a tree with the memory policies in tgs-node"; exit 1
+  fi
+done
+
+free_mib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1 | tr -d ' ')
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+case $free_mib in ''|*[!0-9]*) echo "cannot read the GPU's free memory from nvidia-smi ('$free_mib')"; exit 1 ;; esac
+say "$device, driver $driver, $free_mib MiB free"
+
+# JA: train.py's model arguments for model $1.
+job_args() {
+  JA=(--model "$1")
+  case $1 in
+    resnet50) JA+=(--batch "$RESNET_BATCH") ;;
+    bert_base) JA+=(--batch "$BERT_BATCH" --seq-len "$BERT_SEQ") ;;
+    dlrm) JA+=(--batch "$DLRM_BATCH" --dlrm-tables "$DLRM_TABLES" --dlrm-rows "$DLRM_ROWS" --dlrm-dim "$DLRM_DIM"
+               --dlrm-bag "$DLRM_BAG") ;;
+  esac
+}
+errfile() { echo "$work/$(echo "$1" | tr '/' '_').err"; }
+
+# launch LABEL CLASS MODEL INTERPOSED(0|1) STDOUT [train.py args...]: one training process in the
+# background; its PID (python's own: env execs it) in last_pid.
+launch() {
+  local label=$1 cls=$2 model=$3 inter=$4 out=$5
+  shift 5
+  job_args "$model"
+  local envs=(PYTHONUNBUFFERED=1)
+  if [ "$inter" = 1 ]; then
+    envs+=(LD_PRELOAD="$intercept" TGS_NODE_SOCKET="$socket" TGS_JOB_CLASS="$cls" TGS_JOB_NAME="$model"
+           TGS_LOG_LEVEL=info)
+  fi
+  env "${envs[@]}" python3 "$repo/bench/gpu/train.py" "${JA[@]}" --label "$label" "$@" >> "$out" 2> "$(errfile "$label")" &
+  last_pid=$!
+  job_pids+=("$last_pid")
+}
+
+# reap PID LABEL DEADLINE: waits for a job (stopping it once past DEADLINE, a Unix time), records
+# its exit status and whether its stderr mentions out of memory, and appends its stderr to jobs.log.
+reap() {
+  local pid=$1 label=$2 deadline=$3 rc=0 overran=0 oom=0 err keep=() p
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      overran=1
+      echo "!! $label is still running past its deadline: stopping it"
+      kill -TERM "$pid" 2>/dev/null || true
+      sleep 3
+      kill -KILL "$pid" 2>/dev/null || true
+      break
+    fi
+    sleep 0.5
+  done
+  wait "$pid" || rc=$?
+  err=$(errfile "$label")
+  if grep -qi "out of memory" "$err" 2>/dev/null; then oom=1; fi
+  printf '%s\t%s\t%s\t%s\n' "$label" "$rc" "$overran" "$oom" >> "$work/exits.tsv"
+  {
+    echo "==== $label (pid $pid, exit status $rc$([ "$overran" = 1 ] && echo ', killed past its deadline'))"
+    if [ -f "$err" ] && [ "$(wc -l < "$err")" -gt 200 ]; then
+      head -n 100 "$err"; echo "[... $(( $(wc -l < "$err") - 200 )) lines ...]"; tail -n 100 "$err"
+    elif [ -f "$err" ]; then
+      cat "$err"
+    fi
+  } >> "$OUT/jobs.log"
+  for p in "${job_pids[@]}"; do
+    if [ "$p" != "$pid" ]; then keep+=("$p"); fi
+  done
+  job_pids=(${keep[@]+"${keep[@]}"})
+  if [ "$rc" != 0 ]; then echo "   $label: exit status $rc"; fi
+  return 0
+}
+
+node_n=0
+# start_node RUN_LABEL [tgs-node flags...]: a fresh node on a fresh socket.
+start_node() {
+  local label=$1
+  shift
+  node_n=$(( node_n + 1 ))
+  socket=$work/node-$node_n.sock
+  echo "==== $label: tgs-node $*" >> "$OUT/node.log"
+  "$node" --socket "$socket" --log-level info "$@" >> "$OUT/node.log" 2>&1 &
+  node_pid=$!
+  for _ in $(seq 100); do
+    if [ -S "$socket" ]; then return 0; fi
+    if ! kill -0 "$node_pid" 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+  echo "tgs-node did not start (flags: $*); its log:"; tail -n 20 "$OUT/node.log"; exit 1
+}
+stop_node() {
+  "$node" status --socket "$socket" >> "$OUT/node.log" 2>&1 || true
+  kill "$node_pid" 2>/dev/null || true
+  wait "$node_pid" 2>/dev/null || true
+  node_pid=""
+}
+start_sampler() {
+  python3 "$helper" sample "$node" "$socket" "$samples" "$1" &
+  sampler_pid=$!
+}
+stop_sampler() {
+  kill "$sampler_pid" 2>/dev/null || true
+  wait "$sampler_pid" 2>/dev/null || true
+  sampler_pid=""
+}
+rate_flags=(--production-window-ms "$TGS_PRODUCTION_WINDOW_MS" --profile-windows 3 --max-profile-windows 6)
+# Extra tgs-node rate flags, e.g. TGS_NODE_FLAGS="--rate-smoothing 0.8 --noise-band-multiple 2".
+read -r -a extra_rate_flags <<< "$TGS_NODE_FLAGS"
+rate_flags+=(${extra_rate_flags[@]+"${extra_rate_flags[@]}"})
+win_args() { WA=(--start-at "$1" --windows "$WINDOWS" --window-s "$WINDOW_S"); }
+measured_end() { echo $(( $1 + WINDOWS * WINDOW_S )); }
+
+# ---------------------------------------------------------------------------------------------
+if [ "$PROBE" = 1 ]; then
+  say "reuse probe: bench/gpu/memory_reuse.py --gib $PROBE_GIB (nothing else on the GPU)"
+  timeout -k 10 300 python3 "$repo/bench/gpu/memory_reuse.py" --gib "$PROBE_GIB" | tee "$work/probe.log" ||
+    echo "!! the reuse probe failed (its JSON line, if any, is kept)"
+fi
+
+# Footprints: each job alone, 3 steps, peak reserved bytes (in parallel: the peaks are per process).
+measure_footprints() {
+  local models=("$@") pids=() m i
+  for m in "${models[@]}"; do
+    launch "footprint/$m" production "$m" 0 "$work/footprints.jsonl" --report-memory-only
+    pids+=("$last_pid")
+  done
+  for i in "${!models[@]}"; do
+    reap "${pids[$i]}" "footprint/${models[$i]}" $(( $(date +%s) + 180 ))
+  done
+}
+prods=()
+pairs=()
+for s in $SCENARIOS; do
+  prods+=("$(prod_model_of "$s")")
+  pairs+=("$s:$(prod_model_of "$s")")
+done
+say "footprints: ${prods[*]} dlrm"
+measure_footprints "${prods[@]}" dlrm
+budget_lines=""
+for attempt in 1 2 3 4 5; do
+  if ! budget_lines=$(python3 "$helper" budget "$work/footprints.jsonl" "$free_mib" "$RATIO" "$BUDGET_MIB" "${pairs[@]}"); then
+    echo "footprint measurement failed (see $OUT/jobs.log)"; exit 1
+  fi
+  verdict=$(tail -n 1 <<< "$budget_lines")
+  case $verdict in
+    OK) break ;;
+    FAIL*) echo "SAFETY: ${verdict#FAIL } (BUDGET_MIB was set: lower it)"; exit 1 ;;
+    SHRINK*)
+      if [ "$attempt" = 5 ]; then echo "SAFETY: ${verdict#SHRINK }; giving up"; exit 1; fi
+      DLRM_ROWS=$(( DLRM_ROWS / 2 ))
+      echo "!! WARNING (safety): ${verdict#SHRINK }: halving the DLRM tables to $DLRM_ROWS rows" |
+        tee -a "$work/warnings.txt"
+      grep -v '"model": "dlrm"' "$work/footprints.jsonl" > "$work/fp.tmp" || true
+      mv "$work/fp.tmp" "$work/footprints.jsonl"
+      measure_footprints dlrm ;;
+  esac
+done
+declare -A BUDGET PROD_LIMIT OPP_LIMIT
+while read -r s prod p o b; do
+  [ -n "${b:-}" ] || continue
+  BUDGET[$s]=$b
+  PROD_LIMIT[$s]=$(( p + 2048 ))
+  OPP_LIMIT[$s]=$(( b - p - 2048 ))
+  if [ "${OPP_LIMIT[$s]}" -lt 256 ]; then
+    echo "!! WARNING: $s: budget $b MiB leaves less than 256 MiB beside the production limit; opportunistic limit 256 MiB" |
+      tee -a "$work/warnings.txt"
+    OPP_LIMIT[$s]=256
+  fi
+  if [ "$b" -lt $(( p + RESERVE_MIB + 512 )) ]; then
+    echo "!! WARNING: $s: budget $b MiB barely holds the production job ($p MiB) and the reserve ($RESERVE_MIB MiB)" |
+      tee -a "$work/warnings.txt"
+  fi
+  printf '%s %s %s %s %s %s %s\n' "$s" "$prod" "$p" "$o" "$b" "${PROD_LIMIT[$s]}" "${OPP_LIMIT[$s]}" >> "$work/budgets.tsv"
+  echo "   $s: production $prod $p MiB + dlrm $o MiB = $(( p + o )) MiB over budget $b MiB" \
+       "(ratio $(python3 -c "print(f'{($p + $o) / $b:.2f}')")), $free_mib MiB free;" \
+       "hard-limit: production ${PROD_LIMIT[$s]} MiB, opportunistic ${OPP_LIMIT[$s]} MiB"
+done < <(grep -v '^OK$' <<< "$budget_lines")
+
+# ---------------------------------------------------------------------------------------------
+run_alone() {  # run_alone MODEL INDEX
+  local start label=alone/$1/$2
+  start=$(( $(date +%s) + WARMUP_S ))
+  win_args "$start"
+  say "$label"
+  launch "$label" production "$1" 0 "$runs" "${WA[@]}"
+  reap "$last_pid" "$label" $(( $(measured_end "$start") + JOB_GRACE_S ))
+}
+
+run_coexec() {  # run_coexec SCENARIO INDEX
+  local scen=$1 i=$2 prod start p1 p2 base=$1/coexec-um/$2
+  prod=$(prod_model_of "$scen")
+  say "$base"
+  start_node "$base" --policy co-execution --memory-policy unified-memory --memory-budget-mib "${BUDGET[$scen]}"
+  start_sampler "$base"
+  start=$(( $(date +%s) + WARMUP_S ))
+  win_args "$start"
+  launch "$base/production" production "$prod" 1 "$runs" "${WA[@]}"
+  p1=$last_pid
+  launch "$base/opportunistic" opportunistic dlrm 1 "$runs" "${WA[@]}"
+  p2=$last_pid
+  reap "$p1" "$base/production" $(( $(measured_end "$start") + JOB_GRACE_S ))
+  reap "$p2" "$base/opportunistic" $(( $(measured_end "$start") + JOB_GRACE_S ))
+  stop_sampler
+  stop_node
+}
+
+# The fault demonstration on the running jobs of the last tgs run (P1 production, P2 opportunistic).
+fault_demo() {  # fault_demo SCENARIO BASE P1 P2
+  local scen=$1 base=$2 p1=$3 p2=$4 prod fstart p3
+  prod=$(prod_model_of "$scen")
+  say "$scen faults: SIGKILL the production job"
+  python3 "$helper" fault-kill "$node" "$socket" "$p1" "$p2" "$FAULT_TIMEOUT_S" "$scen" >> "$work/faults.jsonl" ||
+    echo "!! fault-kill step failed"
+  reap "$p1" "$base/production" $(( $(date +%s) + 15 ))
+  say "$scen faults: a fresh production job, then SIGSEGV the opportunistic job"
+  fstart=$(date +%s.%N)
+  launch "$scen/fault/production" production "$prod" 1 "$runs" --start-at "$fstart" --timeline-s 600
+  p3=$last_pid
+  python3 "$helper" fault-segv "$node" "$socket" "$p3" "$p2" "$FAULT_RUN_S" "$FAULT_AFTER_S" "$FAULT_TIMEOUT_S" \
+    "$scen" "$fstart" >> "$work/faults.jsonl" || echo "!! fault-segv step failed"
+  reap "$p2" "$base/opportunistic" $(( $(date +%s) + 15 ))
+  reap "$p3" "$scen/fault/production" $(( $(date +%s) + 20 ))
+}
+
+run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
+  local scen=$1 i=$2 last=$3 prod start p1 p2 base=$1/tgs/$2 keep=()
+  prod=$(prod_model_of "$scen")
+  say "$base"
+  start_node "$base" --policy tgs --memory-policy tgs --memory-budget-mib "${BUDGET[$scen]}" \
+    --memory-reserve-mib "$RESERVE_MIB" "${rate_flags[@]}"
+  start_sampler "$base"
+  start=$(( $(date +%s) + WARMUP_S + TGS_SETTLE_S ))
+  win_args "$start"
+  if [ "$last" = 1 ]; then keep=(--keep-running-s "$FAULT_KEEP_S"); fi
+  launch "$base/production" production "$prod" 1 "$runs" "${WA[@]}" ${keep[@]+"${keep[@]}"}
+  p1=$last_pid
+  sleep "$OPP_DELAY_S"
+  launch "$base/opportunistic" opportunistic dlrm 1 "$runs" "${WA[@]}" --no-core-dump ${keep[@]+"${keep[@]}"}
+  p2=$last_pid
+  printf '%s %s %s %s %s %s\n' "$scen" "$i" "$base" "$start" "$p1" "$p2" >> "$work/tgsruns.tsv"
+  if [ "$last" = 1 ]; then
+    # Both jobs run on after their windows: wait for the windows to end, then the faults.
+    while [ "$(date +%s)" -lt $(( $(measured_end "$start") + 2 )) ]; do sleep 0.5; done
+    fault_demo "$scen" "$base" "$p1" "$p2"
+  else
+    reap "$p1" "$base/production" $(( $(measured_end "$start") + JOB_GRACE_S ))
+    reap "$p2" "$base/opportunistic" $(( $(measured_end "$start") + JOB_GRACE_S ))
+  fi
+  stop_sampler
+  stop_node
+}
+
+run_hard_limit() {  # run_hard_limit SCENARIO
+  local scen=$1 prod start p1 p2 base=$1/hard-limit/1
+  prod=$(prod_model_of "$scen")
+  say "$base (production limit ${PROD_LIMIT[$scen]} MiB, opportunistic ${OPP_LIMIT[$scen]} MiB)"
+  start_node "$base" --policy tgs --memory-policy hard-limit --memory-budget-mib "${BUDGET[$scen]}" \
+    --production-limit-mib "${PROD_LIMIT[$scen]}" --opportunistic-limit-mib "${OPP_LIMIT[$scen]}" "${rate_flags[@]}"
+  start_sampler "$base"
+  start=$(( $(date +%s) + WARMUP_S ))
+  win_args "$start"
+  launch "$base/production" production "$prod" 1 "$runs" "${WA[@]}"
+  p1=$last_pid
+  sleep "$OPP_DELAY_S"
+  launch "$base/opportunistic" opportunistic dlrm 1 "$runs" "${WA[@]}" --no-core-dump
+  p2=$last_pid
+  reap "$p1" "$base/production" $(( $(measured_end "$start") + JOB_GRACE_S ))
+  reap "$p2" "$base/opportunistic" $(( $(measured_end "$start") + JOB_GRACE_S ))
+  stop_sampler
+  stop_node
+}
+
+# Time guard: rough seconds per run (start-up and teardown included).
+est_plain=$(( WARMUP_S + WINDOWS * WINDOW_S + 6 ))
+est_tgs=$(( est_plain + TGS_SETTLE_S ))
+est_demo=$(( 2 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 15 ))
+fits() { [ $(( SECONDS + $1 )) -le "$MAX_S" ]; }
+skip() { echo "!! WARNING: skipped $1: it would end past MAX_S=$MAX_S s" | tee -a "$work/warnings.txt"; }
+
+dlrm_alone_done=0
+for scen in $SCENARIOS; do
+  prod=$(prod_model_of "$scen")
+  for i in $(seq "$ALONE_RUNS"); do
+    if fits "$est_plain"; then run_alone "$prod" "$i"; else skip "alone/$prod/$i"; fi
+  done
+  if [ "$dlrm_alone_done" = 0 ]; then
+    for i in $(seq "$ALONE_RUNS"); do
+      if fits "$est_plain"; then run_alone dlrm "$i"; else skip "alone/dlrm/$i"; fi
+    done
+    dlrm_alone_done=1
+  fi
+  for i in $(seq "$RUNS"); do
+    if fits "$est_plain"; then run_coexec "$scen" "$i"; else skip "$scen/coexec-um/$i"; fi
+  done
+  if fits "$est_plain"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
+  for i in $(seq "$RUNS"); do
+    if ! fits $(( est_tgs + est_demo )); then skip "$scen/tgs/$i and after"; break; fi
+    last=0
+    if [ "$i" = "$RUNS" ] || ! fits $(( 2 * est_tgs + est_demo )); then last=1; fi
+    run_tgs "$scen" "$i" "$last"
+    if [ "$last" = 1 ]; then
+      if [ "$i" != "$RUNS" ]; then skip "$scen/tgs/$(( i + 1 ))..$RUNS"; fi
+      break
+    fi
+  done
+done
+
+say "summary"
+DEVICE="$device" DRIVER="$driver" STARTED="$started" COMMAND="$COMMAND" RUNS_FILE="$runs" EXITS="$work/exits.tsv" \
+BUDGETS="$work/budgets.tsv" FOOTPRINTS="$work/footprints.jsonl" FAULTS="$work/faults.jsonl" SAMPLES="$samples" \
+TGSRUNS="$work/tgsruns.tsv" WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" RATIO="$RATIO" RESERVE_MIB="$RESERVE_MIB" \
+FREE_MIB="$free_mib" SCENARIO_LIST="$SCENARIOS" PROBE_LOG="$work/probe.log" JSON_OUT="$OUT/gpu-memory.json" \
+WARNINGS="$work/warnings.txt" DLRM_TABLES="$DLRM_TABLES" DLRM_ROWS="$DLRM_ROWS" DLRM_DIM="$DLRM_DIM" DLRM_BAG="$DLRM_BAG" \
+DLRM_BATCH="$DLRM_BATCH" \
+python3 "$helper" summarize
