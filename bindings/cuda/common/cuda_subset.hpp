@@ -37,6 +37,12 @@ typedef struct CUmod_st* CUmodule;
 typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
 typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef struct CUkern_st* CUkernel;
+/// Opaque here: only passed on.
+typedef struct CUgraphExecUpdateResultInfo_st CUgraphExecUpdateResultInfo;
+typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st CUDA_GRAPH_INSTANTIATE_PARAMS;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 /// Opaque here: the interposer only passes the pointer on.
 typedef struct CUmemAllocationProp_st CUmemAllocationProp;
@@ -56,6 +62,28 @@ typedef struct CUlaunchConfig_st {
   CUlaunchAttribute* attrs;
   unsigned int numAttrs;
 } CUlaunchConfig;
+
+/// A kernel node's parameters (`CUDA_KERNEL_NODE_PARAMS_v2`, layout as in `cuda.h`).
+typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
+  CUfunction func;
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  void** kernelParams;
+  void** extra;
+  CUkernel kern;
+  CUcontext ctx;
+} CUDA_KERNEL_NODE_PARAMS_v2;
+
+/// Graph node types (`CUgraphNodeType`); the two whose blocks count.
+typedef enum CUgraphNodeType_enum : int {
+  CU_GRAPH_NODE_TYPE_KERNEL = 0,
+  CU_GRAPH_NODE_TYPE_GRAPH = 4,
+} CUgraphNodeType;
 
 /// Search flags of `cuGetProcAddress` (`CUdriverProcAddress_flags`).
 enum : cuuint64_t {
@@ -106,4 +134,8 @@ static_assert(offsetof(CUlaunchConfig, attrs) == 40);
 static_assert(offsetof(CUlaunchConfig, numAttrs) == 48);
 static_assert(sizeof(CUlaunchConfig) == 56);
 static_assert(sizeof(CUmemLocation) == 8);
+static_assert(offsetof(CUDA_KERNEL_NODE_PARAMS_v2, gridDimX) == 8);
+static_assert(offsetof(CUDA_KERNEL_NODE_PARAMS_v2, kernelParams) == 40);
+static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72);
+static_assert(sizeof(CUgraphNodeType) == 4);
 static_assert(sizeof(CUmem_advise) == 4);

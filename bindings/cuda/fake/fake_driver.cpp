@@ -9,7 +9,8 @@
 // leave behind: a killed process's reserved kernels simply finish, as in-flight kernels would.
 // A stream holds at most TGS_FAKE_QUEUE_DEPTH unfinished kernels; a launch into a full stream
 // blocks until half of it drained, so a busy job is paced by the device as on a real GPU.
-// Synchronisation sleeps until the stream's (or the context's) last kernel ends.
+// Synchronisation sleeps until the stream's (or the context's) last kernel ends. A CUDA graph
+// holds kernel and child-graph nodes; its launch enqueues its kernels as so many launches would.
 //
 // Memory: address space only (never backed), but with a device-wide capacity of
 // TGS_FAKE_MEMORY_MIB shared by every process of the device, as on a real GPU. The same segment
@@ -35,7 +36,10 @@
 #include <ctime>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "cuda_subset.hpp"
 
@@ -513,6 +517,165 @@ CUresult fake_prefetch(CUdeviceptr ptr, std::size_t count, CUmemLocation locatio
   return CUDA_SUCCESS;
 }
 
+// --- graphs ------------------------------------------------------------------------------------
+//
+// A graph is a list of nodes run in insertion order (dependencies are checked, not followed): a
+// kernel node keeps its parameters, a child-graph node owns a copy of the graph it was given (as
+// CUDA copies it at add time). An executable graph is a snapshot: the grid sizes of its kernels,
+// flattened in order, child graphs included; a launch enqueues them as so many kernel launches.
+// Handles are numbers never reused (not addresses), so a stale or made-up handle is an error,
+// not a crash nor another object. One mutex guards it all; a launch copies the snapshot out and
+// enqueues without it.
+
+struct fake_graph;
+
+struct fake_node {
+  std::uintptr_t handle = 0;
+  fake_graph* owner = nullptr;
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
+  CUDA_KERNEL_NODE_PARAMS_v2 params{};  ///< kernel nodes
+  fake_graph* child = nullptr;          ///< child-graph nodes: the embedded copy, owned here
+};
+
+struct fake_graph {
+  std::uintptr_t handle = 0;
+  std::vector<fake_node*> nodes;     ///< owned, in insertion order
+  fake_node* embedded_in = nullptr;  ///< the child-graph node owning this graph, if any
+};
+
+/// The kernels of an executable graph: their grid sizes, in launch order.
+using graph_snapshot = std::vector<std::uint64_t>;
+
+struct fake_exec {
+  std::uintptr_t handle = 0;
+  std::shared_ptr<const graph_snapshot> kernels;
+};
+
+struct graph_registry {
+  std::mutex mutex;
+  std::uintptr_t last_handle = 0x6000'0000'0000;  ///< handles look like (aligned) addresses
+  std::unordered_map<std::uintptr_t, fake_graph*> graphs;
+  std::unordered_map<std::uintptr_t, fake_node*> nodes;
+  std::unordered_map<std::uintptr_t, fake_exec*> execs;
+
+  std::uintptr_t issue() { return last_handle += 16; }
+};
+
+/// Never destroyed: a thread may still use graphs while the process exits.
+graph_registry& graph_table() {
+  static graph_registry* r = new graph_registry;
+  return *r;
+}
+
+template <class T, class Handle>
+T* find_handle(const std::unordered_map<std::uintptr_t, T*>& table, Handle h) {
+  const auto it = table.find(reinterpret_cast<std::uintptr_t>(h));
+  return it == table.end() ? nullptr : it->second;
+}
+
+fake_graph* live_graph(graph_registry& r, CUgraph g) { return find_handle(r.graphs, g); }
+fake_node* live_node(graph_registry& r, CUgraphNode n) { return find_handle(r.nodes, n); }
+fake_exec* live_exec(graph_registry& r, CUgraphExec e) { return find_handle(r.execs, e); }
+
+template <class Handle, class T>
+Handle handle_of(const T* object) {
+  return reinterpret_cast<Handle>(object->handle);
+}
+
+fake_graph* new_graph(graph_registry& r) {
+  auto* g = new fake_graph;
+  g->handle = r.issue();
+  r.graphs.emplace(g->handle, g);
+  return g;
+}
+
+void delete_graph(graph_registry& r, fake_graph* g) {
+  for (fake_node* n : g->nodes) {
+    if (n->child != nullptr) delete_graph(r, n->child);
+    r.nodes.erase(n->handle);
+    delete n;
+  }
+  r.graphs.erase(g->handle);
+  delete g;
+}
+
+fake_node* add_node(graph_registry& r, fake_graph* g) {
+  auto* n = new fake_node;
+  n->handle = r.issue();
+  n->owner = g;
+  g->nodes.push_back(n);
+  r.nodes.emplace(n->handle, n);
+  return n;
+}
+
+/// A deep copy of `from` (embedded graphs copied too), registered.
+fake_graph* copy_graph(graph_registry& r, const fake_graph* from) {
+  fake_graph* to = new_graph(r);
+  for (const fake_node* n : from->nodes) {
+    fake_node* copy = add_node(r, to);
+    copy->type = n->type;
+    copy->params = n->params;
+    if (n->child != nullptr) {
+      copy->child = copy_graph(r, n->child);
+      copy->child->embedded_in = copy;
+    }
+  }
+  return to;
+}
+
+void flatten(const fake_graph* g, graph_snapshot& out) {
+  for (const fake_node* n : g->nodes) {
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      out.push_back(grid(n->params.gridDimX, n->params.gridDimY, n->params.gridDimZ));
+    } else if (n->child != nullptr) {
+      flatten(n->child, out);
+    }
+  }
+}
+
+/// The checks of every cuGraphAdd*Node: an output, and dependencies that are nodes of `g`.
+CUresult check_add(graph_registry& r, CUgraphNode* node, fake_graph* g, const CUgraphNode* deps, std::size_t ndeps) {
+  if (node == nullptr || (deps == nullptr && ndeps != 0)) return CUDA_ERROR_INVALID_VALUE;
+  if (g == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  for (std::size_t i = 0; i < ndeps; ++i) {
+    const fake_node* d = live_node(r, deps[i]);
+    if (d == nullptr || d->owner != g) return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+/// Instantiation, shared by every cuGraphInstantiate* form.
+CUresult instantiate(CUgraphExec* exec, CUgraph graph) {
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  const fake_graph* g = live_graph(r, graph);
+  if (g == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto kernels = std::make_shared<graph_snapshot>();
+  flatten(g, *kernels);
+  auto* e = new fake_exec{r.issue(), std::move(kernels)};
+  r.execs.emplace(e->handle, e);
+  *exec = handle_of<CUgraphExec>(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_launch(CUgraphExec exec, CUstream s) {
+  if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  std::shared_ptr<const graph_snapshot> kernels;
+  {
+    graph_registry& r = graph_table();
+    std::lock_guard lock(r.mutex);
+    const fake_exec* e = live_exec(r, exec);
+    if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    kernels = e->kernels;
+  }
+  for (const std::uint64_t blocks : *kernels) {
+    if (const CUresult res = enqueue(s, blocks); res != CUDA_SUCCESS) return res;
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 // --- the exported driver API (the subset the tests and tgs-fake-train use) -------------------------
@@ -639,12 +802,149 @@ FAKE_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, u
                                                     CUstream s, void** p) {
   return cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, p);
 }
-// Graphs are not simulated: a launch of any non-null executable graph succeeds and takes no
-// device time (the interposer's accounting of it is what the tests look at).
-FAKE_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
-  return exec == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+// Graphs: built, inspected, instantiated into snapshots, and launched as their kernels (see the
+// graph model above). Null or unknown handles are CUDA_ERROR_INVALID_HANDLE.
+FAKE_EXPORT CUresult cuGraphCreate(CUgraph* graph, unsigned flags) {
+  if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  *graph = handle_of<CUgraph>(new_graph(r));
+  return CUDA_SUCCESS;
 }
-FAKE_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) { return cuGraphLaunch(exec, s); }
+FAKE_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  fake_graph* g = live_graph(r, graph);
+  if (g == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (g->embedded_in != nullptr) return CUDA_ERROR_INVALID_VALUE;  // owned by its child-graph node
+  delete_graph(r, g);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                             std::size_t ndeps, const CUDA_KERNEL_NODE_PARAMS_v2* params) {
+  if (params == nullptr || (params->func == nullptr && params->kern == nullptr) || params->gridDimX == 0 ||
+      params->gridDimY == 0 || params->gridDimZ == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  fake_graph* g = live_graph(r, graph);
+  if (const CUresult res = check_add(r, node, g, deps, ndeps); res != CUDA_SUCCESS) return res;
+  fake_node* n = add_node(r, g);
+  n->type = CU_GRAPH_NODE_TYPE_KERNEL;
+  n->params = *params;
+  *node = handle_of<CUgraphNode>(n);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                              std::size_t ndeps, CUgraph child) {
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  fake_graph* g = live_graph(r, graph);
+  if (const CUresult res = check_add(r, node, g, deps, ndeps); res != CUDA_SUCCESS) return res;
+  const fake_graph* c = live_graph(r, child);
+  if (c == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  fake_graph* copy = copy_graph(r, c);  // before the node is added: `child` may be `graph` itself
+  fake_node* n = add_node(r, g);
+  n->type = CU_GRAPH_NODE_TYPE_GRAPH;
+  n->child = copy;
+  copy->embedded_in = n;
+  *node = handle_of<CUgraphNode>(n);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, std::size_t* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  const fake_graph* g = live_graph(r, graph);
+  if (g == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (nodes == nullptr) {
+    *count = g->nodes.size();
+    return CUDA_SUCCESS;
+  }
+  // CUDA: up to *count nodes, the rest of the array nulled, *count the number returned.
+  const std::size_t n = std::min(*count, g->nodes.size());
+  for (std::size_t i = 0; i < *count; ++i) nodes[i] = i < n ? handle_of<CUgraphNode>(g->nodes[i]) : nullptr;
+  *count = n;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  if (type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  const fake_node* n = live_node(r, node);
+  if (n == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *type = n->type;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v2* params) {
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  const fake_node* n = live_node(r, node);
+  if (n == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (n->type != CU_GRAPH_NODE_TYPE_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+  *params = n->params;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* child) {
+  if (child == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  const fake_node* n = live_node(r, node);
+  if (n == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (n->type != CU_GRAPH_NODE_TYPE_GRAPH) return CUDA_ERROR_INVALID_VALUE;
+  *child = handle_of<CUgraph>(n->child);
+  return CUDA_SUCCESS;
+}
+// The instantiation flags of CUDA 12/13 (auto free on launch, upload, device launch, node
+// priority); others are invalid.
+FAKE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  if ((flags & ~0xFULL) != 0) return CUDA_ERROR_INVALID_VALUE;
+  return instantiate(exec, graph);
+}
+FAKE_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                                           std::size_t log_size) {
+  const CUresult res = instantiate(exec, graph);
+  if (res == CUDA_SUCCESS) {
+    if (error_node != nullptr) *error_node = nullptr;
+    if (log != nullptr && log_size > 0) log[0] = '\0';
+  }
+  return res;
+}
+FAKE_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;  // its fields are not simulated
+  return instantiate(exec, graph);
+}
+FAKE_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph,
+                                                       CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  return cuGraphInstantiateWithParams(exec, graph, params);
+}
+FAKE_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  fake_exec* e = live_exec(r, exec);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  r.execs.erase(e->handle);
+  delete e;  // a launch in flight holds its own reference to the snapshot
+  return CUDA_SUCCESS;
+}
+// Any graph may replace the snapshot (the real driver insists on the same topology).
+FAKE_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo*) {
+  graph_registry& r = graph_table();
+  std::lock_guard lock(r.mutex);
+  fake_exec* e = live_exec(r, exec);
+  const fake_graph* g = live_graph(r, graph);
+  if (e == nullptr || g == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto kernels = std::make_shared<graph_snapshot>();
+  flatten(g, *kernels);
+  e->kernels = std::move(kernels);
+  return CUDA_SUCCESS;
+}
+// A launch enqueues the snapshot's kernels on the stream, as that many cuLaunchKernel calls would.
+FAKE_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) { return graph_launch(exec, s); }
+FAKE_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) { return graph_launch(exec, s); }
 
 // Memory: address space only, with a device-wide capacity of TGS_FAKE_MEMORY_MIB shared by all
 // processes of the device.
@@ -799,6 +1099,23 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, true, 9000),
     FAKE_SYMBOL(cuGraphLaunch, cuGraphLaunch, false, 10000),
     FAKE_SYMBOL(cuGraphLaunch_ptsz, cuGraphLaunch, true, 10000),
+    FAKE_SYMBOL(cuGraphCreate, cuGraphCreate, false, 10000),
+    FAKE_SYMBOL(cuGraphDestroy, cuGraphDestroy, false, 10000),
+    FAKE_SYMBOL(cuGraphAddKernelNode_v2, cuGraphAddKernelNode, false, 12000),
+    FAKE_SYMBOL(cuGraphAddChildGraphNode, cuGraphAddChildGraphNode, false, 10000),
+    FAKE_SYMBOL(cuGraphGetNodes, cuGraphGetNodes, false, 10000),
+    FAKE_SYMBOL(cuGraphNodeGetType, cuGraphNodeGetType, false, 10000),
+    FAKE_SYMBOL(cuGraphKernelNodeGetParams_v2, cuGraphKernelNodeGetParams, false, 12000),
+    FAKE_SYMBOL(cuGraphChildGraphNodeGetGraph, cuGraphChildGraphNodeGetGraph, false, 10000),
+    // As the real driver: "cuGraphInstantiate" is the _v2 signature from 11.0 and the WithFlags
+    // one from 12.0; WithFlags also has its own name (since 11.4).
+    FAKE_SYMBOL(cuGraphInstantiate_v2, cuGraphInstantiate, false, 11000),
+    FAKE_SYMBOL(cuGraphInstantiateWithFlags, cuGraphInstantiate, false, 12000),
+    FAKE_SYMBOL(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, false, 11040),
+    FAKE_SYMBOL(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, false, 12000),
+    FAKE_SYMBOL(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, true, 12000),
+    FAKE_SYMBOL(cuGraphExecDestroy, cuGraphExecDestroy, false, 10000),
+    FAKE_SYMBOL(cuGraphExecUpdate_v2, cuGraphExecUpdate, false, 12000),
     FAKE_SYMBOL(cuMemAlloc_v2, cuMemAlloc, false, 3020),
     FAKE_SYMBOL(cuMemAllocPitch_v2, cuMemAllocPitch, false, 3020),
     FAKE_SYMBOL(cuMemAllocAsync, cuMemAllocAsync, false, 11020),

@@ -6,6 +6,11 @@
 // then asks for cuGetProcAddress, which it asks for everything else. Every fourth kernel goes
 // through a direct call of the linked cuLaunchKernelEx instead, so both paths are exercised.
 //
+// `--graph` runs each iteration as one CUDA graph launch instead: a graph of the same kernels
+// (half of them in a child graph, so nesting is exercised), built once at start and instantiated
+// as the runtime does it: cuGetProcAddress("cuGraphInstantiate", 13000) hands out the WithFlags
+// form, and cuGraphLaunch comes from cuGetProcAddress too.
+//
 // Memory scenarios for the end-to-end tests: `--alloc-mib` takes device memory at `--alloc-at`
 // (and `--free-at` gives it back); out of memory ends the job with status 3, as a PyTorch job dies
 // on its OOM exception. `--fail-at` with `--fail segv|abort|oom` makes the job die. The memory
@@ -37,6 +42,13 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total_bytes);
 CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev);
+CUresult cuGraphCreate(CUgraph* graph, unsigned flags);
+CUresult cuGraphDestroy(CUgraph graph);
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t ndeps,
+                                 const CUDA_KERNEL_NODE_PARAMS_v2* params);
+CUresult cuGraphAddChildGraphNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t ndeps,
+                                  CUgraph child);
+CUresult cuGraphExecDestroy(CUgraphExec exec);
 }
 
 namespace {
@@ -44,6 +56,8 @@ namespace {
 using get_proc_v2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 using launch_kernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                    unsigned, CUstream, void**, void**);
+using graph_instantiate = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
+using graph_launch = CUresult (*)(CUgraphExec, CUstream);
 
 int fail(const char* what, int code) {
   std::fprintf(stderr, "tgs-fake-train: %s failed (%d)\n", what, code);
@@ -112,6 +126,44 @@ int fail_now(const std::string& how, unsigned long long oom_mib, double t) {
   return 0;
 }
 
+/// Adds `count` kernel nodes of `blocks` blocks each to `graph`, each depending on the one before
+/// (`last`, null for none), and leaves the last one in `last`.
+int add_kernels(CUgraph graph, unsigned count, unsigned blocks, CUfunction kernel, CUgraphNode& last) {
+  CUDA_KERNEL_NODE_PARAMS_v2 params{};
+  params.func = kernel;
+  params.gridDimX = blocks;
+  params.gridDimY = 1;
+  params.gridDimZ = 1;
+  params.blockDimX = 128;
+  params.blockDimY = 1;
+  params.blockDimZ = 1;
+  for (unsigned k = 0; k < count; ++k) {
+    CUgraphNode node = nullptr;
+    const CUresult r = cuGraphAddKernelNode_v2(&node, graph, last == nullptr ? nullptr : &last, last == nullptr ? 0 : 1,
+                                               &params);
+    if (r != CUDA_SUCCESS) return fail("cuGraphAddKernelNode_v2", r);
+    last = node;
+  }
+  return 0;
+}
+
+/// One iteration's kernels as a graph: the first half as kernel nodes, the rest in a child graph.
+int build_graph(unsigned kernels, unsigned blocks, CUfunction kernel, CUgraph& graph) {
+  if (const CUresult r = cuGraphCreate(&graph, 0); r != CUDA_SUCCESS) return fail("cuGraphCreate", r);
+  CUgraphNode last = nullptr;
+  const unsigned nested = kernels / 2;
+  if (const int rc = add_kernels(graph, kernels - nested, blocks, kernel, last); rc != 0) return rc;
+  if (nested == 0) return 0;
+  CUgraph child = nullptr;
+  if (const CUresult r = cuGraphCreate(&child, 0); r != CUDA_SUCCESS) return fail("cuGraphCreate", r);
+  CUgraphNode child_last = nullptr;
+  if (const int rc = add_kernels(child, nested, blocks, kernel, child_last); rc != 0) return rc;
+  CUgraphNode node = nullptr;
+  const CUresult r = cuGraphAddChildGraphNode(&node, graph, &last, 1, child);
+  cuGraphDestroy(child);  // the node holds its own copy
+  return r == CUDA_SUCCESS ? 0 : fail("cuGraphAddChildGraphNode", r);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,6 +180,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "run time; 0 runs until killed")->check(CLI::Range(0.0, 1e6));
   app.add_option("--report", report_s, "seconds between progress lines")->check(CLI::Range(0.01, 1e3));
   app.add_option("--device", device, "device ordinal");
+  bool use_graph = false;
+  app.add_flag("--graph", use_graph, "launch each iteration's kernels as one CUDA graph");
   unsigned long long alloc_mib = 0;
   double alloc_at = 0;
   unsigned long long chunk_mib = 64;
@@ -161,6 +215,21 @@ int main(int argc, char** argv) {
     return fail("cuGetProcAddress(cuLaunchKernel)", r);
   }
   auto launch = reinterpret_cast<launch_kernel>(p);
+  graph_instantiate instantiate = nullptr;
+  graph_launch launch_graph = nullptr;
+  if (use_graph) {
+    // Since CUDA 12 the runtime's "cuGraphInstantiate" is the WithFlags signature.
+    if (const CUresult r = get_proc("cuGraphInstantiate", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+        r != CUDA_SUCCESS) {
+      return fail("cuGetProcAddress(cuGraphInstantiate)", r);
+    }
+    instantiate = reinterpret_cast<graph_instantiate>(p);
+    if (const CUresult r = get_proc("cuGraphLaunch", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+        r != CUDA_SUCCESS) {
+      return fail("cuGetProcAddress(cuGraphLaunch)", r);
+    }
+    launch_graph = reinterpret_cast<graph_launch>(p);
+  }
 
   if (const CUresult r = cuInit(0); r != CUDA_SUCCESS) return fail("cuInit", r);
   CUdevice dev = 0;
@@ -177,6 +246,13 @@ int main(int argc, char** argv) {
   if (const CUresult r = cuModuleGetFunction(&kernel, module, "step"); r != CUDA_SUCCESS) return fail("cuModuleGetFunction", r);
   CUdeviceptr weights = 0;
   if (const CUresult r = cuMemAlloc_v2(&weights, 64 << 20); r != CUDA_SUCCESS) return fail("cuMemAlloc_v2", r);
+
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  if (use_graph) {
+    if (const int rc = build_graph(kernels, blocks, kernel, graph); rc != 0) return rc;
+    if (const CUresult r = instantiate(&exec, graph, 0); r != CUDA_SUCCESS) return fail("cuGraphInstantiate", r);
+  }
 
   const CUlaunchConfig config{blocks, 1, 1, 128, 1, 1, 0, stream, nullptr, 0};
   using clock = std::chrono::steady_clock;
@@ -216,7 +292,10 @@ int main(int argc, char** argv) {
   std::uint64_t last_iterations = 0;
   const auto host_time = std::chrono::duration<double, std::milli>(host_ms);
   for (;;) {
-    for (unsigned k = 0; k < kernels; ++k) {
+    if (use_graph) {
+      if (const CUresult r = launch_graph(exec, stream); r != CUDA_SUCCESS) return fail("cuGraphLaunch", r);
+    }
+    for (unsigned k = 0; !use_graph && k < kernels; ++k) {
       const CUresult r = (k % 4 == 3) ? cuLaunchKernelEx(&config, kernel, nullptr, nullptr)
                                       : launch(kernel, blocks, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
       if (r != CUDA_SUCCESS) return fail("launch", r);
@@ -241,6 +320,8 @@ int main(int argc, char** argv) {
   }
   for (const CUdeviceptr ptr : held) cuMemFree_v2(ptr);
   cuMemFree_v2(weights);
+  if (exec != nullptr) cuGraphExecDestroy(exec);
+  if (graph != nullptr) cuGraphDestroy(graph);
   cuStreamDestroy_v2(stream);
   return 0;
 }

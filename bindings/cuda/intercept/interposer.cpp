@@ -124,8 +124,31 @@ std::uint64_t config_blocks(const CUlaunchConfig* config) noexcept {
   return config == nullptr ? 0 : grid_blocks(config->gridDimX, config->gridDimY, config->gridDimZ);
 }
 
-/// A graph launch's blocks: not known without walking the graph (see hooked_symbols.def).
-constexpr std::uint64_t graph_blocks = 0;
+// --- graphs: an executable graph's blocks, counted once at instantiation ---------------------------
+
+std::mutex graph_mutex;
+/// Blocks per executable graph. Heap-allocated and never destroyed (as `live_allocs`).
+std::unordered_map<CUgraphExec, std::uint64_t>* graph_table = nullptr;
+
+/// `a + b`, saturating: a count that wrapped would let a huge graph through as a small one.
+constexpr std::uint64_t add_blocks(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+/// The thread blocks of `graph`'s kernel nodes, child graphs included (up to 8 levels deep).
+std::uint64_t count_graph_blocks(CUgraph graph, int depth) noexcept;
+
+/// A graph launch's blocks: what its instantiation counted, 0 for an unknown executable graph.
+std::uint64_t graph_blocks(CUgraphExec exec) noexcept {
+  try {
+    std::lock_guard lock(graph_mutex);
+    if (graph_table == nullptr) return 0;
+    const auto it = graph_table->find(exec);
+    return it == graph_table->end() ? 0 : it->second;
+  } catch (...) {
+    return 0;
+  }
+}
 
 /// Which counter an allocation lands in.
 enum class memory_kind : std::uint8_t { device, managed, physical };
@@ -548,6 +571,78 @@ void account_total_mem(CUresult r, std::size_t* total_bytes) noexcept {
   if (seg == nullptr || seg->memory_policy_active.load(std::memory_order_acquire) == 0) return;
   if (const std::uint64_t total = seg->view_total_bytes.load(std::memory_order_relaxed); total != 0) {
     *total_bytes = std::min<std::uint64_t>(*total_bytes, total);
+  }
+}
+
+struct graph_api {
+  CUresult (*get_nodes)(CUgraph, CUgraphNode*, std::size_t*) = nullptr;
+  CUresult (*node_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
+  CUresult (*kernel_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
+  CUresult (*child_graph)(CUgraphNode, CUgraph*) = nullptr;
+};
+
+const graph_api& graphs() noexcept {
+  static const graph_api api = [] {
+    graph_api a;
+    a.get_nodes = driver_fn<decltype(a.get_nodes)>("cuGraphGetNodes");
+    a.node_type = driver_fn<decltype(a.node_type)>("cuGraphNodeGetType");
+    a.kernel_params = driver_fn<decltype(a.kernel_params)>("cuGraphKernelNodeGetParams_v2");
+    a.child_graph = driver_fn<decltype(a.child_graph)>("cuGraphChildGraphNodeGetGraph");
+    return a;
+  }();
+  return api;
+}
+
+std::uint64_t count_graph_blocks(CUgraph graph, int depth) noexcept {
+  const graph_api& api = graphs();
+  if (depth > 8 || api.get_nodes == nullptr || api.node_type == nullptr || api.kernel_params == nullptr) return 0;
+  std::size_t n = 0;
+  if (api.get_nodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return 0;
+  std::vector<CUgraphNode> nodes;
+  try {
+    nodes.resize(n);
+  } catch (...) {
+    return 0;
+  }
+  if (api.get_nodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return 0;
+  std::uint64_t blocks = 0;
+  for (std::size_t i = 0; i < n && i < nodes.size(); ++i) {
+    CUgraphNodeType type{};
+    if (nodes[i] == nullptr || api.node_type(nodes[i], &type) != CUDA_SUCCESS) continue;
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      CUDA_KERNEL_NODE_PARAMS_v2 params{};
+      if (api.kernel_params(nodes[i], &params) == CUDA_SUCCESS) {
+        blocks = add_blocks(blocks, grid_blocks(params.gridDimX, params.gridDimY, params.gridDimZ));
+      }
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && api.child_graph != nullptr) {
+      CUgraph child = nullptr;
+      if (api.child_graph(nodes[i], &child) == CUDA_SUCCESS && child != nullptr) {
+        blocks = add_blocks(blocks, count_graph_blocks(child, depth + 1));
+      }
+    }
+  }
+  return blocks;
+}
+
+/// Counts the blocks of an executable graph just instantiated (or updated) from `graph`.
+void record_graph(CUresult r, const CUgraphExec* exec, CUgraph graph) noexcept {
+  if (r != CUDA_SUCCESS || exec == nullptr || *exec == nullptr) return;
+  const std::uint64_t blocks = count_graph_blocks(graph, 0);
+  try {
+    std::lock_guard lock(graph_mutex);
+    if (graph_table == nullptr) graph_table = new std::unordered_map<CUgraphExec, std::uint64_t>();
+    (*graph_table)[*exec] = blocks;
+  } catch (...) {
+    // Out of host memory: its launches count 0 blocks, as before this was counted.
+  }
+}
+
+void forget_graph(CUresult r, CUgraphExec exec) noexcept {
+  if (r != CUDA_SUCCESS) return;
+  try {
+    std::lock_guard lock(graph_mutex);
+    if (graph_table != nullptr) graph_table->erase(exec);
+  } catch (...) {
   }
 }
 

@@ -2,6 +2,8 @@
 // End-to-end tests on the fake driver: tgs-node and fake training jobs under the interposer, as
 // separate processes. Timing bounds are the issue's (>= 0.95 of standalone, reclaim within 1 s);
 // the controller's windows are shortened through its flags so a test takes seconds.
+#include <cstdlib>
+
 #include "e2e_support.hpp"
 
 using namespace tgs_e2e;
@@ -103,4 +105,30 @@ TEST_F(EndToEnd, WithoutANodeJobsRunUnthrottledAndSaySoOnce) {
   const double with = measure_rate(interposed, 2s);
   EXPECT_GE(with, 0.9 * without) << "with " << with << " without " << without;
   EXPECT_EQ(count(interposed.stderr_text(), "tgs-node not reachable"), 1) << interposed.stderr_text();
+}
+
+TEST_F(EndToEnd, GraphLaunchesCountTheirBlocksAndAreThrottledLikeKernels) {
+  // Both jobs launch one CUDA graph per iteration instead of kernels: the production job's
+  // blocks must reach the controller (counted at instantiation) and the opportunistic job's
+  // graphs must pass the same gate, or the production job would lose its throughput.
+  start_node();
+  process& prod = start_job({"--graph", "--kernels", "20", "--blocks", "100", "--host-ms", "2"}, "production", true);
+  std::this_thread::sleep_for(1s);
+  const double alone = measure_rate(prod, 3s);
+  ASSERT_GT(alone, 50.0) << prod.stderr_text();
+  const std::string s_alone = status();
+  // 20 kernels x 100 blocks per iteration: the node sees the blocks, not one block-less launch.
+  const std::size_t at = s_alone.find(R"("blocks_per_s":)");
+  ASSERT_NE(at, std::string::npos) << s_alone;
+  const double blocks_per_s = std::strtod(s_alone.c_str() + at + 15, nullptr);
+  EXPECT_GT(blocks_per_s, 0.5 * alone * 2000) << s_alone;
+
+  process& opp = start_job({"--graph", "--kernels", "100", "--blocks", "20", "--host-ms", "0"}, "opportunistic", true);
+  std::this_thread::sleep_for(4s);
+  const double shared = measure_rate(prod, 4s);
+  const double opp_rate = measure_rate(opp, 1s);
+  std::printf("graphs: production alone %.1f it/s, shared %.1f (%.3f); opportunistic %.1f it/s\n", alone, shared,
+              shared / alone, opp_rate);
+  EXPECT_GE(shared, 0.95 * alone);
+  EXPECT_GT(opp_rate, 1.0) << "the opportunistic job should use what the production job leaves";
 }

@@ -13,6 +13,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +50,25 @@ CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr ptr, std::size_t count, CUmemLoc
                                     CUstream stream);
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* status);
+CUresult cuGraphCreate(CUgraph* graph, unsigned flags);
+CUresult cuGraphDestroy(CUgraph graph);
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t ndeps,
+                                 const CUDA_KERNEL_NODE_PARAMS_v2* params);
+CUresult cuGraphAddChildGraphNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t ndeps,
+                                  CUgraph child);
+CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, std::size_t* count);
+CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type);
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v2* params);
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* child);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags);
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                               std::size_t log_size);
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params);
+CUresult cuGraphExecDestroy(CUgraphExec exec);
+CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* info);
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream);
 // The fake's test hooks.
 CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kernels, unsigned long long* kernel_ns,
                                unsigned long long* prefetches, unsigned long long* prefetched_bytes);
@@ -95,6 +116,75 @@ std::string symbol_of(void* p) {
   Dl_info info{};
   if (p == nullptr || dladdr(p, &info) == 0 || info.dli_sname == nullptr) return {};
   return info.dli_sname;
+}
+
+unsigned long long counter_kernels() {
+  unsigned long long n = 0;
+  EXPECT_EQ(tgsFakeDeviceCounters(0, &n, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  return n;
+}
+
+/// The device time and kernel count a call adds to the device counters.
+struct device_work {
+  unsigned long long kernels = 0;
+  unsigned long long ns = 0;
+  bool operator==(const device_work& o) const { return kernels == o.kernels && ns == o.ns; }
+  friend std::ostream& operator<<(std::ostream& os, const device_work& w) {
+    return os << w.kernels << " kernels, " << w.ns << " ns";
+  }
+};
+
+template <class F>
+device_work work_of(F&& f) {
+  const unsigned long long kernels0 = counter_kernels();
+  const unsigned long long ns0 = counter_kernel_ns();
+  f();
+  return {counter_kernels() - kernels0, counter_kernel_ns() - ns0};
+}
+
+/// A CUfunction the fake accepts (any non-null pointer).
+CUfunction some_kernel() {
+  static int kernel = 0;
+  return reinterpret_cast<CUfunction>(&kernel);
+}
+
+CUDA_KERNEL_NODE_PARAMS_v2 kernel_params(unsigned gx, unsigned gy = 1, unsigned gz = 1) {
+  CUDA_KERNEL_NODE_PARAMS_v2 p{};
+  p.func = some_kernel();
+  p.gridDimX = gx;
+  p.gridDimY = gy;
+  p.gridDimZ = gz;
+  p.blockDimX = 128;
+  p.blockDimY = 1;
+  p.blockDimZ = 1;
+  return p;
+}
+
+/// Adds a kernel node of `gx x gy x gz` blocks, no dependencies.
+CUgraphNode add_kernel(CUgraph g, unsigned gx, unsigned gy = 1, unsigned gz = 1) {
+  CUgraphNode n = nullptr;
+  const CUDA_KERNEL_NODE_PARAMS_v2 p = kernel_params(gx, gy, gz);
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&n, g, nullptr, 0, &p), CUDA_SUCCESS);
+  return n;
+}
+
+CUgraph new_graph() {
+  CUgraph g = nullptr;
+  EXPECT_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  return g;
+}
+
+std::size_t node_count(CUgraph g) {
+  std::size_t n = 0;
+  EXPECT_EQ(cuGraphGetNodes(g, nullptr, &n), CUDA_SUCCESS);
+  return n;
+}
+
+std::string lookup_symbol(const char* name, int version, cuuint64_t flags) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  const CUresult r = cuGetProcAddress_v2(name, &p, version, flags, &status);
+  return r == CUDA_SUCCESS ? symbol_of(p) : "error " + std::to_string(r) + "/" + std::to_string(status);
 }
 
 class FakeDriver : public ::testing::Test {
@@ -436,4 +526,400 @@ TEST_F(FakeDriver, AdviceAndPrefetchFromAnotherThreadWhileAllocatingAndLaunching
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(cuMemFree_v2(m), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+}
+
+// --- graphs ----------------------------------------------------------------------------------------
+
+TEST_F(FakeDriver, GraphNodesCanBeListedAndInspected) {
+  CUgraph g = new_graph();
+  EXPECT_EQ(node_count(g), 0U);
+  const CUDA_KERNEL_NODE_PARAMS_v2 p1 = [] {
+    CUDA_KERNEL_NODE_PARAMS_v2 p = kernel_params(7, 3, 2);
+    p.blockDimX = 64;
+    p.blockDimY = 2;
+    p.blockDimZ = 4;
+    p.sharedMemBytes = 4096;
+    static void* args[1] = {nullptr};
+    p.kernelParams = args;
+    return p;
+  }();
+  CUDA_KERNEL_NODE_PARAMS_v2 p2 = kernel_params(5);
+  p2.func = nullptr;  // a CUkernel instead of a CUfunction
+  int library_kernel = 0;
+  p2.kern = reinterpret_cast<CUkernel>(&library_kernel);
+  CUgraphNode k1 = nullptr;
+  CUgraphNode k2 = nullptr;
+  ASSERT_EQ(cuGraphAddKernelNode_v2(&k1, g, nullptr, 0, &p1), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphAddKernelNode_v2(&k2, g, &k1, 1, &p2), CUDA_SUCCESS);
+  CUgraph child = new_graph();
+  const CUgraphNode child_kernel = add_kernel(child, 11);
+  CUgraphNode c = nullptr;
+  ASSERT_EQ(cuGraphAddChildGraphNode(&c, g, &k2, 1, child), CUDA_SUCCESS);
+
+  // Count only, then every node, then fewer, then more (the rest nulled).
+  EXPECT_EQ(node_count(g), 3U);
+  std::vector<CUgraphNode> nodes(5, reinterpret_cast<CUgraphNode>(&library_kernel));
+  std::size_t n = 3;
+  ASSERT_EQ(cuGraphGetNodes(g, nodes.data(), &n), CUDA_SUCCESS);
+  EXPECT_EQ(n, 3U);
+  EXPECT_EQ(nodes[0], k1);
+  EXPECT_EQ(nodes[1], k2);
+  EXPECT_EQ(nodes[2], c);
+  nodes.assign(5, reinterpret_cast<CUgraphNode>(&library_kernel));
+  n = 2;
+  ASSERT_EQ(cuGraphGetNodes(g, nodes.data(), &n), CUDA_SUCCESS);
+  EXPECT_EQ(n, 2U);
+  EXPECT_EQ(nodes[0], k1);
+  EXPECT_EQ(nodes[1], k2);
+  EXPECT_EQ(nodes[2], reinterpret_cast<CUgraphNode>(&library_kernel)) << "written past the count given";
+  n = 5;
+  ASSERT_EQ(cuGraphGetNodes(g, nodes.data(), &n), CUDA_SUCCESS);
+  EXPECT_EQ(n, 3U);
+  EXPECT_EQ(nodes[2], c);
+  EXPECT_EQ(nodes[3], nullptr);
+  EXPECT_EQ(nodes[4], nullptr);
+  n = 0;
+  ASSERT_EQ(cuGraphGetNodes(g, nodes.data(), &n), CUDA_SUCCESS);
+  EXPECT_EQ(n, 0U);
+
+  // Types and kernel parameters, exactly as given.
+  CUgraphNodeType type{};
+  ASSERT_EQ(cuGraphNodeGetType(k1, &type), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
+  ASSERT_EQ(cuGraphNodeGetType(c, &type), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_GRAPH);
+  CUDA_KERNEL_NODE_PARAMS_v2 out{};
+  ASSERT_EQ(cuGraphKernelNodeGetParams_v2(k1, &out), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(&out, &p1, sizeof(out)), 0);
+  ASSERT_EQ(cuGraphKernelNodeGetParams_v2(k2, &out), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(&out, &p2, sizeof(out)), 0);
+  EXPECT_EQ(cuGraphKernelNodeGetParams_v2(c, &out), CUDA_ERROR_INVALID_VALUE);
+  CUgraph embedded = nullptr;
+  EXPECT_EQ(cuGraphChildGraphNodeGetGraph(k1, &embedded), CUDA_ERROR_INVALID_VALUE);
+
+  // The child node holds a copy taken when it was added: later edits of `child` don't reach it.
+  ASSERT_EQ(cuGraphChildGraphNodeGetGraph(c, &embedded), CUDA_SUCCESS);
+  ASSERT_NE(embedded, nullptr);
+  EXPECT_NE(embedded, child);
+  add_kernel(child, 13);
+  EXPECT_EQ(node_count(child), 2U);
+  ASSERT_EQ(node_count(embedded), 1U);
+  CUgraphNode inner = nullptr;
+  n = 1;
+  ASSERT_EQ(cuGraphGetNodes(embedded, &inner, &n), CUDA_SUCCESS);
+  EXPECT_NE(inner, child_kernel);
+  ASSERT_EQ(cuGraphKernelNodeGetParams_v2(inner, &out), CUDA_SUCCESS);
+  EXPECT_EQ(out.gridDimX, 11U);
+  EXPECT_EQ(cuGraphDestroy(child), CUDA_SUCCESS);
+  EXPECT_EQ(node_count(embedded), 1U);  // still there
+  EXPECT_EQ(cuGraphDestroy(embedded), CUDA_ERROR_INVALID_VALUE) << "the node owns its graph";
+
+  // Destroying the graph takes its nodes and embedded graphs with it.
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphNodeGetType(k1, &type), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphNodeGetType(inner, &type), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphGetNodes(embedded, nullptr, &n), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(FakeDriver, GraphBuildingChecksItsArguments) {
+  CUgraph g = nullptr;
+  EXPECT_EQ(cuGraphCreate(&g, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  g = new_graph();
+  CUgraph other = new_graph();
+  const CUgraphNode foreign = add_kernel(other, 1);
+  const CUgraphNode first = add_kernel(g, 1);
+  CUgraphNode n = nullptr;
+  CUDA_KERNEL_NODE_PARAMS_v2 p = kernel_params(4);
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&n, g, nullptr, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphAddKernelNode_v2(nullptr, g, nullptr, 0, &p), CUDA_ERROR_INVALID_VALUE);
+  p.func = nullptr;
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&n, g, nullptr, 0, &p), CUDA_ERROR_INVALID_VALUE);  // no kernel at all
+  for (int dim = 0; dim < 3; ++dim) {
+    p = kernel_params(4, 2, 2);
+    (dim == 0 ? p.gridDimX : dim == 1 ? p.gridDimY : p.gridDimZ) = 0;
+    EXPECT_EQ(cuGraphAddKernelNode_v2(&n, g, nullptr, 0, &p), CUDA_ERROR_INVALID_VALUE) << "grid dimension " << dim;
+  }
+  p = kernel_params(4);
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&n, g, nullptr, 1, &p), CUDA_ERROR_INVALID_VALUE);  // no dependency array
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&n, g, &foreign, 1, &p), CUDA_ERROR_INVALID_VALUE);  // another graph's node
+  const CUgraphNode bogus = reinterpret_cast<CUgraphNode>(&p);
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&n, g, &bogus, 1, &p), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&n, nullptr, nullptr, 0, &p), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&n, reinterpret_cast<CUgraph>(&p), nullptr, 0, &p), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphAddChildGraphNode(&n, g, nullptr, 0, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphAddChildGraphNode(&n, g, &foreign, 1, other), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphAddChildGraphNode(nullptr, g, nullptr, 0, other), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(node_count(g), 1U) << "a failed add leaves the graph alone";
+  const CUgraphNode deps[] = {first, first};
+  ASSERT_EQ(cuGraphAddKernelNode_v2(&n, g, deps, 2, &p), CUDA_SUCCESS);
+  // A graph may embed a copy of itself: the copy is taken before the node is added.
+  CUgraphNode self_node = nullptr;
+  ASSERT_EQ(cuGraphAddChildGraphNode(&self_node, g, &n, 1, g), CUDA_SUCCESS);
+  CUgraph embedded = nullptr;
+  ASSERT_EQ(cuGraphChildGraphNodeGetGraph(self_node, &embedded), CUDA_SUCCESS);
+  EXPECT_EQ(node_count(embedded), 2U);
+  EXPECT_EQ(node_count(g), 3U);
+  // The embedded graph may be edited through its handle, as CUDA allows.
+  add_kernel(embedded, 2);
+  EXPECT_EQ(node_count(embedded), 3U);
+
+  CUgraphNodeType type{};
+  CUDA_KERNEL_NODE_PARAMS_v2 out{};
+  std::size_t count = 0;
+  EXPECT_EQ(cuGraphGetNodes(g, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphGetNodes(nullptr, nullptr, &count), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphNodeGetType(first, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphNodeGetType(nullptr, &type), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphKernelNodeGetParams_v2(first, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphKernelNodeGetParams_v2(bogus, &out), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphChildGraphNodeGetGraph(self_node, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphChildGraphNodeGetGraph(bogus, &embedded), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphDestroy(nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(other), CUDA_SUCCESS);
+}
+
+TEST_F(FakeDriver, EveryInstantiateFormMakesALaunchableExec) {
+  CUgraph g = new_graph();
+  add_kernel(g, 10);
+  const device_work one_kernel{1, 10'000};
+  const auto launches = [&](CUgraphExec e) {
+    return work_of([&] {
+      EXPECT_EQ(cuGraphLaunch(e, nullptr), CUDA_SUCCESS);
+      EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    });
+  };
+
+  CUgraphExec e = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  EXPECT_EQ(launches(e), one_kernel);
+  EXPECT_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&e, g, 1), CUDA_SUCCESS);  // auto free on launch
+  EXPECT_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+
+  CUgraphNode error_node = add_kernel(g, 1);  // anything non-null: cleared on success
+  char log[16] = "untouched";
+  e = nullptr;
+  ASSERT_EQ(cuGraphInstantiate_v2(&e, g, &error_node, log, sizeof(log)), CUDA_SUCCESS);
+  EXPECT_EQ(error_node, nullptr);
+  EXPECT_STREQ(log, "");
+  EXPECT_EQ(launches(e), (device_work{2, 11'000}));
+  EXPECT_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphInstantiate_v2(&e, g, nullptr, nullptr, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+
+  // The params struct is opaque here: any non-null pointer will do.
+  alignas(8) unsigned char params[64] = {};
+  auto* ip = reinterpret_cast<CUDA_GRAPH_INSTANTIATE_PARAMS*>(params);
+  for (auto* instantiate : {&cuGraphInstantiateWithParams, &cuGraphInstantiateWithParams_ptsz}) {
+    e = nullptr;
+    ASSERT_EQ(instantiate(&e, g, ip), CUDA_SUCCESS);
+    EXPECT_EQ(launches(e), (device_work{2, 11'000}));
+    EXPECT_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+    EXPECT_EQ(instantiate(&e, g, nullptr), CUDA_ERROR_INVALID_VALUE);
+  }
+
+  EXPECT_EQ(cuGraphInstantiateWithFlags(&e, g, 1ULL << 20), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphInstantiateWithFlags(nullptr, g, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphInstantiateWithFlags(&e, nullptr, 0), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphInstantiate_v2(&e, reinterpret_cast<CUgraph>(log), nullptr, nullptr, 0), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+
+  // Exported under its own name too, as the real driver does.
+  void* self = dlopen(nullptr, RTLD_NOW);
+  ASSERT_NE(self, nullptr);
+  EXPECT_EQ(dlsym(self, "cuGraphInstantiateWithFlags"), reinterpret_cast<void*>(&cuGraphInstantiateWithFlags));
+  EXPECT_EQ(dlsym(self, "cuGraphInstantiate_v2"), reinterpret_cast<void*>(&cuGraphInstantiate_v2));
+  dlclose(self);
+}
+
+TEST_F(FakeDriver, GetProcAddressHandsOutTheGraphEntryPointsByVersion) {
+  const std::string not_sufficient = "error " + std::to_string(CUDA_ERROR_NOT_FOUND) + "/" +
+                                     std::to_string(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  // "cuGraphInstantiate" is the WithFlags signature from 12.0 (what the runtime asks for), _v2 before.
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiate", 13000, CU_GET_PROC_ADDRESS_DEFAULT), "cuGraphInstantiateWithFlags");
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiate", 12000, CU_GET_PROC_ADDRESS_DEFAULT), "cuGraphInstantiateWithFlags");
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiate", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            "cuGraphInstantiateWithFlags");
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiate", 11999, CU_GET_PROC_ADDRESS_DEFAULT), "cuGraphInstantiate_v2");
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiate", 11000, CU_GET_PROC_ADDRESS_DEFAULT), "cuGraphInstantiate_v2");
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiate", 10020, CU_GET_PROC_ADDRESS_DEFAULT), not_sufficient);
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiateWithFlags", 11040, CU_GET_PROC_ADDRESS_DEFAULT),
+            "cuGraphInstantiateWithFlags");
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiateWithParams", 12000, CU_GET_PROC_ADDRESS_DEFAULT),
+            "cuGraphInstantiateWithParams");
+  EXPECT_EQ(lookup_symbol("cuGraphInstantiateWithParams", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            "cuGraphInstantiateWithParams_ptsz");
+  EXPECT_EQ(lookup_symbol("cuGraphAddKernelNode", 12000, CU_GET_PROC_ADDRESS_DEFAULT), "cuGraphAddKernelNode_v2");
+  EXPECT_EQ(lookup_symbol("cuGraphAddKernelNode", 11080, CU_GET_PROC_ADDRESS_DEFAULT), not_sufficient);
+  EXPECT_EQ(lookup_symbol("cuGraphKernelNodeGetParams", 13000, CU_GET_PROC_ADDRESS_DEFAULT),
+            "cuGraphKernelNodeGetParams_v2");
+  EXPECT_EQ(lookup_symbol("cuGraphExecUpdate", 13000, CU_GET_PROC_ADDRESS_DEFAULT), "cuGraphExecUpdate_v2");
+  for (const char* name : {"cuGraphCreate", "cuGraphDestroy", "cuGraphAddChildGraphNode", "cuGraphGetNodes",
+                           "cuGraphNodeGetType", "cuGraphChildGraphNodeGetGraph", "cuGraphExecDestroy",
+                           "cuGraphLaunch"}) {
+    EXPECT_EQ(lookup_symbol(name, 13000, CU_GET_PROC_ADDRESS_DEFAULT), name);
+  }
+  EXPECT_EQ(lookup_symbol("cuGraphLaunch", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), "cuGraphLaunch_ptsz");
+}
+
+TEST_F(FakeDriver, AnExecIsASnapshotThatExecUpdateReplaces) {
+  CUgraph g = new_graph();
+  add_kernel(g, 1000);
+  CUgraph child = new_graph();
+  add_kernel(child, 100);
+  CUgraphNode c = nullptr;
+  ASSERT_EQ(cuGraphAddChildGraphNode(&c, g, nullptr, 0, child), CUDA_SUCCESS);
+  CUgraphExec e = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  const auto launch = [&] {
+    return work_of([&] {
+      EXPECT_EQ(cuGraphLaunch(e, nullptr), CUDA_SUCCESS);
+      EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    });
+  };
+  const device_work original{2, 1'100'000};
+  EXPECT_EQ(launch(), original);
+
+  // Edits of the graph, of its embedded child, even its destruction: the exec runs as instantiated.
+  add_kernel(g, 500);
+  CUgraph embedded = nullptr;
+  ASSERT_EQ(cuGraphChildGraphNodeGetGraph(c, &embedded), CUDA_SUCCESS);
+  add_kernel(embedded, 50);
+  EXPECT_EQ(launch(), original);
+
+  // An update takes the graph as it is now: 1000 + (100 + 50) + 500 blocks.
+  ASSERT_EQ(cuGraphExecUpdate_v2(e, g, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(launch(), (device_work{4, 1'650'000}));
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(launch(), (device_work{4, 1'650'000}));
+
+  // Updated to another graph, here an empty one: a launch then takes no device time.
+  CUgraph empty = new_graph();
+  ASSERT_EQ(cuGraphExecUpdate_v2(e, empty, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(launch(), (device_work{0, 0}));
+  // `g` was destroyed before `empty` was made: handles are never reused, so it stays invalid.
+  EXPECT_EQ(cuGraphExecUpdate_v2(e, g, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphExecUpdate_v2(nullptr, empty, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecUpdate_v2(e, empty, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphDestroy(empty), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(child), CUDA_SUCCESS);
+}
+
+TEST_F(FakeDriver, AGraphLaunchTakesTheDeviceTimeOfItsKernels) {
+  // Kernels of 40, 2x3x4 and 7 blocks at the top; 9 and, one level deeper, 16 in child graphs.
+  CUgraph grandchild = new_graph();
+  add_kernel(grandchild, 4, 4);
+  CUgraph child = new_graph();
+  add_kernel(child, 9);
+  CUgraphNode n = nullptr;
+  ASSERT_EQ(cuGraphAddChildGraphNode(&n, child, nullptr, 0, grandchild), CUDA_SUCCESS);
+  CUgraph g = new_graph();
+  add_kernel(g, 40);
+  ASSERT_EQ(cuGraphAddChildGraphNode(&n, g, nullptr, 0, child), CUDA_SUCCESS);
+  add_kernel(g, 2, 3, 4);
+  add_kernel(g, 7);
+  CUgraphExec e = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  const device_work as_graph = work_of([&] {
+    EXPECT_EQ(cuGraphLaunch(e, s), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  });
+  EXPECT_EQ(as_graph, (device_work{5, (40 + 9 + 16 + 24 + 7) * 1000ULL}));
+  const device_work as_kernels = work_of([&] {
+    for (const unsigned blocks : {40U, 9U, 16U, 24U, 7U}) {
+      EXPECT_EQ(cuLaunchKernel(some_kernel(), blocks, 1, 1, 128, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+    }
+    EXPECT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  });
+  EXPECT_EQ(as_graph, as_kernels);
+  EXPECT_EQ(work_of([&] { EXPECT_EQ(cuGraphLaunch_ptsz(e, nullptr), CUDA_SUCCESS); }), as_graph);
+  EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+
+  // Device time is real time on the stream: ten 5 ms kernels keep a sync waiting 50 ms.
+  CUgraph slow = new_graph();
+  for (int i = 0; i < 10; ++i) add_kernel(slow, 5000);
+  CUgraphExec slow_exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&slow_exec, slow, 0), CUDA_SUCCESS);
+  const auto t0 = clock_type::now();
+  ASSERT_EQ(cuGraphLaunch(slow_exec, s), CUDA_SUCCESS);
+  EXPECT_LT(seconds_since(t0), 0.025) << "a launch queues its kernels, it does not wait for them";
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_GE(seconds_since(t0), 0.050);
+
+  // More kernels than a stream holds (TGS_FAKE_QUEUE_DEPTH, 64): the launch blocks as launches do.
+  CUgraph big = new_graph();
+  for (int i = 0; i < 200; ++i) add_kernel(big, 1);
+  CUgraphExec big_exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&big_exec, big, 0), CUDA_SUCCESS);
+  EXPECT_EQ(work_of([&] { EXPECT_EQ(cuGraphLaunch(big_exec, s), CUDA_SUCCESS); }), (device_work{200, 200'000}));
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+
+  for (CUgraphExec x : {e, slow_exec, big_exec}) EXPECT_EQ(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  for (CUgraph x : {g, child, grandchild, slow, big}) EXPECT_EQ(cuGraphDestroy(x), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+TEST_F(FakeDriver, LaunchingADestroyedOrUnknownExecFails) {
+  CUgraph g = new_graph();
+  add_kernel(g, 10);
+  CUgraphExec e = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT_EQ(work_of([&] {
+              EXPECT_EQ(cuGraphLaunch(e, nullptr), CUDA_ERROR_INVALID_HANDLE);
+              EXPECT_EQ(cuGraphLaunch_ptsz(e, nullptr), CUDA_ERROR_INVALID_HANDLE);
+            }),
+            (device_work{0, 0}));
+  EXPECT_EQ(cuGraphExecDestroy(e), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphExecDestroy(nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphLaunch(nullptr, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  int made_up = 0;
+  EXPECT_EQ(cuGraphLaunch(reinterpret_cast<CUgraphExec>(&made_up), nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphExecDestroy(reinterpret_cast<CUgraphExec>(&made_up)), CUDA_ERROR_INVALID_HANDLE);
+  // A graph handle is not an exec handle.
+  CUgraph h = new_graph();
+  EXPECT_EQ(cuGraphLaunch(reinterpret_cast<CUgraphExec>(h), nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphDestroy(h), CUDA_SUCCESS);
+}
+
+TEST_F(FakeDriver, GraphsAreBuiltAndLaunchedFromManyThreads) {
+  constexpr int threads = 4;
+  constexpr int rounds = 50;
+  std::atomic<int> failures{0};
+  const unsigned long long kernels0 = counter_kernels();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      CUstream s = nullptr;
+      if (cuStreamCreate(&s, 0) != CUDA_SUCCESS) failures.fetch_add(1);
+      for (int i = 0; i < rounds; ++i) {
+        CUgraph g = nullptr;
+        CUgraph child = nullptr;
+        CUgraphNode n = nullptr;
+        CUgraphExec e = nullptr;
+        const CUDA_KERNEL_NODE_PARAMS_v2 p = kernel_params(1);
+        const bool ok = cuGraphCreate(&g, 0) == CUDA_SUCCESS && cuGraphCreate(&child, 0) == CUDA_SUCCESS &&
+                        cuGraphAddKernelNode_v2(&n, child, nullptr, 0, &p) == CUDA_SUCCESS &&
+                        cuGraphAddKernelNode_v2(&n, g, nullptr, 0, &p) == CUDA_SUCCESS &&
+                        cuGraphAddChildGraphNode(&n, g, &n, 1, child) == CUDA_SUCCESS &&
+                        cuGraphDestroy(child) == CUDA_SUCCESS &&
+                        cuGraphInstantiateWithFlags(&e, g, 0) == CUDA_SUCCESS &&
+                        cuGraphDestroy(g) == CUDA_SUCCESS && cuGraphLaunch(e, s) == CUDA_SUCCESS &&
+                        cuGraphExecDestroy(e) == CUDA_SUCCESS;
+        if (!ok) failures.fetch_add(1);
+      }
+      if (cuStreamSynchronize(s) != CUDA_SUCCESS || cuStreamDestroy_v2(s) != CUDA_SUCCESS) failures.fetch_add(1);
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(counter_kernels() - kernels0, 2U * threads * rounds);
 }

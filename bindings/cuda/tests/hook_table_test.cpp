@@ -53,4 +53,9 @@ TEST(Classify, FollowsTheRequestedVersion) {
   EXPECT_STREQ(classified("cuMemAlloc", 3000, 0), "none");  // the driver hands out v1: not ours
   EXPECT_STREQ(classified("cuLaunchKernelEx", 11000, 0), "none");
   EXPECT_STREQ(classified("cuInit", 13000, 0), "none");
+  // "cuGraphInstantiate" is the 5-argument form before CUDA 12.0 and WithFlags from 12.0 on.
+  EXPECT_STREQ(classified("cuGraphInstantiate", 11080, 0), "cuGraphInstantiate_v2");
+  EXPECT_STREQ(classified("cuGraphInstantiate", 12000, 0), "cuGraphInstantiateWithFlags");
+  EXPECT_STREQ(classified("cuGraphInstantiateWithParams", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+               "cuGraphInstantiateWithParams_ptsz");
 }
