@@ -9,20 +9,10 @@
 // interposer, each registered as its own job. `direct` calls the fake driver without the
 // interposer; `unmanaged` is a copy that finds no node (fail-open: accounting only).
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <string>
-#include <thread>
 
+#include "bench_node.hpp"
 #include "cuda_subset.hpp"
 
 extern "C" {
@@ -32,8 +22,6 @@ CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 }
-
-extern char** environ;
 
 namespace {
 
@@ -50,23 +38,14 @@ alloc_path opportunistic_path;
 alloc_path unmanaged_path;
 constexpr std::size_t bytes = std::size_t{2} << 20;
 
-/// Loads a private copy of the interposer registered with `job_class` on GPU 0.
-alloc_path load_copy(const std::filesystem::path& dir, const char* tag, const std::string& socket,
+/// A private copy of the interposer's allocation calls on GPU 0, registered by a first allocation.
+alloc_path load_copy(const tgs_bench::bench_node& node, const char* tag, const std::string& socket,
                      const char* job_class) {
-  const std::filesystem::path copy = dir / (std::string("libtgs-intercept-") + tag + ".so");
-  std::filesystem::copy_file(TGS_INTERCEPT_LIBRARY, copy, std::filesystem::copy_options::overwrite_existing);
-  setenv("TGS_NODE_SOCKET", socket.c_str(), 1);
-  setenv("TGS_JOB_CLASS", job_class, 1);
-  setenv("TGS_GPU", "0", 1);
-  void* handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    std::fprintf(stderr, "dlopen %s: %s\n", copy.c_str(), dlerror());
-    return {};
-  }
+  void* handle = node.load_copy(tag, socket, job_class, "0");
+  if (handle == nullptr) return {};
   alloc_path p{reinterpret_cast<mem_alloc>(dlsym(handle, "cuMemAlloc_v2")),
                reinterpret_cast<mem_free>(dlsym(handle, "cuMemFree_v2"))};
   if (p.alloc == nullptr || p.free == nullptr) return {};
-  // The first allocation registers with the node (synchronously), before the environment changes.
   CUdeviceptr ptr = 0;
   if (p.alloc(&ptr, bytes) != CUDA_SUCCESS || p.free(ptr) != CUDA_SUCCESS) {
     std::fprintf(stderr, "the %s copy of the interposer does not allocate\n", tag);
@@ -104,42 +83,22 @@ int main(int argc, char** argv) {
   CUcontext ctx = nullptr;
   if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return 1;
 
-  char dir_template[] = "/tmp/tgs-bench-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) return 1;
-  const std::filesystem::path dir = dir_template;
-  const std::string socket = (dir / "node.sock").string();
-  const std::string node = TGS_NODE_BINARY;
-  const char* node_argv[] = {node.c_str(), "--socket", socket.c_str(), "--log-level", "warn", "--memory-policy", "tgs",
-                             "--memory-budget-mib", "65536", nullptr};
-  pid_t node_pid = 0;
-  if (posix_spawn(&node_pid, node.c_str(), nullptr, nullptr, const_cast<char**>(node_argv), environ) != 0) return 1;
-  for (int i = 0; i < 200 && !std::filesystem::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds{10});
-
-  production_path = load_copy(dir, "production", socket, "production");
-  opportunistic_path = load_copy(dir, "opportunistic", socket, "opportunistic");
-  unmanaged_path = load_copy(dir, "unmanaged", (dir / "absent.sock").string(), "production");
-  int registered = 0;
-  if (FILE* status = popen((node + " status --json --socket " + socket).c_str(), "r")) {
-    char line[2048];
-    while (std::fgets(line, sizeof(line), status) != nullptr) {
-      registered += std::strstr(line, "\"job\":") != nullptr && std::strstr(line, "\"alloc_calls\":0,") == nullptr;
-    }
-    pclose(status);
+  tgs_bench::bench_node node({"--memory-policy", "tgs", "--memory-budget-mib", "65536"});
+  if (!node.running()) return 1;
+  production_path = load_copy(node, "production", node.socket(), "production");
+  opportunistic_path = load_copy(node, "opportunistic", node.socket(), "opportunistic");
+  unmanaged_path = load_copy(node, "unmanaged", (node.dir() / "absent.sock").string(), "production");
+  if (production_path.alloc == nullptr || opportunistic_path.alloc == nullptr || unmanaged_path.alloc == nullptr) {
+    return 1;
   }
-  if (production_path.alloc == nullptr || opportunistic_path.alloc == nullptr || unmanaged_path.alloc == nullptr ||
-      registered != 2) {
+  // Both managed copies must have allocated through the node, or the numbers would time fail-open.
+  if (const int registered = node.jobs("\"alloc_calls\":1,"); registered != 2) {
     std::fprintf(stderr, "expected 2 jobs allocating through the benchmark's tgs-node, found %d\n", registered);
-    ::kill(node_pid, SIGTERM);
-    ::waitpid(node_pid, nullptr, 0);
     return 1;
   }
 
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-
-  ::kill(node_pid, SIGTERM);
-  ::waitpid(node_pid, nullptr, 0);
-  std::filesystem::remove_all(dir);
   return 0;
 }

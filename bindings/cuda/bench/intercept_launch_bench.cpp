@@ -9,20 +9,10 @@
 // no node and shows the fail-open path. `direct` calls the fake driver without the interposer;
 // the added cost is each wrapper's time minus `direct`.
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <string>
-#include <thread>
 
+#include "bench_node.hpp"
 #include "cuda_subset.hpp"
 
 extern "C" {
@@ -30,8 +20,6 @@ CUresult cuInit(unsigned flags);
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, CUstream stream, void** params, void** extra);
 }
-
-extern char** environ;
 
 namespace {
 
@@ -43,22 +31,12 @@ launch_kernel opportunistic_launch = nullptr;
 launch_kernel unmanaged_launch = nullptr;
 int kernel_object = 0;
 
-/// Loads a private copy of the interposer registered with `job_class` on `gpu`.
-launch_kernel load_copy(const std::filesystem::path& dir, const char* tag, const std::string& socket,
+/// A private copy of the interposer's cuLaunchKernel, registered by a first launch.
+launch_kernel load_copy(const tgs_bench::bench_node& node, const char* tag, const std::string& socket,
                         const char* job_class, const char* gpu) {
-  const std::filesystem::path copy = dir / (std::string("libtgs-intercept-") + tag + ".so");
-  std::filesystem::copy_file(TGS_INTERCEPT_LIBRARY, copy, std::filesystem::copy_options::overwrite_existing);
-  setenv("TGS_NODE_SOCKET", socket.c_str(), 1);
-  setenv("TGS_JOB_CLASS", job_class, 1);
-  setenv("TGS_GPU", gpu, 1);
-  void* handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    std::fprintf(stderr, "dlopen %s: %s\n", copy.c_str(), dlerror());
-    return nullptr;
-  }
-  auto launch = reinterpret_cast<launch_kernel>(dlsym(handle, "cuLaunchKernel"));
+  void* handle = node.load_copy(tag, socket, job_class, gpu);
+  auto launch = handle == nullptr ? nullptr : reinterpret_cast<launch_kernel>(dlsym(handle, "cuLaunchKernel"));
   if (launch == nullptr) return nullptr;
-  // The first launch registers with the node (synchronously), before the environment changes.
   const CUresult r =
       launch(reinterpret_cast<CUfunction>(&kernel_object), 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
   if (r != CUDA_SUCCESS) {
@@ -94,43 +72,20 @@ int main(int argc, char** argv) {
   setenv("TGS_LOG_LEVEL", "error", 1);
   if (cuInit(0) != CUDA_SUCCESS) return 1;
 
-  char dir_template[] = "/tmp/tgs-bench-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) return 1;
-  const std::filesystem::path dir = dir_template;
-  const std::string socket = (dir / "node.sock").string();
-  const std::string node = TGS_NODE_BINARY;
-  const char* node_argv[] = {node.c_str(), "--socket", socket.c_str(), "--log-level", "warn", nullptr};
-  pid_t node_pid = 0;
-  if (posix_spawn(&node_pid, node.c_str(), nullptr, nullptr, const_cast<char**>(node_argv), environ) != 0) return 1;
-  for (int i = 0; i < 200 && !std::filesystem::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds{10});
-
-  production_launch = load_copy(dir, "production", socket, "production", "0");
-  opportunistic_launch = load_copy(dir, "opportunistic", socket, "opportunistic", "1");
-  unmanaged_launch = load_copy(dir, "unmanaged", (dir / "absent.sock").string(), "production", "0");
-  if (production_launch == nullptr || opportunistic_launch == nullptr || unmanaged_launch == nullptr) {
-    ::kill(node_pid, SIGTERM);
-    ::waitpid(node_pid, nullptr, 0);
-    return 1;
-  }
+  tgs_bench::bench_node node({});
+  if (!node.running()) return 1;
+  production_launch = load_copy(node, "production", node.socket(), "production", "0");
+  opportunistic_launch = load_copy(node, "opportunistic", node.socket(), "opportunistic", "1");
+  unmanaged_launch = load_copy(node, "unmanaged", (node.dir() / "absent.sock").string(), "production", "0");
+  if (production_launch == nullptr || opportunistic_launch == nullptr || unmanaged_launch == nullptr) return 1;
   // Both managed copies must really be registered, or the numbers would time the fail-open path.
-  int registered = 0;
-  if (FILE* status = popen((node + " status --json --socket " + socket).c_str(), "r")) {
-    char line[1024];
-    while (std::fgets(line, sizeof(line), status) != nullptr) registered += std::strstr(line, "\"job\":") != nullptr;
-    pclose(status);
-  }
-  if (registered != 2) {
+  if (const int registered = node.jobs(); registered != 2) {
     std::fprintf(stderr, "expected 2 jobs registered with the benchmark's tgs-node, found %d\n", registered);
-    ::kill(node_pid, SIGTERM);
     return 1;
   }
 
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-
-  ::kill(node_pid, SIGTERM);
-  ::waitpid(node_pid, nullptr, 0);
-  std::filesystem::remove_all(dir);
   return 0;
 }
