@@ -38,6 +38,7 @@ typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
 typedef struct CUgraphExec_st* CUgraphExec;
 typedef struct CUgraph_st* CUgraph;
+typedef struct CUevent_st* CUevent;
 typedef struct CUgraphNode_st* CUgraphNode;
 typedef struct CUkern_st* CUkernel;
 /// Opaque here: only passed on.

@@ -168,6 +168,14 @@ struct job_segment {
   /// Managed bytes placed on host at allocation (the job was at its limit): never on the GPU,
   /// so never evicted.
   std::atomic<std::uint64_t> host_placed_bytes;
+
+  // Written by the job at its synchronisation calls (cuStreamSynchronize, cuEventSynchronize):
+  // where a job waits for its GPU work anyway, its completion is known for free. Time blocked
+  // there grows with GPU contention and not with the job's own CPU-side work, the signal a
+  // better controller needs (docs/results/gpu-rate-control.md); no policy reads it yet.
+  alignas(64) std::atomic<std::uint64_t> sync_calls;
+  std::atomic<std::uint64_t> sync_wait_ns;  ///< time blocked in those calls
+  std::atomic<std::uint64_t> last_sync_ns;  ///< CLOCK_MONOTONIC when the latest one returned
 };
 
 /// `resident_limit` when the job may keep all of its memory on the GPU.
@@ -183,6 +191,7 @@ static_assert(offsetof(job_segment, allowance) == 128);
 static_assert(offsetof(job_segment, device_bytes) == 192);
 static_assert(offsetof(job_segment, resident_limit) == 256);
 static_assert(offsetof(job_segment, managed_resident_bytes) == 320);
+static_assert(offsetof(job_segment, sync_calls) == 448);
 
 /// A waiting launch gives up on the node (fails open) when no refill came for this long.
 inline constexpr std::uint64_t stale_after_ns = 1'000'000'000;

@@ -262,6 +262,30 @@ void account_map(CUresult r) noexcept {
 // served by cuMemAllocManaged, and the evictor thread moves managed allocations to host and back
 // (preferred location + prefetch) to keep the job's resident bytes within the limit.
 
+/// A synchronisation call's start, for the time it blocks.
+struct sync_token {
+  abi::job_segment* segment = nullptr;
+  std::uint64_t start_ns = 0;
+};
+constexpr std::optional<CUresult> answer(const sync_token&) noexcept { return std::nullopt; }
+
+std::uint64_t monotonic_ns() noexcept;
+
+sync_token gate_sync() noexcept {
+  abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
+  return {seg, seg != nullptr ? monotonic_ns() : 0};
+}
+
+/// Counts a synchronisation that returned: all the job's work before it on that stream (or event)
+/// is complete, and the job waited this long for it.
+void account_sync(const sync_token& t, CUresult r) noexcept {
+  if (t.segment == nullptr || r != CUDA_SUCCESS) return;
+  const std::uint64_t now = monotonic_ns();
+  t.segment->sync_calls.fetch_add(1, std::memory_order_relaxed);
+  t.segment->sync_wait_ns.fetch_add(now - t.start_ns, std::memory_order_relaxed);
+  t.segment->last_sync_ns.store(now, std::memory_order_relaxed);
+}
+
 /// Driver functions the memory side calls that are not hooked: looked up in the driver itself.
 template <typename Fn>
 Fn driver_fn(const char* name) noexcept {

@@ -33,6 +33,7 @@ struct job_report {
   job_class cls = job_class::production;
   double blocks_per_s = 0;    ///< thread blocks launched, over the last rate period
   double launches_per_s = 0;  ///< kernel launches, over the last rate period
+  double sync_wait_fraction = 0;  ///< of the last rate period, time blocked in synchronisation calls
   std::optional<std::uint64_t> budget_blocks;  ///< per budget window; empty = unthrottled
 };
 
@@ -98,7 +99,7 @@ class gpu_control_loop {
     std::vector<job_report> out;
     out.reserve(jobs_.size());
     for (const job& j : jobs_) {
-      job_report r{j.id, j.cls, j.blocks_per_s, j.launches_per_s, std::nullopt};
+      job_report r{j.id, j.cls, j.blocks_per_s, j.launches_per_s, j.sync_wait_fraction, std::nullopt};
       if (j.cls == job_class::opportunistic) r.budget_blocks = per_job_budget();
       out.push_back(r);
     }
@@ -115,6 +116,8 @@ class gpu_control_loop {
     std::uint64_t rate_counter;  ///< packed counter at the previous rate update
     double blocks_per_s = 0;
     double launches_per_s = 0;
+    std::uint64_t sync_wait_ns = 0;  ///< the segment's sync wait at the previous rate update
+    double sync_wait_fraction = 0;
   };
 
   [[nodiscard]] bool has_opportunistic() const noexcept {
@@ -190,6 +193,9 @@ class gpu_control_loop {
       j.blocks_per_s = static_cast<double>(d.blocks) / seconds;
       j.launches_per_s = static_cast<double>(d.launches) / seconds;
       j.rate_counter = counter;
+      const std::uint64_t waited = j.segment->sync_wait_ns.load(std::memory_order_relaxed);
+      j.sync_wait_fraction = static_cast<double>(waited - j.sync_wait_ns) / 1e9 / seconds;
+      j.sync_wait_ns = waited;
     }
     rate_time_ = now;
   }

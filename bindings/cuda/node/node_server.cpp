@@ -396,15 +396,18 @@ void node_server::send_status(connection& c, bool json) {
             R"("device_bytes":{},"managed_bytes":{},"alloc_calls":{},"free_calls":{},"map_calls":{},)"
             R"("managed_resident_bytes":{},"resident_bytes":{},"resident_limit":{},"evictions":{},"restores":{},)"
             R"("evicted_bytes_total":{},"restored_bytes_total":{},"evict_s_total":{:.3f},"restore_s_total":{:.3f},)"
-            R"("denied_allocs":{},"converted_allocs":{},"host_placed_bytes":{}}})",
+            R"("denied_allocs":{},"converted_allocs":{},"host_placed_bytes":{},"sync_calls":{},)"
+            R"("sync_wait_fraction":{:.3f}}})",
             j.id, gpu, j.pid, j.uid, to_string(j.cls), j.name, alive_s, r.blocks_per_s, r.launches_per_s,
             r.budget_blocks ? job_budget : "null", mem_mib, throttled_s, seg.device_bytes.load(), managed,
             seg.alloc_calls.load(), seg.free_calls.load(), seg.map_calls.load(), managed_resident,
             seg.device_bytes.load() + managed_resident,
-            job_limit == abi::no_resident_limit ? std::string("null") : std::to_string(job_limit),
+            job_limit == abi::no_resident_limit || seg.memory_policy_active.load() == 0 ? std::string("null")
+                                                                                         : std::to_string(job_limit),
             seg.evictions.load(), seg.restores.load(), seg.evicted_bytes_total.load(), seg.restored_bytes_total.load(),
             static_cast<double>(seg.evict_ns_total.load()) / 1e9, static_cast<double>(seg.restore_ns_total.load()) / 1e9,
-            seg.denied_allocs.load(), seg.converted_allocs.load(), seg.host_placed_bytes.load()));
+            seg.denied_allocs.load(), seg.converted_allocs.load(), seg.host_placed_bytes.load(), seg.sync_calls.load(),
+            r.sync_wait_fraction));
       } else {
         lines.push_back(fmt::format("  job {} pid {} {} '{}': {:.0f} blocks/s, {:.0f} launches/s, budget {}, "
                                     "{:.1f} MiB ({:.1f} MiB managed, {:.1f} MiB of it on the GPU), throttled {:.2f} s",

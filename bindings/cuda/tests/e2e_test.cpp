@@ -132,3 +132,31 @@ TEST_F(EndToEnd, GraphLaunchesCountTheirBlocksAndAreThrottledLikeKernels) {
   EXPECT_GE(shared, 0.95 * alone);
   EXPECT_GT(opp_rate, 1.0) << "the opportunistic job should use what the production job leaves";
 }
+
+TEST_F(EndToEnd, SyncWaitGrowsWithGpuContentionNotWithTheJobsOwnHostTime) {
+  // The time a job blocks in its synchronisation calls is the completion signal the interposer
+  // gets for free: it must rise when another job takes the device and stay low when the job
+  // itself spends its time on the host.
+  const auto sync_wait = [&] {
+    const std::string s = status();
+    const std::size_t at = s.find(R"("sync_wait_fraction":)");
+    return at == std::string::npos ? -1.0 : std::strtod(s.c_str() + at + 21, nullptr);
+  };
+  start_node({"--policy", "co-execution"});
+  start_job({"--kernels", "20", "--blocks", "100", "--host-ms", "6"}, "production", true);
+  std::this_thread::sleep_for(2500ms);  // two status rate periods
+  const double alone = sync_wait();
+  // Long kernels back to back: the production job's kernels queue behind them on the device.
+  process& opp = start_job({"--kernels", "100", "--blocks", "200", "--host-ms", "0"}, "opportunistic", true);
+  std::this_thread::sleep_for(2500ms);
+  const std::string s = status();
+  const std::size_t at = s.find(R"("sync_wait_fraction":)");  // the production job is listed first
+  ASSERT_NE(at, std::string::npos) << s;
+  const double shared = std::strtod(s.c_str() + at + 21, nullptr);
+  std::printf("production sync wait: alone %.3f, beside an unthrottled job %.3f\n%s", alone, shared, s.c_str());
+  // Alone: 2 ms of kernels and 6 ms of host time per iteration, so about a quarter of its time.
+  EXPECT_GT(alone, 0.1);
+  EXPECT_LT(alone, 0.4);
+  EXPECT_GT(shared, alone + 0.15);
+  EXPECT_GT(measure_rate(opp, 500ms), 0.0);
+}
