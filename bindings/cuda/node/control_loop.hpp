@@ -57,6 +57,7 @@ class gpu_control_loop {
   void add_job(std::uint32_t id, job_class cls, abi::job_segment* segment, instant now) {
     const std::uint64_t counter = segment->launch_counter.load(std::memory_order_acquire);
     job j{id, cls, segment, counter, counter & abi::block_mask, counter, {}};
+    j.sync_wait_ns = j.step_sync_wait_ns = segment->sync_wait_ns.load(std::memory_order_relaxed);
     if (cls == job_class::opportunistic) {
       // Held until the first decision, which the arrival step makes right away.
       segment->allowance.store(counter & abi::block_mask, std::memory_order_release);
@@ -118,6 +119,7 @@ class gpu_control_loop {
     double launches_per_s = 0;
     std::uint64_t sync_wait_ns = 0;  ///< the segment's sync wait at the previous rate update
     double sync_wait_fraction = 0;
+    std::uint64_t step_sync_wait_ns = 0;  ///< the segment's sync wait at the previous step
   };
 
   [[nodiscard]] bool has_opportunistic() const noexcept {
@@ -149,10 +151,14 @@ class gpu_control_loop {
         j.passed = passed;
       }
       j.step_counter = counter;
+      const std::uint64_t waited = j.segment->sync_wait_ns.load(std::memory_order_relaxed);
+      const duration sync_wait{static_cast<std::int64_t>(waited - j.step_sync_wait_ns)};
+      j.step_sync_wait_ns = waited;
       std::optional<job_activity>& side = j.cls == job_class::production ? obs.production : obs.opportunistic;
       if (!side) side = job_activity{};
       side->blocks_launched += d.blocks;
       side->launches += d.launches;
+      side->sync_wait = side->sync_wait.value_or(duration::zero()) + sync_wait;
     }
     last_step_ = now;
     const rate_decision previous = decision_;

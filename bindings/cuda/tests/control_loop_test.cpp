@@ -80,6 +80,24 @@ TEST(ControlLoop, ObservesBlocksAndLaunchesPerClassOverTheWindow) {
   EXPECT_EQ(obs.opportunistic->launches, 5u);
 }
 
+TEST(ControlLoop, ObservesTheTimeEachClassBlockedInSynchronisation) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  prod->sync_wait_ns = 5'000'000'000;  // before it joined: not part of any window
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  prod->sync_wait_ns += 30'000'000;
+  opp->sync_wait_ns += 7'000'000;
+  loop.run(t0 + 100ms, 0);
+  const tgs::rate_observation& obs = loop.controller().last;
+  ASSERT_TRUE(obs.production && obs.opportunistic);
+  EXPECT_EQ(obs.production->sync_wait, std::optional<tgs::duration>{30ms});
+  EXPECT_EQ(obs.opportunistic->sync_wait, std::optional<tgs::duration>{7ms});
+  loop.run(t0 + 200ms, 0);
+  EXPECT_EQ(loop.controller().last.production->sync_wait, std::optional<tgs::duration>{0ms});
+}
+
 TEST(ControlLoop, NoProductionJobMeansNoProductionActivity) {
   gpu_control_loop<fixed_budget> loop{fixed_budget{{}}, t0};
   auto opp = make_segment();

@@ -24,6 +24,11 @@ struct job_activity {
   /// Mean training-iteration time over the window, when the driver knows it. Only a
   /// framework-level policy (AntMan) may use it; an interposer-only driver leaves it empty.
   std::optional<duration> mean_iteration_time{};
+  /// Time the job spent blocked in its synchronisation calls in the window (waiting for its GPU
+  /// work), when the driver knows it. It grows with GPU contention and not with the job's
+  /// host-side work, which the launch rate cannot tell apart. The real backend measures it; the
+  /// simulator leaves it empty; no policy uses it yet.
+  std::optional<duration> sync_wait{};
 };
 
 /// Everything a rate controller may look at when it is stepped.
