@@ -115,6 +115,7 @@ std::vector<memory_observation> random_observations(std::uint64_t seed, std::siz
       obs.request = tgs::allocation_request{
           chance(0.5) ? tgs::job_class::production : tgs::job_class::opportunistic,
           bytes{up_to(extreme ? bytes::max().count() : capacity / 2)}};
+      obs.request->movable = chance(0.8);
     }
     out.push_back(obs);
   }
@@ -151,6 +152,10 @@ TYPED_TEST(MemoryPolicyConformance, DecisionsStayWithinBounds) {
         << "step " << i << ": resident limit " << d.opportunistic_resident_limit.count()
         << " above capacity " << obs.capacity.count();
     EXPECT_EQ(d.verdict.has_value(), obs.request.has_value()) << "step " << i;
+    if (obs.request && !obs.request->movable) {
+      EXPECT_NE(d.verdict, tgs::allocation_verdict::grant_managed)
+          << "step " << i << ": memory the driver cannot manage was granted as managed";
+    }
     EXPECT_TRUE(d.revisit_at == tgs::never || d.revisit_at > obs.now) << "step " << i;
   }
 }

@@ -65,13 +65,10 @@ class gpu_memory_loop {
     const memory_decision d = policy_.step(observe(now, req));
     apply(d);
     const allocation_verdict verdict = d.verdict.value_or(allocation_verdict::grant_device);
-    // A job's own managed allocation stays managed whatever the policy would have chosen.
+    // A job's own managed allocation stays managed whatever the policy would have chosen. (A
+    // fixed path is never granted managed: the MemoryPolicy concept rules that out.)
     if (path == abi::allocation_path::managed && verdict == allocation_verdict::grant_device) {
       return allocation_verdict::grant_managed;
-    }
-    // Memory the driver cannot manage is device memory when granted.
-    if (path == abi::allocation_path::fixed && verdict == allocation_verdict::grant_managed) {
-      return allocation_verdict::grant_device;
     }
     return verdict;
   }

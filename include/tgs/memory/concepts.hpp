@@ -85,10 +85,11 @@ struct memory_decision {
 /// that reads no clock, does no I/O, does not allocate and does not block; `name`; copyable;
 /// `settings()`), over `memory_observation` and `memory_decision`.
 ///
-/// Semantics the compiler cannot check: the driver steps the policy on every allocation that
-/// would change a job's footprint, on every job arrival and departure, and at `revisit_at`.
-/// Residency it reports afterwards reflects the previous decision once the driver has carried
-/// it out.
+/// Semantics the compiler cannot check: a request that is not `movable` is never granted
+/// `grant_managed` (the driver could not serve it so). The driver steps the policy on every
+/// allocation that would change a job's footprint, on every job arrival and departure, and at
+/// `revisit_at`. Residency it reports afterwards reflects the previous decision once the driver
+/// has carried it out.
 ///
 /// Models: `transparent_unified_memory`, `hard_limit`, `no_oversubscription`,
 /// `plain_unified_memory`, and the type-erased `any_memory_policy`.
