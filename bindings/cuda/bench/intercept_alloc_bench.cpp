@@ -14,14 +14,7 @@
 
 #include "bench_node.hpp"
 #include "cuda_subset.hpp"
-
-extern "C" {
-CUresult cuInit(unsigned flags);
-CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-}
+#include "driver_api.hpp"
 
 namespace {
 

@@ -14,12 +14,7 @@
 
 #include "bench_node.hpp"
 #include "cuda_subset.hpp"
-
-extern "C" {
-CUresult cuInit(unsigned flags);
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned shmem, CUstream stream, void** params, void** extra);
-}
+#include "driver_api.hpp"
 
 namespace {
 

@@ -26,30 +26,7 @@
 #include <vector>
 
 #include "cuda_subset.hpp"
-
-extern "C" {
-CUresult cuInit(unsigned flags);
-CUresult cuDeviceGet(CUdevice* dev, int ordinal);
-CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuStreamCreate(CUstream* stream, unsigned flags);
-CUresult cuStreamSynchronize(CUstream stream);
-CUresult cuStreamDestroy_v2(CUstream stream);
-CUresult cuModuleLoadData(CUmodule* module, const void* image);
-CUresult cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name);
-CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra);
-CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total_bytes);
-CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev);
-CUresult cuGraphCreate(CUgraph* graph, unsigned flags);
-CUresult cuGraphDestroy(CUgraph graph);
-CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t ndeps,
-                                 const CUDA_KERNEL_NODE_PARAMS_v2* params);
-CUresult cuGraphAddChildGraphNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t ndeps,
-                                  CUgraph child);
-CUresult cuGraphExecDestroy(CUgraphExec exec);
-}
+#include "driver_api.hpp"
 
 namespace {
 

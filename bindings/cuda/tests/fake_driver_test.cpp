@@ -20,56 +20,10 @@
 #include <vector>
 
 #include "cuda_subset.hpp"
+#include "driver_api.hpp"
 
+// The fake driver's own test hooks (no CUDA counterpart).
 extern "C" {
-CUresult cuInit(unsigned flags);
-CUresult cuDeviceGet(CUdevice* dev, int ordinal);
-CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev);
-CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuCtxGetCurrent(CUcontext* ctx);
-CUresult cuCtxGetDevice(CUdevice* dev);
-CUresult cuStreamCreate(CUstream* stream, unsigned flags);
-CUresult cuStreamDestroy_v2(CUstream stream);
-CUresult cuStreamSynchronize(CUstream stream);
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned shmem, CUstream s, void** params, void** extra);
-CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes);
-CUresult cuMemAllocAsync(CUdeviceptr* dptr, std::size_t bytes, CUstream stream);
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t bytes, const CUmemAllocationProp* prop,
-                     unsigned long long flags);
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
-CUresult cuMemAllocManaged(CUdeviceptr* dptr, std::size_t bytes, unsigned flags);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
-CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total_bytes);
-CUresult cuMemAdvise_v2(CUdeviceptr ptr, std::size_t count, CUmem_advise advice, CUmemLocation location);
-CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, std::size_t count, CUmemLocation location, unsigned flags,
-                               CUstream stream);
-CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr ptr, std::size_t count, CUmemLocation location, unsigned flags,
-                                    CUstream stream);
-CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                             CUdriverProcAddressQueryResult* status);
-CUresult cuGraphCreate(CUgraph* graph, unsigned flags);
-CUresult cuGraphDestroy(CUgraph graph);
-CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t ndeps,
-                                 const CUDA_KERNEL_NODE_PARAMS_v2* params);
-CUresult cuGraphAddChildGraphNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t ndeps,
-                                  CUgraph child);
-CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, std::size_t* count);
-CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type);
-CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v2* params);
-CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* child);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags);
-CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
-                               std::size_t log_size);
-CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params);
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params);
-CUresult cuGraphExecDestroy(CUgraphExec exec);
-CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* info);
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream);
-CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream);
-// The fake's test hooks.
 CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kernels, unsigned long long* kernel_ns,
                                unsigned long long* prefetches, unsigned long long* prefetched_bytes);
 CUresult tgsFakeManagedState(CUdeviceptr ptr, int* resident_device, CUmemLocation* preferred, unsigned* accessed_by);

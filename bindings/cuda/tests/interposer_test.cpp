@@ -9,12 +9,7 @@
 #include <string>
 
 #include "cuda_subset.hpp"
-
-extern "C" {
-CUresult cuInit(unsigned flags);
-CUresult cuMemAllocManaged(CUdeviceptr* dptr, std::size_t bytes, unsigned flags);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-}
+#include "driver_api.hpp"
 
 namespace {
 
