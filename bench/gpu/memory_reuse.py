@@ -138,67 +138,76 @@ class Driver:
         return CUmemLocation(CU_MEM_LOCATION_TYPE_HOST, 0)
 
 
-def role_a(conn, size: int) -> None:
-    """The managed-memory holder."""
-    drv = Driver()
-    ptr = None
+def serve(conn, handle) -> None:
+    """A worker's loop: answer the coordinator's commands with handle(cmd) -> dict until "quit",
+    a closed pipe or 600 s of silence. A failing command is reported, not fatal: the coordinator
+    decides."""
     try:
         while True:
             if not conn.poll(600):
                 return
             cmd = conn.recv()
-            op = cmd["op"]
-            if op == "quit":
+            if cmd["op"] == "quit":
                 return
             try:
-                reply = {"ok": True}
-                if op == "init":
-                    drv.init()
-                    reply.update(device=drv.device_name(), driver=drv.driver_version())
-                elif op == "alloc":
-                    free, total = drv.mem_info()
-                    reply.update(free_before=free, total=total)
-                    if size > 0.5 * free:
-                        raise RuntimeError(f"SAFETY: {size} bytes of managed memory is more than half of the "
-                                           f"{free} bytes free; not allocating (lower --gib)")
-                    p = ctypes.c_uint64()
-                    drv.call("cuMemAllocManaged", ctypes.byref(p), size, CU_MEM_ATTACH_GLOBAL)
-                    ptr = p.value
-                    drv.call("cuMemAdvise_v2", ptr, size, CU_MEM_ADVISE_SET_ACCESSED_BY, drv.device_location())
-                    t = time.perf_counter()
-                    drv.call("cuMemPrefetchAsync_v2", ptr, size, drv.device_location(), 0, None)
-                    drv.call("cuMemsetD8_v2", ptr, 0x5A, size)
-                    drv.call("cuCtxSynchronize")
-                    reply.update(populate_s=time.perf_counter() - t, free=drv.mem_info()[0])
-                elif op == "to_device":
-                    t = time.perf_counter()
-                    drv.call("cuMemPrefetchAsync_v2", ptr, size, drv.device_location(), 0, None)
-                    drv.call("cuCtxSynchronize")
-                    reply.update(seconds=time.perf_counter() - t, free=drv.mem_info()[0])
-                elif op == "evict":
-                    t = time.perf_counter()
-                    drv.call("cuMemAdvise_v2", ptr, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, drv.host_location())
-                    drv.call("cuMemPrefetchAsync_v2", ptr, size, drv.host_location(), 0, None)
-                    drv.call("cuCtxSynchronize")
-                    reply.update(seconds=time.perf_counter() - t, free=drv.mem_info()[0])
-                elif op == "restore":
-                    t = time.perf_counter()
-                    drv.call("cuMemAdvise_v2", ptr, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, drv.device_location())
-                    drv.call("cuMemPrefetchAsync_v2", ptr, size, drv.device_location(), 0, None)
-                    drv.call("cuCtxSynchronize")
-                    reply.update(seconds=time.perf_counter() - t, free=drv.mem_info()[0])
-                elif op == "free":
-                    if ptr is not None:
-                        drv.call("cuMemFree_v2", ptr)
-                        ptr = None
-                    reply.update(free=drv.mem_info()[0])
-                else:
-                    raise RuntimeError(f"unknown op {op}")
-            except Exception as e:  # reported to the coordinator, which decides
+                reply = {"ok": True, **handle(cmd)}
+            except Exception as e:
                 reply = {"ok": False, "error": str(e)}
             conn.send(reply)
     except (EOFError, OSError, KeyboardInterrupt):
         pass
+
+
+def role_a(conn, size: int) -> None:
+    """The managed-memory holder."""
+    drv = Driver()
+    ptr = None
+
+    def move(location, advise: bool) -> dict:
+        """Prefetch the allocation to `location` (with it as preferred location when `advise`)."""
+        t = time.perf_counter()
+        if advise:
+            drv.call("cuMemAdvise_v2", ptr, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location)
+        drv.call("cuMemPrefetchAsync_v2", ptr, size, location, 0, None)
+        drv.call("cuCtxSynchronize")
+        return {"seconds": time.perf_counter() - t, "free": drv.mem_info()[0]}
+
+    def handle(cmd) -> dict:
+        nonlocal ptr
+        op = cmd["op"]
+        if op == "init":
+            drv.init()
+            return {"device": drv.device_name(), "driver": drv.driver_version()}
+        if op == "alloc":
+            free, total = drv.mem_info()
+            if size > 0.5 * free:
+                raise RuntimeError(f"SAFETY: {size} bytes of managed memory is more than half of the "
+                                   f"{free} bytes free; not allocating (lower --gib)")
+            p = ctypes.c_uint64()
+            drv.call("cuMemAllocManaged", ctypes.byref(p), size, CU_MEM_ATTACH_GLOBAL)
+            ptr = p.value
+            drv.call("cuMemAdvise_v2", ptr, size, CU_MEM_ADVISE_SET_ACCESSED_BY, drv.device_location())
+            t = time.perf_counter()
+            drv.call("cuMemPrefetchAsync_v2", ptr, size, drv.device_location(), 0, None)
+            drv.call("cuMemsetD8_v2", ptr, 0x5A, size)
+            drv.call("cuCtxSynchronize")
+            return {"free_before": free, "total": total, "populate_s": time.perf_counter() - t,
+                    "free": drv.mem_info()[0]}
+        if op == "to_device":
+            return move(drv.device_location(), advise=False)
+        if op == "evict":
+            return move(drv.host_location(), advise=True)
+        if op == "restore":
+            return move(drv.device_location(), advise=True)
+        if op == "free":
+            if ptr is not None:
+                drv.call("cuMemFree_v2", ptr)
+                ptr = None
+            return {"free": drv.mem_info()[0]}
+        raise RuntimeError(f"unknown op {op}")
+
+    try:
+        serve(conn, handle)
     finally:
         if ptr is not None:
             drv.try_call("cuMemFree_v2", ptr)
@@ -214,53 +223,42 @@ def role_b(conn) -> None:
         while held:
             drv.try_call("cuMemFree_v2", held.pop()[0])
 
+    def handle(cmd) -> dict:
+        op = cmd["op"]
+        if op == "init":
+            drv.init()
+            free, total = drv.mem_info()
+            return {"free": free, "total": total}
+        if op == "balloon":
+            cap = int(cmd["cap"])
+            got, stop = 0, None
+            t = time.perf_counter()
+            for chunk in (CHUNK, SMALL_CHUNK):  # 1 GiB steps, then 256 MiB to the edge
+                stop = None
+                while got + chunk <= cap:
+                    p = ctypes.c_uint64()
+                    r = drv.try_call("cuMemAlloc_v2", ctypes.byref(p), chunk)
+                    if r != 0:
+                        stop = drv.error_name(r)
+                        if r != CUDA_ERROR_OUT_OF_MEMORY:
+                            raise CudaError("cuMemAlloc_v2", r, stop)
+                        break
+                    held.append((p.value, chunk))
+                    got += chunk
+                    drv.call("cuMemsetD8_v2", p.value, 0xA5, chunk)  # really use it
+            drv.call("cuCtxSynchronize")
+            return {"bytes": got, "cap": cap, "stopped_by": stop or "cap", "seconds": time.perf_counter() - t,
+                    "free": drv.mem_info()[0]}
+        if op == "release":
+            release_all()
+            drv.call("cuCtxSynchronize")
+            return {"free": drv.mem_info()[0]}
+        if op == "info":
+            return {"free": drv.mem_info()[0]}
+        raise RuntimeError(f"unknown op {op}")
+
     try:
-        while True:
-            if not conn.poll(600):
-                return
-            cmd = conn.recv()
-            op = cmd["op"]
-            if op == "quit":
-                return
-            try:
-                reply = {"ok": True}
-                if op == "init":
-                    drv.init()
-                    free, total = drv.mem_info()
-                    reply.update(free=free, total=total)
-                elif op == "balloon":
-                    cap = int(cmd["cap"])
-                    got, stop = 0, None
-                    t = time.perf_counter()
-                    for chunk in (CHUNK, SMALL_CHUNK):  # 1 GiB steps, then 256 MiB to the edge
-                        stop = None
-                        while got + chunk <= cap:
-                            p = ctypes.c_uint64()
-                            r = drv.try_call("cuMemAlloc_v2", ctypes.byref(p), chunk)
-                            if r != 0:
-                                stop = drv.error_name(r)
-                                if r != CUDA_ERROR_OUT_OF_MEMORY:
-                                    raise CudaError("cuMemAlloc_v2", r, stop)
-                                break
-                            held.append((p.value, chunk))
-                            got += chunk
-                            drv.call("cuMemsetD8_v2", p.value, 0xA5, chunk)  # really use it
-                    drv.call("cuCtxSynchronize")
-                    reply.update(bytes=got, cap=cap, stopped_by=stop or "cap", seconds=time.perf_counter() - t,
-                                 free=drv.mem_info()[0])
-                elif op == "release":
-                    release_all()
-                    drv.call("cuCtxSynchronize")
-                    reply.update(free=drv.mem_info()[0])
-                elif op == "info":
-                    reply.update(free=drv.mem_info()[0])
-                else:
-                    raise RuntimeError(f"unknown op {op}")
-            except Exception as e:
-                reply = {"ok": False, "error": str(e)}
-            conn.send(reply)
-    except (EOFError, OSError, KeyboardInterrupt):
-        pass
+        serve(conn, handle)
     finally:
         release_all()
         drv.release()

@@ -454,15 +454,21 @@ CUresult fake_free(unsigned long long key) {
   return CUDA_SUCCESS;
 }
 
-/// The managed allocation holding all of [ptr, ptr + count), or nullptr.
-allocation* managed_range(process_memory& m, CUdeviceptr ptr, std::size_t count) {
+/// The allocation holding all of [ptr, ptr + count), or nullptr.
+allocation* allocation_range(process_memory& m, CUdeviceptr ptr, std::size_t count) {
   if (count == 0) return nullptr;
   auto it = m.allocations.upper_bound(ptr);
   if (it == m.allocations.begin()) return nullptr;
   --it;
   allocation& a = it->second;
-  if (!a.managed || ptr - it->first > a.bytes || count > a.bytes - (ptr - it->first)) return nullptr;
+  if (ptr - it->first > a.bytes || count > a.bytes - (ptr - it->first)) return nullptr;
   return &a;
+}
+
+/// The managed allocation holding all of [ptr, ptr + count), or nullptr.
+allocation* managed_range(process_memory& m, CUdeviceptr ptr, std::size_t count) {
+  allocation* a = allocation_range(m, ptr, count);
+  return a != nullptr && a->managed ? a : nullptr;
 }
 
 bool valid_location(CUmemLocation location) {
@@ -716,6 +722,27 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(dev) + 1);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  return dev < 0 || dev >= config().device_count ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (error) {
+    case CUDA_SUCCESS: *name = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case CUDA_ERROR_NOT_INITIALIZED: *name = "CUDA_ERROR_NOT_INITIALIZED"; break;
+    case CUDA_ERROR_STUB_LIBRARY: *name = "CUDA_ERROR_STUB_LIBRARY"; break;
+    case CUDA_ERROR_NO_DEVICE: *name = "CUDA_ERROR_NO_DEVICE"; break;
+    case CUDA_ERROR_INVALID_DEVICE: *name = "CUDA_ERROR_INVALID_DEVICE"; break;
+    case CUDA_ERROR_INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; break;
+    case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; break;
+    case CUDA_ERROR_NOT_SUPPORTED: *name = "CUDA_ERROR_NOT_SUPPORTED"; break;
+    default: *name = nullptr; return CUDA_ERROR_INVALID_VALUE;
+  }
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
@@ -982,6 +1009,11 @@ FAKE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t bytes) {
   return (ptr == 0 || bytes == 0) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) { return fake_free(dptr); }
+// Memory is address space only: a memset checks its range and takes no time.
+FAKE_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr ptr, unsigned char, std::size_t count) {
+  std::lock_guard lock(memory.mutex);
+  return allocation_range(own_memory(), ptr, count) == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
 FAKE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return cuMemFree_v2(dptr); }
 FAKE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) { return cuMemFreeAsync(dptr, s); }
 FAKE_EXPORT CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total_bytes) {
@@ -1080,6 +1112,8 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuDeviceGet, cuDeviceGet, false, 2000),
     FAKE_SYMBOL(cuDeviceGetName, cuDeviceGetName, false, 2000),
     FAKE_SYMBOL(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, false, 7000),
+    FAKE_SYMBOL(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, false, 11000),
+    FAKE_SYMBOL(cuGetErrorName, cuGetErrorName, false, 6000),
     FAKE_SYMBOL(cuCtxSetCurrent, cuCtxSetCurrent, false, 4000),
     FAKE_SYMBOL(cuCtxGetCurrent, cuCtxGetCurrent, false, 4000),
     FAKE_SYMBOL(cuCtxGetDevice, cuCtxGetDevice, false, 2000),
@@ -1131,6 +1165,7 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuMemFreeAsync, cuMemFreeAsync, false, 11020),
     FAKE_SYMBOL(cuMemFreeAsync_ptsz, cuMemFreeAsync, true, 11020),
     FAKE_SYMBOL(cuMemGetInfo_v2, cuMemGetInfo, false, 3020),
+    FAKE_SYMBOL(cuMemsetD8_v2, cuMemsetD8, false, 3020),
     // Only the _v2 forms (CUmemLocation) exist here: a caller asking for version < 12020 gets
     // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, where the real driver would hand out v1.
     FAKE_SYMBOL(cuMemAdvise_v2, cuMemAdvise, false, 12020),
