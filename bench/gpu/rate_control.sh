@@ -22,6 +22,11 @@
 #   WINDOWS (4) windows of WINDOW_S (5) seconds per run, WARMUP_S (20) before the first window,
 #   TGS_SETTLE_S (30) more for TGS to profile and converge, MPS_PROD / MPS_OPP (100 / 50) thread
 #   percentages, TGS_PRODUCTION_WINDOW_MS (1000), BATCH (64, where a pair names none).
+#   PIN_CPUS (1)  1: each job runs on its own half of the CPUs local to the GPU (its PCI device's
+#     local_cpulist in sysfs): the production job on the first half, the opportunistic one on the
+#     second, in every mode (alone too, so a job's baseline runs where it runs shared). Jobs bound by
+#     their Python loop otherwise move between cores and sockets from run to run, which moves their
+#     rates by several percent. 0: no pinning. The halves are recorded in the summary.
 #   TGS_NODE_FLAGS ("")  extra tgs-node flags for the tgs mode, split at spaces, e.g.
 #     TGS_NODE_FLAGS="--rate-smoothing 0.8 --noise-band-multiple 2" (not the flags the script sets:
 #     --socket, --production-window-ms, --profile-windows, --max-profile-windows, --log-level).
@@ -72,6 +77,7 @@ RUNS=${RUNS:-3}
 ALONE_RUNS=${ALONE_RUNS:-$RUNS}
 TGS_NODE_FLAGS=${TGS_NODE_FLAGS:-}
 MAX_S=${MAX_S:-560}
+PIN_CPUS=${PIN_CPUS:-1}
 SLACK_S=${SLACK_S:-2}
 PAIRS=${PAIRS:-low high}
 all_modes="alone interposer coexec tgs mps"
@@ -83,7 +89,7 @@ BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 # batch that makes ResNet-50 GPU-bound on an H100/H200 (at 64 its Python loop is the bottleneck).
 all_pairs=("low mobilenet_v2:64 shufflenet_v2_x1_0:64" "high resnet50:256 shufflenet_v2_x1_0:128")
 
-for k in WINDOWS WINDOW_S WARMUP_S TGS_SETTLE_S RUNS ALONE_RUNS MAX_S SLACK_S; do
+for k in WINDOWS WINDOW_S WARMUP_S TGS_SETTLE_S RUNS ALONE_RUNS MAX_S SLACK_S PIN_CPUS; do
   [[ ${!k} =~ ^[0-9]+$ ]] || { echo "$k must be a whole number (got '${!k}')"; exit 2; }
 done
 for m in $MODES; do
@@ -108,7 +114,7 @@ q() {
 command="PAIRS=$(q "$PAIRS") MODES=$(q "${modes[*]}") RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS"
 command+=" WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S MPS_PROD=$MPS_PROD MPS_OPP=$MPS_OPP"
 command+=" TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS BATCH=$BATCH TGS_NODE_FLAGS=$(q "$TGS_NODE_FLAGS")"
-command+=" MAX_S=$MAX_S SLACK_S=$SLACK_S bench/gpu/rate_control.sh"
+command+=" MAX_S=$MAX_S SLACK_S=$SLACK_S PIN_CPUS=$PIN_CPUS bench/gpu/rate_control.sh"
 
 
 work=$(mktemp -d /tmp/tgs-gpu-XXXXXX)
@@ -138,7 +144,7 @@ summarize() {
   RUN_LOG="$run_log" JSON_OUT="$OUT/gpu-rate-control.json" COMMAND="$command" RUNS="$RUNS" \
   ALONE_RUNS="$ALONE_RUNS" MODES="${modes[*]}" TGS_NODE_FLAGS="$TGS_NODE_FLAGS" MAX_S="$MAX_S" \
   WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" ELAPSED_S="$SECONDS" COMPLETE="$complete" \
-  summarize_python
+  CPUS_PRODUCTION="$cpus_production" CPUS_OPPORTUNISTIC="$cpus_opportunistic" summarize_python
 }
 
 # The summary itself, from the environment summarize sets (also used by SUMMARIZE_FROM).
@@ -208,7 +214,10 @@ result = {"device": os.environ["DEVICE"], "driver": os.environ["DRIVER"], "date"
           "alone_runs": int(os.environ["ALONE_RUNS"]), "modes": modes,
           "tgs_node_flags": os.environ["TGS_NODE_FLAGS"], "max_s": int(os.environ["MAX_S"]),
           "elapsed_s": int(os.environ["ELAPSED_S"]), "complete": os.environ["COMPLETE"] == "1",
-          "windows_per_run": windows, "window_s": window_s, "pairs": {}}
+          "windows_per_run": windows, "window_s": window_s,
+          "cpus": {"production": os.environ.get("CPUS_PRODUCTION") or None,
+                   "opportunistic": os.environ.get("CPUS_OPPORTUNISTIC") or None},
+          "pairs": {}}
 table = []
 for pair in sorted({k[0] for k in per_run} | {line[0] for line in run_log}):
     pa, oa = values((pair, "alone", "production")), values((pair, "alone", "opportunistic"))
@@ -286,13 +295,14 @@ if [ -n "${SUMMARIZE_FROM:-}" ]; then
     exit 2
   fi
   get() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print(" ".join(v) if isinstance(v, list) else ("" if v is None else v))' "$old" "$1"; }
+  getc() { python3 -c 'import json,sys; v=(json.load(open(sys.argv[1])).get("cpus") or {}).get(sys.argv[2]); print(v or "")' "$old" "$1"; }
   run_log=$(mktemp)
   trap 'rm -f "$run_log"' EXIT
   DEVICE=$(get device) DRIVER=$(get driver) STARTED=$(get date) RUNS_FILE="$SUMMARIZE_FROM/runs.jsonl" \
   RUN_LOG="$run_log" JSON_OUT="$OUT/gpu-rate-control.json" COMMAND="$(get command)" RUNS="$(get runs)" \
   ALONE_RUNS="$(get alone_runs)" MODES="$(get modes)" TGS_NODE_FLAGS="$(get tgs_node_flags)" MAX_S="$(get max_s)" \
   WINDOWS="$(get windows_per_run)" WINDOW_S="$(get window_s)" ELAPSED_S="$(get elapsed_s)" COMPLETE=1 \
-    summarize_python
+  CPUS_PRODUCTION="$(getc production)" CPUS_OPPORTUNISTIC="$(getc opportunistic)" summarize_python
   exit
 fi
 
@@ -312,6 +322,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
+
+# The CPUs local to GPU 0, split in two halves (bench/gpu/gpu_cpus.py).
+cpus_production="" cpus_opportunistic=""
+if [ "$PIN_CPUS" = 1 ]; then
+  read -r cpus_production cpus_opportunistic < <(python3 "$repo/bench/gpu/gpu_cpus.py" --halves) || true
+  if [ -z "$cpus_opportunistic" ]; then
+    echo "WARNING: PIN_CPUS=1 but the GPU's local CPUs could not be split in two: no pinning"
+    cpus_production=""
+  else
+    echo "== CPUs: production $cpus_production, opportunistic $cpus_opportunistic"
+  fi
+fi
 
 echo "== build (against the real libcuda; no CUDA toolkit headers needed)"
 . "$repo/bench/gpu/build_backend.sh"
@@ -360,7 +382,12 @@ train() {
   if (( limit > MAX_S + 20 - SECONDS )); then limit=$(( MAX_S + 20 - SECONDS )); fi
   if (( limit < 10 )); then limit=10; fi
   out=$work/proc-${#train_outs[@]}.out
-  timeout --foreground -k 5 "$limit" env "$@" python3 "$repo/bench/gpu/train.py" --model "$model" \
+  local pin=()
+  case $label in
+    */production) [ -n "$cpus_production" ] && pin=(taskset -c "$cpus_production") ;;
+    */opportunistic) [ -n "$cpus_opportunistic" ] && pin=(taskset -c "$cpus_opportunistic") ;;
+  esac
+  timeout --foreground -k 5 "$limit" "${pin[@]}" env "$@" python3 "$repo/bench/gpu/train.py" --model "$model" \
     --batch "$batch" --start-at "$start" --windows "$WINDOWS" --window-s "$WINDOW_S" --label "$label" > "$out" &
   train_pids+=("$!")
   train_outs+=("$out")
