@@ -157,16 +157,16 @@ struct job_segment {
   // Written by the job's memory paths; read by the node (observation and status).
   /// Of `managed_bytes`, those the job keeps on the GPU (not evicted to host).
   alignas(64) std::atomic<std::uint64_t> managed_resident_bytes;
-  std::atomic<std::uint64_t> evictions;             ///< allocations moved to host
-  std::atomic<std::uint64_t> restores;              ///< allocations moved back to the GPU
+  std::atomic<std::uint64_t> evictions;             ///< moves to host (an allocation or part of one)
+  std::atomic<std::uint64_t> restores;              ///< moves back to the GPU
   std::atomic<std::uint64_t> evicted_bytes_total;
   std::atomic<std::uint64_t> restored_bytes_total;
   std::atomic<std::uint64_t> evict_ns_total;        ///< time spent in evictions (prefetch + sync)
   std::atomic<std::uint64_t> restore_ns_total;
   std::atomic<std::uint64_t> denied_allocs;         ///< allocations failed with out-of-memory by policy
   std::atomic<std::uint64_t> converted_allocs;      ///< device allocations served from managed memory
-  /// Managed bytes placed on host at allocation (the job was at its limit): never on the GPU,
-  /// so never evicted.
+  /// Managed bytes placed on host at allocation (the residency plan had no room for them under
+  /// the job's limit): never populated on the GPU, so never evicted.
   std::atomic<std::uint64_t> host_placed_bytes;
 
   // Written by the job at its synchronisation calls (cuStreamSynchronize, cuEventSynchronize):

@@ -17,8 +17,9 @@
 // holds a table of per-process slots (pid, start time, resident device bytes); a process claims
 // one by compare-and-swap at its first allocation. Device-wide use is the sum over slots whose
 // process is alive, so a process killed with SIGKILL gives its memory back, as the real driver
-// frees a dead context's memory. Unified (managed) memory resides on the device or on the host;
-// cuMemPrefetchAsync moves it (taking bytes / TGS_FAKE_LINK_MIB_PER_S on the stream), and kernels
+// frees a dead context's memory. Unified (managed) memory resides on the device or on the host,
+// page by page (64 KiB pages, as the real driver's GPU pages); cuMemPrefetchAsync moves a range
+// (taking bytes / TGS_FAKE_LINK_MIB_PER_S on the stream), cuMemAdvise advises a range, and kernels
 // of a process with host-resident managed memory run slower (TGS_FAKE_HOST_ACCESS_SLOWDOWN).
 #include <fcntl.h>
 #include <signal.h>
@@ -35,10 +36,12 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cuda_subset.hpp"
@@ -356,13 +359,31 @@ std::uint64_t grid(unsigned gx, unsigned gy, unsigned gz) {
 
 constexpr int on_host = -1;
 
+/// The unit in which managed memory resides, moves and takes advice.
+constexpr std::uint64_t managed_page_bytes = 64ULL << 10;
+
+/// Where one page of a managed allocation is, and its preferred location.
+struct managed_page {
+  int device = on_host;  ///< the ordinal whose slot counts it, or on_host
+  CUmemLocation preferred{CU_MEM_LOCATION_TYPE_INVALID, 0};  ///< cuMemAdvise preferred location
+};
+
 /// An allocation (or a cuMemCreate handle, which shares the address space).
 struct allocation {
   std::uint64_t bytes = 0;
-  int device = on_host;  ///< the ordinal whose slot counts it; on_host only for managed memory
+  int device = on_host;  ///< plain memory: the ordinal whose slot counts it (managed: per page)
   bool managed = false;
-  CUmemLocation preferred{CU_MEM_LOCATION_TYPE_INVALID, 0};  ///< cuMemAdvise preferred location
   unsigned accessed_by = 0;  ///< cuMemAdvise accessed-by: bit d for device d, bit max_devices for host
+  std::vector<managed_page> pages;  ///< managed memory only
+
+  /// The bytes of page `i` (the last one may be short).
+  [[nodiscard]] std::uint64_t page_bytes(std::size_t i) const {
+    return std::min(managed_page_bytes, bytes - i * managed_page_bytes);
+  }
+  /// The pages [first, last) that [offset, offset + count) touches.
+  [[nodiscard]] std::pair<std::size_t, std::size_t> page_span(std::uint64_t offset, std::uint64_t count) const {
+    return {offset / managed_page_bytes, (offset + count + managed_page_bytes - 1) / managed_page_bytes};
+  }
 };
 
 struct process_memory {
@@ -416,7 +437,7 @@ CUresult fake_alloc(unsigned long long* dptr, std::size_t bytes) {
   process_slot* slot = own_slot(m, ordinal);
   if (slot == nullptr || !reserve(*device(ordinal), *slot, bytes, m.me)) return CUDA_ERROR_OUT_OF_MEMORY;
   *dptr = take_address(m, bytes);
-  m.allocations[*dptr] = allocation{bytes, ordinal, false, {CU_MEM_LOCATION_TYPE_INVALID, 0}, 0};
+  m.allocations[*dptr] = allocation{bytes, ordinal, false, 0, {}};
   return CUDA_SUCCESS;
 }
 
@@ -431,8 +452,15 @@ CUresult fake_alloc_managed(CUdeviceptr* dptr, std::size_t bytes, unsigned flags
   process_memory& m = own_memory();
   process_slot* slot = own_slot(m, ordinal);
   const bool resident = slot != nullptr && reserve(*device(ordinal), *slot, bytes, m.me);
+  allocation a{bytes, on_host, true, 0, {}};
+  try {
+    a.pages.assign((bytes + managed_page_bytes - 1) / managed_page_bytes, managed_page{resident ? ordinal : on_host});
+  } catch (...) {
+    if (resident) slot->device_bytes.fetch_sub(bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *dptr = take_address(m, bytes);
-  m.allocations[*dptr] = allocation{bytes, resident ? ordinal : on_host, true, {CU_MEM_LOCATION_TYPE_INVALID, 0}, 0};
+  m.allocations[*dptr] = std::move(a);
   // Host share first, so a concurrent launch never sees more host bytes than managed bytes.
   if (!resident) managed_host_bytes.fetch_add(bytes);
   managed_bytes.fetch_add(bytes);
@@ -445,10 +473,19 @@ CUresult fake_free(unsigned long long key) {
   const auto it = m.allocations.find(key);
   if (it == m.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
   const allocation& a = it->second;
-  if (a.device != on_host) m.slots[a.device]->device_bytes.fetch_sub(a.bytes);
-  if (a.managed) {
+  if (!a.managed) {
+    m.slots[a.device]->device_bytes.fetch_sub(a.bytes);
+  } else {
+    std::uint64_t host = 0;
+    for (std::size_t i = 0; i < a.pages.size(); ++i) {
+      if (a.pages[i].device == on_host) {
+        host += a.page_bytes(i);
+      } else {
+        m.slots[a.pages[i].device]->device_bytes.fetch_sub(a.page_bytes(i));
+      }
+    }
+    managed_host_bytes.fetch_sub(host);
     managed_bytes.fetch_sub(a.bytes);
-    if (a.device == on_host) managed_host_bytes.fetch_sub(a.bytes);
   }
   m.allocations.erase(it);
   return CUDA_SUCCESS;
@@ -465,10 +502,13 @@ allocation* allocation_range(process_memory& m, CUdeviceptr ptr, std::size_t cou
   return &a;
 }
 
-/// The managed allocation holding all of [ptr, ptr + count), or nullptr.
-allocation* managed_range(process_memory& m, CUdeviceptr ptr, std::size_t count) {
+/// The managed allocation holding all of [ptr, ptr + count), or nullptr; `offset` (when given)
+/// is where ptr lies in it.
+allocation* managed_range(process_memory& m, CUdeviceptr ptr, std::size_t count, std::uint64_t* offset = nullptr) {
   allocation* a = allocation_range(m, ptr, count);
-  return a != nullptr && a->managed ? a : nullptr;
+  if (a == nullptr || !a->managed) return nullptr;
+  if (offset != nullptr) *offset = ptr - std::prev(m.allocations.upper_bound(ptr))->first;
+  return a;
 }
 
 bool valid_location(CUmemLocation location) {
@@ -480,40 +520,45 @@ unsigned location_bit(CUmemLocation location) {
   return location.type == CU_MEM_LOCATION_TYPE_HOST ? 1U << max_devices : 1U << location.id;
 }
 
-/// Moves the whole managed allocation holding [ptr, ptr + count) to `location` (the real driver
-/// moves only the range, page by page). Accounting changes at once; the copy takes
-/// bytes / TGS_FAKE_LINK_MIB_PER_S on `stream`.
+/// Moves the pages of [ptr, ptr + count) (inside one managed allocation) to `location`.
+/// Accounting changes at once; the copy takes bytes / TGS_FAKE_LINK_MIB_PER_S on `stream`. A move
+/// to a device that lacks the room fails with out-of-memory and moves nothing (the real driver
+/// would evict other pages to make room).
 CUresult fake_prefetch(CUdeviceptr ptr, std::size_t count, CUmemLocation location, unsigned flags, CUstream stream) {
   if (flags != 0 || !valid_location(location)) return CUDA_ERROR_INVALID_VALUE;
   if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
   const int target = location.type == CU_MEM_LOCATION_TYPE_HOST ? on_host : location.id;
   std::uint64_t moved = 0;
-  int counted_on = target;
+  int counted_on = target == on_host ? current_device : target;
   {
     std::lock_guard lock(memory.mutex);
     process_memory& m = own_memory();
-    allocation* a = managed_range(m, ptr, count);
+    std::uint64_t offset = 0;
+    allocation* a = managed_range(m, ptr, count, &offset);
     if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (target == on_host && a->device != on_host) {
-      counted_on = a->device;
-      managed_host_bytes.fetch_add(a->bytes);
-      m.slots[a->device]->device_bytes.fetch_sub(a->bytes);
-      a->device = on_host;
-      moved = a->bytes;
-    } else if (target != on_host && a->device != target) {
-      // The real driver would evict other pages to make room; here the prefetch fails.
-      process_slot* slot = own_slot(m, target);
-      if (slot == nullptr || !reserve(*device(target), *slot, a->bytes, m.me)) return CUDA_ERROR_OUT_OF_MEMORY;
-      if (a->device == on_host) {
-        managed_host_bytes.fetch_sub(a->bytes);
-      } else {
-        m.slots[a->device]->device_bytes.fetch_sub(a->bytes);
-      }
-      a->device = target;
-      moved = a->bytes;
-    } else if (target == on_host) {
-      counted_on = current_device;
+    const auto [first, last] = a->page_span(offset, count);
+    for (std::size_t i = first; i < last; ++i) {
+      if (a->pages[i].device != target) moved += a->page_bytes(i);
     }
+    if (target != on_host && moved != 0) {
+      process_slot* slot = own_slot(m, target);
+      if (slot == nullptr || !reserve(*device(target), *slot, moved, m.me)) return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    std::uint64_t from_host = 0;
+    for (std::size_t i = first; i < last; ++i) {
+      managed_page& page = a->pages[i];
+      if (page.device == target) continue;
+      if (page.device == on_host) {
+        from_host += a->page_bytes(i);
+      } else {
+        m.slots[page.device]->device_bytes.fetch_sub(a->page_bytes(i));
+        if (target == on_host) counted_on = page.device;
+      }
+      page.device = target;
+    }
+    // Host share never above the managed total for a concurrent launch: add before, drop after.
+    if (target == on_host) managed_host_bytes.fetch_add(moved);
+    managed_host_bytes.fetch_sub(from_host);
   }
   if (device_state* d = device(counted_on); d != nullptr) {
     d->prefetches.fetch_add(1, std::memory_order_relaxed);
@@ -1027,20 +1072,23 @@ FAKE_EXPORT CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total
   return CUDA_SUCCESS;
 }
 
-// Unified memory: advice is recorded (it moves nothing); a prefetch moves the whole allocation.
+// Unified memory: advice is recorded per page (it moves nothing; accessed-by per allocation); a
+// prefetch moves the pages of its range.
 FAKE_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr ptr, std::size_t count, CUmem_advise advice, CUmemLocation location) {
   // The real driver ignores the location of UNSET_PREFERRED_LOCATION; every other advice needs one.
   if (advice != CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION && !valid_location(location)) return CUDA_ERROR_INVALID_VALUE;
   if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
   std::lock_guard lock(memory.mutex);
-  allocation* a = managed_range(own_memory(), ptr, count);
+  std::uint64_t offset = 0;
+  allocation* a = managed_range(own_memory(), ptr, count, &offset);
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto [first, last] = a->page_span(offset, count);
   switch (advice) {
     case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
-      a->preferred = location;
+      for (std::size_t i = first; i < last; ++i) a->pages[i].preferred = location;
       return CUDA_SUCCESS;
     case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
-      a->preferred = CUmemLocation{CU_MEM_LOCATION_TYPE_INVALID, 0};
+      for (std::size_t i = first; i < last; ++i) a->pages[i].preferred = CUmemLocation{CU_MEM_LOCATION_TYPE_INVALID, 0};
       return CUDA_SUCCESS;
     case CU_MEM_ADVISE_SET_ACCESSED_BY:
       a->accessed_by |= location_bit(location);
@@ -1075,16 +1123,18 @@ FAKE_EXPORT CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kern
   return CUDA_SUCCESS;
 }
 
-/// Where the managed allocation holding `ptr` resides (a device ordinal, or -1 for the host), its
-/// preferred location (type CU_MEM_LOCATION_TYPE_INVALID: none) and its accessed-by set (bit d:
-/// device d; bit 8: the host). Any output pointer may be null.
+/// Where the page holding `ptr` of a managed allocation resides (a device ordinal, or -1 for the
+/// host), its preferred location (type CU_MEM_LOCATION_TYPE_INVALID: none) and the allocation's
+/// accessed-by set (bit d: device d; bit 8: the host). Any output pointer may be null.
 FAKE_EXPORT CUresult tgsFakeManagedState(CUdeviceptr ptr, int* resident_device, CUmemLocation* preferred,
                                          unsigned* accessed_by) {
   std::lock_guard lock(memory.mutex);
-  const allocation* a = managed_range(own_memory(), ptr, 1);
+  std::uint64_t offset = 0;
+  const allocation* a = managed_range(own_memory(), ptr, 1, &offset);
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (resident_device != nullptr) *resident_device = a->device;
-  if (preferred != nullptr) *preferred = a->preferred;
+  const managed_page& page = a->pages[offset / managed_page_bytes];
+  if (resident_device != nullptr) *resident_device = page.device;
+  if (preferred != nullptr) *preferred = page.preferred;
   if (accessed_by != nullptr) *accessed_by = a->accessed_by;
   return CUDA_SUCCESS;
 }

@@ -12,7 +12,8 @@
 // form, and cuGraphLaunch comes from cuGetProcAddress too.
 //
 // Memory scenarios for the end-to-end tests: `--alloc-mib` takes device memory at `--alloc-at`
-// (and `--free-at` gives it back); out of memory ends the job with status 3, as a PyTorch job dies
+// (and `--free-at` gives it back), `--late-mib` one more allocation at `--late-at` (as a job's
+// activations and workspaces come after its weights); out of memory ends the job with status 3, as a PyTorch job dies
 // on its OOM exception. `--fail-at` with `--fail segv|abort|oom` makes the job die. The memory
 // calls are direct calls of the linked driver functions, so a preloaded interposer sees them.
 #include <dlfcn.h>
@@ -166,6 +167,8 @@ int main(int argc, char** argv) {
   double fail_at = -1;
   std::string fail_how = "none";
   unsigned long long oom_mib = 1048576;
+  unsigned long long late_mib = 0;
+  double late_at = 1;
   app.add_option("--alloc-mib", alloc_mib, "device memory to allocate with cuMemAlloc_v2, MiB");
   app.add_option("--alloc-at", alloc_at, "when to allocate it, s after start (0: before the first iteration)")
       ->check(CLI::Range(0.0, 1e6));
@@ -175,6 +178,9 @@ int main(int argc, char** argv) {
   app.add_option("--fail-at", fail_at, "when to fail as --fail says, s after start")->check(CLI::Range(0.0, 1e6));
   app.add_option("--fail", fail_how, "how to fail at --fail-at")->check(CLI::IsMember({"none", "segv", "abort", "oom"}));
   app.add_option("--oom-mib", oom_mib, "the single allocation of --fail oom, MiB")->check(CLI::Range(1ULL, 1ULL << 40));
+  app.add_option("--late-mib", late_mib, "one more allocation (cuMemAlloc_v2) at --late-at, MiB (default: none)");
+  app.add_option("--late-at", late_at, "when to make the --late-mib allocation, s after start")
+      ->check(CLI::Range(0.0, 1e6));
   CLI11_PARSE(app, argc, argv);
 
   // The runtime's path: dlopen the driver, dlsym one entry point, ask it for itself.
@@ -240,6 +246,7 @@ int main(int argc, char** argv) {
   bool allocated = alloc_mib == 0;
   bool freed = free_at < 0;
   bool failed = fail_at < 0 || fail_how == "none";
+  bool late_done = late_mib == 0;
   // Memory events, checked before the first iteration and after each one.
   const auto memory_events = [&]() -> int {
     const double t = since_start();
@@ -256,6 +263,11 @@ int main(int argc, char** argv) {
       held.clear();
       std::printf("{\"event\":\"freed\",\"t\":%.3f}\n", since_start());
       std::fflush(stdout);
+    }
+    if (allocated && !late_done && t >= late_at) {
+      late_done = true;
+      if (const int rc = allocate(late_mib, late_mib, t, held); rc != 0) return rc;
+      if (const int rc = report_memory(since_start(), dev); rc != 0) return rc;
     }
     if (!failed && t >= fail_at) {
       failed = true;

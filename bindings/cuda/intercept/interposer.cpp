@@ -24,6 +24,7 @@
 #include "cuda_subset.hpp"
 #include "hook_table.hpp"
 #include "job_link.hpp"
+#include "tgs/memory/residency.hpp"
 
 #define TGS_EXPORT __attribute__((visibility("default")))
 
@@ -159,10 +160,12 @@ struct alloc_record {
   std::uint64_t bytes = 0;
   memory_kind kind = memory_kind::device;
   abi::job_segment* counted_in = nullptr;
-  std::uint64_t seq = 0;       ///< allocation order: the newest is evicted first, the oldest restored first
+  std::uint64_t seq = 0;       ///< allocation order, for the residency plan
   CUcontext context = nullptr;  ///< the context it was allocated in (the evictor makes it current)
   CUdevice device = 0;
-  bool on_host = false;  ///< evicted (preferred location host)
+  /// Managed: the bytes on the GPU, a prefix of the allocation; the rest is on host (preferred
+  /// location host). Counted in the segment's `managed_resident_bytes`.
+  std::uint64_t resident = 0;
 };
 
 std::mutex alloc_mutex;
@@ -242,8 +245,8 @@ void account_free(const free_token& token, CUresult r) noexcept {
   abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
   if (seg != nullptr && seg == token.record->counted_in) {
     bytes_counter(*seg, token.record->kind).fetch_sub(token.record->bytes, std::memory_order_relaxed);
-    if (token.record->kind == memory_kind::managed && !token.record->on_host) {
-      seg->managed_resident_bytes.fetch_sub(token.record->bytes, std::memory_order_acq_rel);
+    if (token.record->kind == memory_kind::managed) {
+      seg->managed_resident_bytes.fetch_sub(token.record->resident, std::memory_order_acq_rel);
     }
     seg->free_calls.fetch_add(1, std::memory_order_relaxed);
   }
@@ -379,77 +382,98 @@ CUstream evictor_stream(CUcontext ctx) noexcept {
   return s;
 }
 
-/// Moves one managed allocation to host (`to_host`) or back to its GPU, with the advice TGS uses:
-/// preferred location host (the GPU still maps it: accessed-by) or the GPU. Runs on the evictor
-/// thread, which has the allocation's context current.
-bool move_allocation(CUdeviceptr ptr, const alloc_record& rec, bool to_host) noexcept {
+/// Moves bytes [from, to) of a managed allocation to host (`to_host`) or back to its GPU, with the
+/// advice TGS uses: preferred location host (the GPU still maps it: accessed-by) or the GPU. Runs
+/// under `evict_mutex` (which also guards `evictor_stream`) and makes the allocation's context
+/// current on the calling thread.
+bool move_range(CUdeviceptr ptr, const alloc_record& rec, std::uint64_t from, std::uint64_t to, bool to_host) noexcept {
   const unified_memory_api& api = um_api();
   if (api.ctx_set_current(rec.context) != CUDA_SUCCESS) return false;
   CUstream stream = evictor_stream(rec.context);
   if (stream == nullptr) return false;
   const CUmemLocation where = to_host ? host_location() : device_location(rec.device);
-  if (api.mem_advise(ptr, rec.bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, where) != CUDA_SUCCESS) return false;
-  if (api.mem_prefetch(ptr, rec.bytes, where, 0, stream) != CUDA_SUCCESS) return false;
+  if (api.mem_advise(ptr + from, to - from, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, where) != CUDA_SUCCESS) return false;
+  if (api.mem_prefetch(ptr + from, to - from, where, 0, stream) != CUDA_SUCCESS) return false;
   return api.stream_synchronize(stream) == CUDA_SUCCESS;
 }
 
-/// One pass of the evictor: evict the newest resident managed allocations while the job is over
-/// its limit, then restore the oldest evicted ones that fit under it.
-void reconcile(abi::job_segment& seg) noexcept {
-  std::lock_guard evict_lock(evict_mutex);
-  struct candidate {
-    CUdeviceptr ptr;
-    alloc_record rec;
-  };
-  std::vector<candidate> managed;
-  std::uint64_t resident = 0;
+/// The unit of partial residency: the GPU's large page, so a split never shares a page.
+constexpr tgs::bytes residency_granule{2ULL << 20};
+
+/// A managed allocation of one segment, with its place in the residency plan.
+struct managed_entry {
+  CUdeviceptr ptr = 0;
+  alloc_record rec;
+  std::uint64_t target = 0;  ///< bytes the plan keeps on the GPU
+};
+
+/// The plan for every managed allocation counted in `seg` (plus `extra`, not yet in the table,
+/// when given), under the segment's resident limit. Needs `evict_mutex`; takes `alloc_mutex`.
+/// Empty when the table is missing or memory ran out (then nothing moves).
+std::vector<managed_entry> plan_segment(abi::job_segment& seg, const managed_entry* extra) noexcept {
+  std::vector<managed_entry> entries;
   try {
     std::lock_guard lock(alloc_mutex);
-    if (live_allocs == nullptr) return;
-    for (const auto& [key, rec] : *live_allocs) {
-      if (rec.kind != memory_kind::managed || rec.counted_in != &seg) continue;
-      managed.push_back({key, rec});
-      if (!rec.on_host) resident += rec.bytes;
+    if (live_allocs != nullptr) {
+      for (const auto& [key, rec] : *live_allocs) {
+        if (rec.kind == memory_kind::managed && rec.counted_in == &seg) entries.push_back({key, rec, 0});
+      }
     }
+    if (extra != nullptr) entries.push_back(*extra);
+    std::vector<tgs::managed_allocation> allocs;
+    allocs.reserve(entries.size());
+    for (const managed_entry& e : entries) allocs.push_back({tgs::bytes{e.rec.bytes}, e.rec.seq});
+    const std::vector<tgs::bytes> plan = tgs::plan_residency(
+        allocs, tgs::bytes{seg.resident_limit.load(std::memory_order_acquire)}, residency_granule);
+    for (std::size_t i = 0; i < entries.size(); ++i) entries[i].target = plan[i].count();
   } catch (...) {
-    return;
+    entries.clear();
   }
-  std::sort(managed.begin(), managed.end(), [](const candidate& a, const candidate& b) { return a.rec.seq < b.rec.seq; });
-  auto mark = [](CUdeviceptr ptr, bool on_host) {
+  return entries;
+}
+
+/// One pass of the evictor: moves every managed allocation of the job to what the residency plan
+/// (`tgs::plan_residency`: smallest allocations on the GPU first, the boundary one in part) keeps
+/// on the GPU under the job's limit. Evictions first, to make room; then restores, smallest first.
+void reconcile(abi::job_segment& seg) noexcept {
+  std::lock_guard evict_lock(evict_mutex);
+  std::vector<managed_entry> entries = plan_segment(seg, nullptr);
+  auto mark = [](CUdeviceptr ptr, std::uint64_t resident) {
     std::lock_guard lock(alloc_mutex);
-    if (auto it = live_allocs->find(ptr); it != live_allocs->end()) it->second.on_host = on_host;
+    if (auto it = live_allocs->find(ptr); it != live_allocs->end()) it->second.resident = resident;
   };
-  const std::uint64_t limit = seg.resident_limit.load(std::memory_order_acquire);
-  for (auto it = managed.rbegin(); it != managed.rend() && resident > limit; ++it) {
-    if (it->rec.on_host) continue;
+  for (managed_entry& e : entries) {
+    if (e.target >= e.rec.resident) continue;
     const std::uint64_t start = monotonic_ns();
-    if (!move_allocation(it->ptr, it->rec, true)) {
-      log(log_level::warn, "could not evict %llu bytes of unified memory to host",
-          static_cast<unsigned long long>(it->rec.bytes));
+    const std::uint64_t moved = e.rec.resident - e.target;
+    if (!move_range(e.ptr, e.rec, e.target, e.rec.resident, true)) {
+      log(log_level::warn, "could not evict %llu bytes of unified memory to host", static_cast<unsigned long long>(moved));
       continue;
     }
-    mark(it->ptr, true);
-    it->rec.on_host = true;
-    resident -= it->rec.bytes;
-    seg.managed_resident_bytes.fetch_sub(it->rec.bytes, std::memory_order_acq_rel);
+    mark(e.ptr, e.target);
+    e.rec.resident = e.target;
+    seg.managed_resident_bytes.fetch_sub(moved, std::memory_order_acq_rel);
     seg.evictions.fetch_add(1, std::memory_order_relaxed);
-    seg.evicted_bytes_total.fetch_add(it->rec.bytes, std::memory_order_relaxed);
+    seg.evicted_bytes_total.fetch_add(moved, std::memory_order_relaxed);
     seg.evict_ns_total.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
   }
-  for (candidate& c : managed) {
-    if (!c.rec.on_host || resident > limit || c.rec.bytes > limit - resident) continue;
+  std::sort(entries.begin(), entries.end(), [](const managed_entry& a, const managed_entry& b) {
+    return a.rec.bytes != b.rec.bytes ? a.rec.bytes < b.rec.bytes : a.rec.seq < b.rec.seq;
+  });
+  for (managed_entry& e : entries) {
+    if (e.target <= e.rec.resident) continue;
     const std::uint64_t start = monotonic_ns();
-    if (!move_allocation(c.ptr, c.rec, false)) {
+    const std::uint64_t moved = e.target - e.rec.resident;
+    if (!move_range(e.ptr, e.rec, e.rec.resident, e.target, false)) {
       log(log_level::warn, "could not restore %llu bytes of unified memory to the GPU",
-          static_cast<unsigned long long>(c.rec.bytes));
+          static_cast<unsigned long long>(moved));
       continue;
     }
-    mark(c.ptr, false);
-    c.rec.on_host = false;
-    resident += c.rec.bytes;
-    seg.managed_resident_bytes.fetch_add(c.rec.bytes, std::memory_order_acq_rel);
+    mark(e.ptr, e.target);
+    e.rec.resident = e.target;
+    seg.managed_resident_bytes.fetch_add(moved, std::memory_order_acq_rel);
     seg.restores.fetch_add(1, std::memory_order_relaxed);
-    seg.restored_bytes_total.fetch_add(c.rec.bytes, std::memory_order_relaxed);
+    seg.restored_bytes_total.fetch_add(moved, std::memory_order_relaxed);
     seg.restore_ns_total.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
   }
 }
@@ -485,27 +509,53 @@ void start_evictor() noexcept {
   }
 }
 
-/// Records a successful managed allocation and places it: on the GPU while the job's resident
-/// bytes stay within its limit, else straight on host (preferred location host before the first
-/// touch, so its pages are never populated on the GPU). The GPU maps it either way (accessed-by).
+/// Populates the host part of a new managed allocation (the part the plan puts on host) on the
+/// host before the job first touches it. Without this the job's first kernel over it (PyTorch
+/// initialises every parameter on the device) populates it by GPU page faults, and faults that
+/// populate host memory are slow enough to hold the GPU for seconds (measured: a DLRM-like job
+/// initialising 8 GiB of host-placed tables cut its co-runner's rate by 60% for 5 s). The GPU
+/// part is left to the driver, as for any managed allocation. Runs on the allocating thread, in
+/// its current context, under `evict_mutex` (which guards `evictor_stream`).
+void populate_host_part(CUdeviceptr ptr, const alloc_record& rec) noexcept {
+  if (rec.resident >= rec.bytes) return;
+  const unified_memory_api& api = um_api();
+  CUstream stream = evictor_stream(rec.context);
+  if (stream == nullptr) return;
+  if (api.mem_prefetch(ptr + rec.resident, rec.bytes - rec.resident, host_location(), 0, stream) == CUDA_SUCCESS) {
+    api.stream_synchronize(stream);
+  }
+}
+
+/// Records a successful managed allocation and places it as the residency plan says, with it
+/// counted: its planned prefix on the GPU, the rest straight on host (preferred location host
+/// before the first touch, so those pages are never populated on the GPU) and populated there
+/// at once (`populate_host_part`). The GPU maps all of it (accessed-by). Where the plan keeps the new
+/// allocation by displacing part of a larger one, the evictor is woken to move that part (the
+/// job is over its limit by at most the new bytes until it has, at most 200 ms).
 void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool converted) noexcept {
   if (r != CUDA_SUCCESS || dptr == nullptr) return;
   abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
   const unified_memory_api& api = um_api();
   alloc_record rec{bytes, memory_kind::managed, seg, next_seq.fetch_add(1, std::memory_order_relaxed), nullptr, 0,
-                   false};
+                   bytes};
   const bool movable = api.complete() && api.ctx_get_current(&rec.context) == CUDA_SUCCESS &&
                        rec.context != nullptr && api.ctx_get_device(&rec.device) == CUDA_SUCCESS;
   std::lock_guard evict_lock(evict_mutex);
+  bool displaces = false;
   if (seg != nullptr && movable) {
-    const std::uint64_t limit = seg->resident_limit.load(std::memory_order_acquire);
-    const std::uint64_t resident = seg->managed_resident_bytes.load(std::memory_order_acquire);
-    rec.on_host = resident > limit || bytes > limit - resident;
-    api.mem_advise(*dptr, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, device_location(rec.device));
-    if (rec.on_host) {
-      api.mem_advise(*dptr, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host_location());
-      seg->host_placed_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    const managed_entry self{*dptr, rec, 0};
+    const std::vector<managed_entry> plan = plan_segment(*seg, &self);
+    if (!plan.empty()) {
+      rec.resident = plan.back().target;
+      for (std::size_t i = 0; i + 1 < plan.size(); ++i) displaces = displaces || plan[i].target < plan[i].rec.resident;
     }
+    api.mem_advise(*dptr, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, device_location(rec.device));
+    if (rec.resident < bytes) {
+      api.mem_advise(*dptr + rec.resident, bytes - rec.resident, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                     host_location());
+      seg->host_placed_bytes.fetch_add(bytes - rec.resident, std::memory_order_relaxed);
+    }
+    populate_host_part(*dptr, rec);
   }
   try {
     std::lock_guard lock(alloc_mutex);
@@ -516,10 +566,17 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
   }
   if (seg == nullptr) return;
   seg->managed_bytes.fetch_add(bytes, std::memory_order_relaxed);
-  if (!rec.on_host) seg->managed_resident_bytes.fetch_add(bytes, std::memory_order_acq_rel);
+  seg->managed_resident_bytes.fetch_add(rec.resident, std::memory_order_acq_rel);
   seg->alloc_calls.fetch_add(1, std::memory_order_relaxed);
   if (converted) seg->converted_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (movable && seg->memory_policy_active.load(std::memory_order_acquire) != 0) start_evictor();
+  if (movable && seg->memory_policy_active.load(std::memory_order_acquire) != 0) {
+    start_evictor();
+    // The evictor sleeps on the generation word; a wake without a change makes it reconcile.
+    if (displaces) {
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&seg->memory_generation), FUTEX_WAKE, 1, nullptr, nullptr,
+                0);
+    }
+  }
 }
 
 /// What the memory gate decided for an allocation.

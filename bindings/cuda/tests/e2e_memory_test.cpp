@@ -136,6 +136,40 @@ TEST_F(MemoryEndToEnd, OpportunisticMemoryIsEvictedSoTheProductionJobGetsItsMemo
   EXPECT_GE(json_number(job_line("opportunistic"), "restores").value_or(0), 1);
 }
 
+// The residency plan (tgs::plan_residency): under its limit the opportunistic job keeps its small
+// allocations whole and as much of its large one as fits, and a later small allocation is placed
+// on the GPU at the cost of the large one's tail. (Evicting newest first, or placing on host
+// whatever comes while the job is at its limit, would leave the small ones on host.)
+TEST_F(MemoryEndToEnd, SmallAllocationsStayOnTheGpuAndTheLargeOneIsEvictedInPart) {
+  // A card larger than the budget, as in a demonstration: the interposer never converts an
+  // allocation the card's free memory could not hold (safety), whatever the budget says.
+  job_env_ = {"TGS_FAKE_MEMORY_MIB=2048"};
+  start_tgs_node();
+  process& prod = start_memory_job("production", 512);
+  wait_until([&] { return has_event(prod, "memory"); }, 5s, "the production job's memory");
+  // Limit: 1024 - 64 (reserve) - 576 = 384 MiB. The job holds 64 MiB of weights, a 640 MiB table,
+  // then 32 MiB more after a second.
+  process& opp = start_memory_job("opportunistic", 640, {"--chunk-mib", "640", "--late-mib", "32", "--late-at", "1"});
+  wait_until([&] { return json_number(job_line("opportunistic"), "managed_bytes") == 704 * mib; }, 5s,
+             "the weights and the table");
+  std::string o = job_line("opportunistic");
+  EXPECT_EQ(json_number(o, "resident_limit"), 384 * mib) << o;
+  EXPECT_EQ(json_number(o, "managed_resident_bytes"), 384 * mib) << "the weights and 320 MiB of the table" << o;
+  EXPECT_EQ(json_number(o, "host_placed_bytes"), 320 * mib) << o;
+
+  wait_until(
+      [&] {
+        o = job_line("opportunistic");
+        return json_number(o, "managed_bytes") == 736 * mib && json_number(o, "evicted_bytes_total") == 32 * mib &&
+               json_number(o, "managed_resident_bytes") == 384 * mib;
+      },
+      3s, "the late 32 MiB on the GPU, the table's last 32 MiB evicted");
+  EXPECT_EQ(json_number(o, "host_placed_bytes"), 320 * mib) << "the late allocation was placed on the GPU" << o;
+  EXPECT_EQ(json_number(o, "evictions"), 1) << o;
+  EXPECT_GT(measure_rate(opp, 1s), 0.0);
+  EXPECT_GT(measure_rate(prod, 1s), 50.0);
+}
+
 TEST_F(MemoryEndToEnd, WithoutAMemoryPolicyTheProductionJobRunsOutOfMemory) {
   // The control for the test above: the same jobs with the memory policy off.
   start_node();

@@ -261,13 +261,20 @@ TEST_F(FakeDriver, PrefetchMovesManagedMemoryBetweenDeviceAndHost) {
   EXPECT_EQ(resident(m), 0);  // fits: on the device
   EXPECT_EQ(free_mib(), capacity_mib - 64);
 
-  // To the host: its device memory is free again. Any range inside the allocation moves all of it.
+  // A range to the host: only its pages move, and their device memory is free again.
   ASSERT_EQ(cuMemPrefetchAsync_v2(m + 16 * mib, 16 * mib, host, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(resident(m + 16 * mib), on_host);
+  EXPECT_EQ(resident(m + 32 * mib - 1), on_host);
+  EXPECT_EQ(resident(m), 0);
+  EXPECT_EQ(resident(m + 32 * mib), 0);
+  EXPECT_EQ(free_mib(), capacity_mib - 48);
+  // The whole allocation: the rest follows; the range already on host is not copied again.
+  ASSERT_EQ(cuMemPrefetchAsync_v2(m, 64 * mib, host, 0, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(resident(m), on_host);
   EXPECT_EQ(free_mib(), capacity_mib);
   ASSERT_EQ(cuMemPrefetchAsync_v2(m, 64 * mib, host, 0, nullptr), CUDA_SUCCESS);  // already there: no copy
-  // And back, through the per-thread-stream variant.
-  ASSERT_EQ(cuMemPrefetchAsync_v2_ptsz(m, 64 * mib, device0, 0, nullptr), CUDA_SUCCESS);
+  // And back, through the per-thread-stream variant; a range that starts inside a page moves it whole.
+  ASSERT_EQ(cuMemPrefetchAsync_v2_ptsz(m + 1, 64 * mib - 1, device0, 0, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(resident(m), 0);
   EXPECT_EQ(free_mib(), capacity_mib - 64);
   EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
@@ -275,7 +282,7 @@ TEST_F(FakeDriver, PrefetchMovesManagedMemoryBetweenDeviceAndHost) {
   unsigned long long prefetches = 0;
   unsigned long long bytes = 0;
   ASSERT_EQ(tgsFakeDeviceCounters(0, nullptr, nullptr, &prefetches, &bytes), CUDA_SUCCESS);
-  EXPECT_EQ(prefetches - prefetches0, 3U);
+  EXPECT_EQ(prefetches - prefetches0, 4U);
   EXPECT_EQ(bytes - bytes0, 2 * 64 * mib);
   EXPECT_EQ(cuMemFree_v2(m), CUDA_SUCCESS);
 }
@@ -332,21 +339,25 @@ TEST_F(FakeDriver, AdviceAndPrefetchNeedARangeInsideOneManagedAllocation) {
                            CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, -1}),
             CUDA_ERROR_INVALID_VALUE);
 
-  // Advice is recorded and moves nothing.
+  // Advice is recorded for the pages of its range and moves nothing.
   ASSERT_EQ(cuMemAdvise_v2(m + mib, mib, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host), CUDA_SUCCESS);
   ASSERT_EQ(cuMemAdvise_v2(m, 64 * mib, CU_MEM_ADVISE_SET_ACCESSED_BY, device0), CUDA_SUCCESS);
   int device = -2;
   CUmemLocation preferred{};
   unsigned accessed_by = 0;
-  ASSERT_EQ(tgsFakeManagedState(m, &device, &preferred, &accessed_by), CUDA_SUCCESS);
+  ASSERT_EQ(tgsFakeManagedState(m + mib, &device, &preferred, &accessed_by), CUDA_SUCCESS);
   EXPECT_EQ(device, 0);
   EXPECT_EQ(preferred.type, CU_MEM_LOCATION_TYPE_HOST);
   EXPECT_EQ(accessed_by, 1U);
+  ASSERT_EQ(tgsFakeManagedState(m, nullptr, &preferred, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(preferred.type, CU_MEM_LOCATION_TYPE_INVALID);  // outside the advised range
+  ASSERT_EQ(tgsFakeManagedState(m + 2 * mib, nullptr, &preferred, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(preferred.type, CU_MEM_LOCATION_TYPE_INVALID);
   EXPECT_EQ(free_mib(), capacity_mib - 128);
   // UNSET_PREFERRED_LOCATION ignores the location, as the real driver does.
   ASSERT_EQ(cuMemAdvise_v2(m, 64 * mib, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, CUmemLocation{}), CUDA_SUCCESS);
   ASSERT_EQ(cuMemAdvise_v2(m, 64 * mib, CU_MEM_ADVISE_UNSET_ACCESSED_BY, device0), CUDA_SUCCESS);
-  ASSERT_EQ(tgsFakeManagedState(m, &device, &preferred, &accessed_by), CUDA_SUCCESS);
+  ASSERT_EQ(tgsFakeManagedState(m + mib, &device, &preferred, &accessed_by), CUDA_SUCCESS);
   EXPECT_EQ(preferred.type, CU_MEM_LOCATION_TYPE_INVALID);
   EXPECT_EQ(accessed_by, 0U);
 
