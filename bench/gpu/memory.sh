@@ -41,7 +41,9 @@
 #   after which no further run starts (a device call is limited to 600 s: runs that would end
 #   later are skipped, with a warning in the summary; the tgs run that still fits becomes the
 #   one with the fault demonstration), TGS_GPU_BUILD (/tmp/tgs-gpu-build), TGS_NODE_FLAGS (empty)
-#   extra tgs-node rate-control flags for the tgs and hard-limit runs.
+#   extra tgs-node rate-control flags for the tgs and hard-limit runs, MODES ("coexec-um hard-limit
+#   tgs") the shared modes to run (the alone runs always run: the numbers are normalized to them),
+#   FAULT_DEMO (1; 0: no fault demonstration, every tgs run is a plain one).
 # Order per scenario: alone runs, coexec-um runs, hard-limit, tgs runs (the fault demonstration
 # ends the last one).
 # Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
@@ -89,9 +91,16 @@ FAULT_TIMEOUT_S=${FAULT_TIMEOUT_S:-20}
 JOB_GRACE_S=${JOB_GRACE_S:-20}
 MAX_S=${MAX_S:-540}
 TGS_NODE_FLAGS=${TGS_NODE_FLAGS:-}
+MODES=${MODES:-coexec-um hard-limit tgs}
+FAULT_DEMO=${FAULT_DEMO:-1}
+for m in $MODES; do
+  case $m in coexec-um | hard-limit | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um hard-limit tgs)"; exit 2 ;; esac
+done
+case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DEMO')"; exit 2 ;; esac
+has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\" FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -841,6 +850,7 @@ run_hard_limit() {  # run_hard_limit SCENARIO
 est_plain=$(( WARMUP_S + WINDOWS * WINDOW_S + 6 ))
 est_tgs=$(( est_plain + TGS_SETTLE_S ))
 est_demo=$(( 2 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 15 ))
+if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
 fits() { [ $(( SECONDS + $1 )) -le "$MAX_S" ]; }
 skip() { echo "!! WARNING: skipped $1: it would end past MAX_S=$MAX_S s" | tee -a "$work/warnings.txt"; }
 
@@ -856,15 +866,25 @@ for scen in $SCENARIOS; do
     done
     dlrm_alone_done=1
   fi
+  if has_mode coexec-um; then
+    for i in $(seq "$RUNS"); do
+      if fits "$est_plain"; then run_coexec "$scen" "$i"; else skip "$scen/coexec-um/$i"; fi
+    done
+  fi
+  if has_mode hard-limit; then
+    if fits "$est_plain"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
+  fi
   for i in $(seq "$RUNS"); do
-    if fits "$est_plain"; then run_coexec "$scen" "$i"; else skip "$scen/coexec-um/$i"; fi
-  done
-  if fits "$est_plain"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
-  for i in $(seq "$RUNS"); do
+    has_mode tgs || break
     if ! fits $(( est_tgs + est_demo )); then skip "$scen/tgs/$i and after"; break; fi
     last=0
     if [ "$i" = "$RUNS" ] || ! fits $(( 2 * est_tgs + est_demo )); then last=1; fi
-    run_tgs "$scen" "$i" "$last"
+    if [ "$FAULT_DEMO" = 0 ]; then
+      fits $(( 2 * est_tgs )) || last=1
+      run_tgs "$scen" "$i" 0
+    else
+      run_tgs "$scen" "$i" "$last"
+    fi
     if [ "$last" = 1 ]; then
       if [ "$i" != "$RUNS" ]; then skip "$scen/tgs/$(( i + 1 ))..$RUNS"; fi
       break
