@@ -434,7 +434,7 @@ std::vector<managed_entry> plan_segment(abi::job_segment& seg, const managed_ent
 
 /// One pass of the evictor: moves every managed allocation of the job to what the residency plan
 /// (`tgs::plan_residency`: smallest allocations on the GPU first, the boundary one in part) keeps
-/// on the GPU under the job's limit. Evictions first, to make room; then restores, smallest first.
+/// on the GPU under the job's limit. Evictions first, to make room; then restores.
 void reconcile(abi::job_segment& seg) noexcept {
   std::lock_guard evict_lock(evict_mutex);
   std::vector<managed_entry> entries = plan_segment(seg, nullptr);
@@ -457,9 +457,6 @@ void reconcile(abi::job_segment& seg) noexcept {
     seg.evicted_bytes_total.fetch_add(moved, std::memory_order_relaxed);
     seg.evict_ns_total.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
   }
-  std::sort(entries.begin(), entries.end(), [](const managed_entry& a, const managed_entry& b) {
-    return a.rec.bytes != b.rec.bytes ? a.rec.bytes < b.rec.bytes : a.rec.seq < b.rec.seq;
-  });
   for (managed_entry& e : entries) {
     if (e.target <= e.rec.resident) continue;
     const std::uint64_t start = monotonic_ns();
@@ -512,8 +509,9 @@ void start_evictor() noexcept {
 /// Populates the host part of a new managed allocation (the part the plan puts on host) on the
 /// host before the job first touches it. Without this the job's first kernel over it (PyTorch
 /// initialises every parameter on the device) populates it by GPU page faults, and faults that
-/// populate host memory are slow enough to hold the GPU for seconds (measured: a DLRM-like job
-/// initialising 8 GiB of host-placed tables cut its co-runner's rate by 60% for 5 s). The GPU
+/// populate host memory are slow enough to hold the GPU for seconds (measured on an H100: a
+/// DLRM-like job initialising 8 GiB of host-placed tables held its co-runner to 30–55% of its
+/// rate for 6 s). The GPU
 /// part is left to the driver, as for any managed allocation. Runs on the allocating thread, in
 /// its current context, under `evict_mutex` (which guards `evictor_stream`).
 void populate_host_part(CUdeviceptr ptr, const alloc_record& rec) noexcept {
@@ -528,9 +526,9 @@ void populate_host_part(CUdeviceptr ptr, const alloc_record& rec) noexcept {
 
 /// Records a successful managed allocation and places it as the residency plan says, with it
 /// counted: its planned prefix on the GPU, the rest straight on host (preferred location host
-/// before the first touch, so those pages are never populated on the GPU) and populated there
-/// at once (`populate_host_part`). The GPU maps all of it (accessed-by). Where the plan keeps the new
-/// allocation by displacing part of a larger one, the evictor is woken to move that part (the
+/// before the first touch, so those pages are never populated on the GPU) and populated there at
+/// once (`populate_host_part`). The GPU maps all of it (accessed-by). Where the plan keeps the
+/// new allocation by displacing part of a larger one, the evictor is woken to move that part (the
 /// job is over its limit by at most the new bytes until it has, at most 200 ms).
 void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool converted) noexcept {
   if (r != CUDA_SUCCESS || dptr == nullptr) return;
