@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// Cost of one `step` of every memory and fault policy, and of the type-erased wrappers around
-/// them: nanoseconds per call and steps per second.
+/// them: nanoseconds per call and steps per second; and of the residency plan, which the
+/// interposer computes on every managed allocation and every eviction pass.
 ///
 /// ```sh
 /// build/bin/tgs-bench-memory-fault-step --benchmark_min_time=0.2
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "tgs/fault.hpp"
 #include "tgs/memory.hpp"
@@ -102,6 +104,32 @@ void any_fault_step(benchmark::State& state) {
   state.SetLabel(std::string(name));
   run(state, tgs::make_fault_policy(name), observations);
 }
+
+// The residency plan over N managed allocations shaped like a PyTorch job's caching allocator
+// (2 MiB and 20 MiB segments, larger exact-size blocks, a few GiB-sized tables), under a limit
+// of half their total.
+void plan_residency(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::mt19937_64 rng{3};
+  std::vector<tgs::managed_allocation> allocs(n);
+  tgs::bytes total;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t kind = rng() % 16;
+    const tgs::bytes size = kind < 8    ? 2_MiB
+                            : kind < 13 ? 20_MiB
+                            : kind < 15 ? tgs::bytes{(rng() % 512 + 1) << 21}
+                                        : 2_GiB;
+    allocs[i] = {size, i};
+    total += size;
+  }
+  const tgs::bytes limit{total.count() / 2};
+  for (auto _ : state) {
+    auto plan = tgs::plan_residency(allocs, limit, 2_MiB);
+    benchmark::DoNotOptimize(plan.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+BENCHMARK(plan_residency)->Arg(16)->Arg(128)->Arg(1024);
 
 BENCHMARK_TEMPLATE(memory_step, tgs::transparent_unified_memory);
 BENCHMARK_TEMPLATE(memory_step, tgs::hard_limit);
