@@ -122,6 +122,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-noise-band", tgs_cfg.max_noise_band, "tgs: upper bound of the widened dead band")
       ->capture_default_str();
+  // The released code's growth constants, for opportunistic jobs whose block rate is far from the
+  // production job's (a DLRM-like job launches many cheap blocks: docs/results/gpu-memory.md).
+  app.add_option("--additive-increase", tgs_cfg.additive_increase,
+                 "tgs: budget increase per control step in congestion avoidance, as a fraction of the "
+                 "production rate (released code 0.00025)")
+      ->capture_default_str();
+  app.add_option("--multiplicative-decrease", tgs_cfg.multiplicative_decrease,
+                 "tgs: budget decrease per control step above the dead band, as a fraction of the budget")
+      ->capture_default_str();
+  app.add_option("--reset-band-multiple", tgs_cfg.reset_band_multiple,
+                 "tgs: a slowdown of this many dead bands restarts slow start (released code 3)")
+      ->capture_default_str();
 
   std::string memory_policy = "off";
   double memory_budget_mib = 0;
