@@ -3,7 +3,7 @@
 # Real-GPU memory scenarios of TGS (NSDI'23 §5, transparent unified memory) against a configured
 # memory budget smaller than the card. Per scenario a production job shares the GPU with a
 # memory-heavy DLRM-like opportunistic job (bench/gpu/train.py --model dlrm):
-#   low:  production ResNet-50 (RESNET_BATCH) + opportunistic DLRM-like
+#   low:  production ResNet-50 (LOW_MODEL, RESNET_BATCH) + opportunistic DLRM-like
 #   high: production BERT-base (BERT_BATCH, seq BERT_SEQ) + opportunistic DLRM-like
 # First each job's footprint alone (train.py --report-memory-only: peak reserved bytes P, O);
 # the per-GPU budget is then BUDGET_MIB = ceil((P + O) / RATIO / MiB), so the two jobs
@@ -33,7 +33,9 @@
 #   RUNS (3) runs of coexec-um and tgs, ALONE_RUNS (2), WINDOWS (3) windows of WINDOW_S (4)
 #   seconds, WARMUP_S (15) before the first window, TGS_SETTLE_S (20) more in tgs runs,
 #   OPP_DELAY_S (5), TGS_PRODUCTION_WINDOW_MS (1000), RATIO (1.5), BUDGET_MIB (unset: from the
-#   footprints), RESERVE_MIB (1024), RESNET_BATCH (128), BERT_BATCH (32), BERT_SEQ (128),
+#   footprints), RESERVE_MIB (1024), LOW_MODEL (resnet50: the low scenario's production model,
+#   any torchvision classifier train.py knows, e.g. mobilenet_v2 for a production job that leaves
+#   the GPU room), RESNET_BATCH (128: LOW_MODEL's batch), BERT_BATCH (32), BERT_SEQ (128),
 #   DLRM_BATCH (2048), DLRM_TABLES (8), DLRM_ROWS (2000000), DLRM_DIM (256), DLRM_BAG (32),
 #   FAULT_RUN_S (10) seconds the fresh production job runs before the SIGSEGV, FAULT_AFTER_S (5)
 #   seconds it runs after, FAULT_TIMEOUT_S (20) longest wait for a drop or a restore,
@@ -78,6 +80,19 @@ RATIO=${RATIO:-1.5}
 BUDGET_MIB=${BUDGET_MIB:-}
 RESERVE_MIB=${RESERVE_MIB:-1024}
 RESNET_BATCH=${RESNET_BATCH:-128}
+LOW_MODEL=${LOW_MODEL:-resnet50}
+# train.py's image models, read from its IMAGE_MODELS list (no torch import needed).
+image_models=$(python3 - "$repo/bench/gpu/train.py" <<'PY'
+import ast, sys
+for node in ast.parse(open(sys.argv[1]).read()).body:
+    if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "IMAGE_MODELS" for t in node.targets):
+        print(" ".join(ast.literal_eval(node.value)))
+PY
+)
+case " $image_models " in
+  *" $LOW_MODEL "*) ;;
+  *) echo "LOW_MODEL must be one of train.py's image models: $image_models (got '$LOW_MODEL')"; exit 2 ;;
+esac
 BERT_BATCH=${BERT_BATCH:-32}
 BERT_SEQ=${BERT_SEQ:-128}
 DLRM_BATCH=${DLRM_BATCH:-2048}
@@ -100,7 +115,7 @@ case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DE
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\" FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\" FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -566,7 +581,7 @@ PY
 for s in $SCENARIOS; do
   case $s in low|high) ;; *) echo "unknown scenario '$s' (low, high)"; exit 2 ;; esac
 done
-prod_model_of() { case $1 in low) echo resnet50 ;; high) echo bert_base ;; esac; }
+prod_model_of() { case $1 in low) echo "$LOW_MODEL" ;; high) echo bert_base ;; esac; }
 
 say "build (against the real libcuda; no CUDA toolkit headers needed)"
 . "$repo/bench/gpu/build_backend.sh"
@@ -588,10 +603,10 @@ say "$device, driver $driver, $free_mib MiB free"
 job_args() {
   JA=(--model "$1")
   case $1 in
-    resnet50) JA+=(--batch "$RESNET_BATCH") ;;
     bert_base) JA+=(--batch "$BERT_BATCH" --seq-len "$BERT_SEQ") ;;
     dlrm) JA+=(--batch "$DLRM_BATCH" --dlrm-tables "$DLRM_TABLES" --dlrm-rows "$DLRM_ROWS" --dlrm-dim "$DLRM_DIM"
                --dlrm-bag "$DLRM_BAG") ;;
+    *) JA+=(--batch "$RESNET_BATCH") ;;  # LOW_MODEL
   esac
 }
 errfile() { echo "$work/$(echo "$1" | tr '/' '_').err"; }
