@@ -556,7 +556,6 @@ CUresult fake_prefetch(CUdeviceptr ptr, std::size_t count, CUmemLocation locatio
       }
       page.device = target;
     }
-    // Host share never above the managed total for a concurrent launch: add before, drop after.
     if (target == on_host) managed_host_bytes.fetch_add(moved);
     managed_host_bytes.fetch_sub(from_host);
   }
