@@ -1122,6 +1122,22 @@ FAKE_EXPORT CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kern
   return CUDA_SUCCESS;
 }
 
+/// This process's managed memory, split by where its pages reside (any pointer may be null): what
+/// the driver really holds, for checking a caller's own accounting against it.
+FAKE_EXPORT CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, unsigned long long* host_bytes) {
+  std::lock_guard lock(memory.mutex);
+  std::uint64_t on_device = 0;
+  std::uint64_t on_host_total = 0;
+  for (const auto& [address, a] : own_memory().allocations) {
+    for (std::size_t i = 0; a.managed && i < a.pages.size(); ++i) {
+      (a.pages[i].device == on_host ? on_host_total : on_device) += a.page_bytes(i);
+    }
+  }
+  if (device_bytes != nullptr) *device_bytes = on_device;
+  if (host_bytes != nullptr) *host_bytes = on_host_total;
+  return CUDA_SUCCESS;
+}
+
 /// Where the page holding `ptr` of a managed allocation resides (a device ordinal, or -1 for the
 /// host), its preferred location (type CU_MEM_LOCATION_TYPE_INVALID: none) and the allocation's
 /// accessed-by set (bit d: device d; bit 8: the host). Any output pointer may be null.

@@ -29,6 +29,9 @@
 #include "cuda_subset.hpp"
 #include "driver_api.hpp"
 
+// The fake driver's test hook (no CUDA counterpart; tgs-fake-train runs on the fake driver only).
+extern "C" CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, unsigned long long* host_bytes);
+
 namespace {
 
 using get_proc_v2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
@@ -297,9 +300,16 @@ int main(int argc, char** argv) {
     const double since_report = std::chrono::duration<double>(now - last_report).count();
     const bool done = seconds > 0 && elapsed >= seconds;
     if (since_report >= report_s || done) {
-      std::printf("{\"event\":\"%s\",\"t\":%.3f,\"iterations\":%llu,\"iter_per_s\":%.2f}\n", done ? "done" : "progress",
-                  elapsed, static_cast<unsigned long long>(iterations),
-                  static_cast<double>(iterations - last_iterations) / since_report);
+      // Where the driver holds this job's managed memory: the tests check the interposer's
+      // accounting (tgs-node status) against it.
+      unsigned long long managed_device = 0;
+      unsigned long long managed_host = 0;
+      tgsFakeManagedResidency(&managed_device, &managed_host);
+      std::printf(
+          "{\"event\":\"%s\",\"t\":%.3f,\"iterations\":%llu,\"iter_per_s\":%.2f,\"managed_device_bytes\":%llu,"
+          "\"managed_host_bytes\":%llu}\n",
+          done ? "done" : "progress", elapsed, static_cast<unsigned long long>(iterations),
+          static_cast<double>(iterations - last_iterations) / since_report, managed_device, managed_host);
       std::fflush(stdout);
       last_report = now;
       last_iterations = iterations;

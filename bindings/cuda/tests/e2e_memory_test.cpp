@@ -84,6 +84,32 @@ class MemoryEndToEnd : public EndToEnd {
     return found;
   }
 
+  /// The bytes of managed memory the fake driver holds on the device for `p`, from its latest
+  /// progress line (the driver's truth, against which the interposer's accounting is checked).
+  static std::optional<double> driver_managed_device_bytes(process& p) {
+    const std::vector<std::string>& lines = p.stdout_lines();
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+      if (const auto v = json_number(*it, "managed_device_bytes")) return v;
+    }
+    return std::nullopt;
+  }
+
+  /// Waits until tgs-node's count of `cls`'s resident managed bytes equals what the driver holds
+  /// on the device for `p` (both move while the evictor works: they must meet once it is done).
+  void expect_accounting_matches_driver(process& p, const std::string& cls) {
+    p.drain();
+    const bool met = static_cast<bool>(time_until(
+        [&] {
+          p.drain();
+          const auto counted = json_number(job_line(cls), "managed_resident_bytes");
+          const auto held = driver_managed_device_bytes(p);
+          return counted && held && *counted == *held;
+        },
+        3s));
+    EXPECT_TRUE(met) << "tgs-node counts " << job_line(cls) << "\nthe driver holds "
+                     << driver_managed_device_bytes(p).value_or(-1) << " bytes on the device";
+  }
+
   /// Starts an opportunistic job holding 704 MiB and waits until the node counts all of it.
   process& start_big_opportunistic(std::vector<std::string> more = {}) {
     process& opp = start_memory_job("opportunistic", 640, std::move(more));
@@ -118,6 +144,7 @@ TEST_F(MemoryEndToEnd, OpportunisticMemoryIsEvictedSoTheProductionJobGetsItsMemo
   EXPECT_EQ(*limit, (1024 - 64 - 576) * mib);
   EXPECT_LE(*resident, *limit);
   EXPECT_GE(json_number(o, "evictions").value_or(0), 1);
+  expect_accounting_matches_driver(opp, "opportunistic");
   EXPECT_GT(measure_rate(prod, 1s), 50.0) << "the production job runs";
   EXPECT_GT(measure_rate(opp, 1s), 0.0) << "the evicted job runs too, from host memory";
 
@@ -134,6 +161,7 @@ TEST_F(MemoryEndToEnd, OpportunisticMemoryIsEvictedSoTheProductionJobGetsItsMemo
   std::printf("opportunistic memory restored %.2f s after the production job was killed\n", *restored);
   EXPECT_LE(*restored, 1.5);
   EXPECT_GE(json_number(job_line("opportunistic"), "restores").value_or(0), 1);
+  expect_accounting_matches_driver(opp, "opportunistic");
 }
 
 // The residency plan (tgs::plan_residency): under its limit the opportunistic job keeps its small
@@ -166,6 +194,7 @@ TEST_F(MemoryEndToEnd, SmallAllocationsStayOnTheGpuAndTheLargeOneIsEvictedInPart
       3s, "the late 32 MiB on the GPU, the table's last 32 MiB evicted");
   EXPECT_EQ(json_number(o, "host_placed_bytes"), 320 * mib) << "the late allocation was placed on the GPU" << o;
   EXPECT_EQ(json_number(o, "evictions"), 1) << o;
+  expect_accounting_matches_driver(opp, "opportunistic");
   EXPECT_GT(measure_rate(opp, 1s), 0.0);
   EXPECT_GT(measure_rate(prod, 1s), 50.0);
 }

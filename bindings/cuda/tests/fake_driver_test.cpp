@@ -27,6 +27,7 @@ extern "C" {
 CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kernels, unsigned long long* kernel_ns,
                                unsigned long long* prefetches, unsigned long long* prefetched_bytes);
 CUresult tgsFakeManagedState(CUdeviceptr ptr, int* resident_device, CUmemLocation* preferred, unsigned* accessed_by);
+CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, unsigned long long* host_bytes);
 }
 
 namespace {
@@ -268,6 +269,11 @@ TEST_F(FakeDriver, PrefetchMovesManagedMemoryBetweenDeviceAndHost) {
   EXPECT_EQ(resident(m), 0);
   EXPECT_EQ(resident(m + 32 * mib), 0);
   EXPECT_EQ(free_mib(), capacity_mib - 48);
+  unsigned long long on_device = 0;
+  unsigned long long on_host_bytes = 0;
+  ASSERT_EQ(tgsFakeManagedResidency(&on_device, &on_host_bytes), CUDA_SUCCESS);
+  EXPECT_EQ(on_device, 48 * mib);
+  EXPECT_EQ(on_host_bytes, 16 * mib);
   // The whole allocation: the rest follows; the range already on host is not copied again.
   ASSERT_EQ(cuMemPrefetchAsync_v2(m, 64 * mib, host, 0, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(resident(m), on_host);
