@@ -511,9 +511,11 @@ allocation* managed_range(process_memory& m, CUdeviceptr ptr, std::size_t count,
   return a;
 }
 
+bool valid_device(int ordinal) { return ordinal >= 0 && ordinal < config().device_count; }
+
 bool valid_location(CUmemLocation location) {
   if (location.type == CU_MEM_LOCATION_TYPE_HOST) return true;
-  return location.type == CU_MEM_LOCATION_TYPE_DEVICE && location.id >= 0 && location.id < config().device_count;
+  return location.type == CU_MEM_LOCATION_TYPE_DEVICE && valid_device(location.id);
 }
 
 unsigned location_bit(CUmemLocation location) {
@@ -747,7 +749,7 @@ FAKE_EXPORT CUresult cuDeviceGetCount(int* count) {
 }
 FAKE_EXPORT CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal < 0 || ordinal >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
   *dev = ordinal;
   return CUDA_SUCCESS;
 }
@@ -758,18 +760,18 @@ FAKE_EXPORT CUresult cuDeviceGetName(char* name, int length, CUdevice dev) {
 }
 FAKE_EXPORT CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev) {
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || dev >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *bytes = config().memory_bytes;
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || dev >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(dev) + 1);
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  return dev < 0 || dev >= config().device_count ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+  return valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1112,7 +1114,7 @@ FAKE_EXPORT CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr ptr, std::size_t cou
 /// The counters of device `ordinal`'s shared segment (any pointer may be null).
 FAKE_EXPORT CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kernels, unsigned long long* kernel_ns,
                                            unsigned long long* prefetches, unsigned long long* prefetched_bytes) {
-  if (ordinal < 0 || ordinal >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
   device_state* d = device(ordinal);
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   if (kernels != nullptr) *kernels = d->kernels.load();
