@@ -537,6 +537,75 @@ TEST(TgsRateControl, NoiseBandLetsTheOpportunisticJobGrowBesideANoisyProductionJ
   EXPECT_LE(f.controller.dead_band(), calibrated.max_noise_band);
 }
 
+TEST(TgsRateControl, ProfileMeanKeepsANoisyUnslowedJobInsideTheBand) {
+  // A ±10% noisy production job that the opportunistic job does not slow at all. The released
+  // estimator puts R near the top of the noise, so most windows read as a slowdown beyond a 5%
+  // band and the budget is driven down; R from the profiling mean keeps the job mid-band.
+  cfg_t released;
+  released.noise_band_multiple = 2.5;
+  released.max_noise_band = 0.05;
+  released.rate_smoothing = 0.8;
+  released.additive_increase = 0.005;  // growth that is not the bottleneck here
+  cfg_t mean = released;
+  mean.max_rate_from_profile_mean = true;
+  const std::uint64_t starved = budget_under_noise(released, 80);
+  const std::uint64_t grown = budget_under_noise(mean, 80);
+  EXPECT_GT(grown, 3 * std::max<std::uint64_t>(starved, 1)) << "released " << starved << ", mean " << grown;
+
+  tgs_feed f = make_feed(mean);
+  f.arrive();
+  noisy_rate rate(0.10);
+  while (f.controller.control_windows() == 0) f.window(rate.next());
+  EXPECT_NEAR(f.controller.max_rate(), static_cast<double>(plateau), 0.06 * plateau);
+  // A real slowdown still cuts the budget, and R does not follow it down.
+  for (int i = 0; i < 10; ++i) f.window(plateau);
+  const std::uint64_t before = f.controller.budget();
+  const double r = f.controller.max_rate();
+  for (int i = 0; i < 3; ++i) f.window(plateau * 88 / 100);
+  EXPECT_LT(f.controller.budget(), before);
+  EXPECT_DOUBLE_EQ(f.controller.max_rate(), r);
+}
+
+TEST(TgsRateControl, ProfileMeanCountsAFasterProductionJobAsUnslowed) {
+  cfg_t cfg;
+  cfg.max_rate_from_profile_mean = true;
+  tgs_feed f = in_control(cfg);
+  const std::uint64_t before = f.controller.budget();
+  // 15% faster than its profiled mean: the released |deviation| would leave slow start.
+  for (int i = 0; i < 3; ++i) f.window(plateau * 115 / 100);
+  EXPECT_GT(f.controller.budget(), before);
+  EXPECT_EQ(f.controller.phase(), tgs_phase::slow_start);
+  cfg_t released;
+  tgs_feed g = in_control(released);
+  g.window(plateau * 115 / 100);
+  EXPECT_EQ(g.controller.phase(), tgs_phase::congestion_avoidance);
+}
+
+TEST(TgsRateControl, MinBudgetKeepsTheBudgetOffZero) {
+  cfg_t cfg;
+  cfg.min_budget = 5'000;
+  tgs_feed f = in_congestion_avoidance(cfg);
+  for (int i = 0; i < 40; ++i) f.window(plateau * 94 / 100);  // outside the band, below the reset
+  EXPECT_EQ(f.controller.budget(), 5'000u);
+  for (int i = 0; i < 5; ++i) f.window(plateau * 80 / 100);  // resets to slow start, divides
+  EXPECT_GE(f.controller.budget(), 5'000u);
+  tgs_feed g = in_congestion_avoidance();
+  for (int i = 0; i < 40; ++i) g.window(plateau * 94 / 100);
+  EXPECT_EQ(g.controller.budget(), 0u);  // the released code
+  cfg.min_budget = cfg.initial_budget + 1;
+  EXPECT_THROW(tgs_rate_control{cfg}, config_error);
+}
+
+TEST(TgsRateControl, ProfileMeanIsOffByDefault) {
+  // Released behaviour: R rises to the estimator's largest pair mean.
+  tgs_feed f = in_control();
+  f.window(plateau * 105 / 100);
+  f.window(plateau * 105 / 100);
+  f.window(plateau * 105 / 100);
+  EXPECT_GT(f.controller.max_rate(), static_cast<double>(plateau));
+  EXPECT_FALSE(cfg_t{}.max_rate_from_profile_mean);
+}
+
 TEST(TgsRateControl, NoiseBandKeepsTheReleasedBandForASteadyJobAndIsCapped) {
   cfg_t cfg;
   cfg.noise_band_multiple = 2.5;

@@ -201,6 +201,24 @@ class tgs_rate_control {
     /// Upper bound of the widened band: above it the controller could not tell a noisy job from
     /// a slowed-down one. `reset_band_multiple` times it must stay below 1.
     double max_noise_band = 0.2;
+    /// Take R as the mean of the profiling run's samples, and do not let the estimator raise it
+    /// while in control (an estimate beyond `reprofile_threshold` still re-profiles). The
+    /// released estimator (the largest mean of two adjacent windows, and R only ever rising
+    /// towards it) sits near the top of a noisy rate's range, so a production job that is not
+    /// slowed at all reads as slowed by about its own noise: on an H100 a ResNet-50 batch-32
+    /// job (±7% between 1 s windows) read as 15% slowed and the budget fell to 0 with the
+    /// production job at 1.02 of alone (docs/results/gpu-memory.md). With this switch a job at
+    /// its standalone mean sits in the middle of the dead band, and a window above R counts as
+    /// unslowed (the released code's deviation is |rate - R| / R, which with R at a mean would
+    /// cut the budget whenever the job runs faster than its mean). Our extension; `false` is the
+    /// released code.
+    bool max_rate_from_profile_mean = false;
+    /// The budget never falls below this many blocks per budget window in control. 0 (the
+    /// released code): decreases of `min_step` drive a small budget to 0, from which slow start
+    /// grows by x1.5 + 1 (1, 2, 4, 7, ...), so one transient dip (say the opportunistic job's own
+    /// start-up) holds the opportunistic job for tens of windows. Our extension; at most
+    /// `initial_budget`.
+    std::uint64_t min_budget = 0;
     /// Freeze R while any of the last `rate_window_size` windows is idle. Our deviation (see the
     /// class comment); `false` reproduces the released code.
     bool freeze_max_rate_while_idle = true;
@@ -303,6 +321,7 @@ class tgs_rate_control {
           "in [1, budget_ceiling]", c.initial_budget);
     check(c.rate_window_size >= 2 && c.rate_window_size <= max_rate_window_size, p,
           "rate_window_size", "in [2, 16]", c.rate_window_size);
+    check(c.min_budget <= c.initial_budget, p, "min_budget", "at most initial_budget", c.min_budget);
     check(c.profile_windows >= 1, p, "profile_windows", "at least 1", c.profile_windows);
     check(c.max_profile_windows >= c.profile_windows, p, "max_profile_windows",
           "at least profile_windows", c.max_profile_windows);
@@ -440,6 +459,7 @@ class tgs_rate_control {
     const bool minimum_done = profile_windows_ >= cfg_.profile_windows;
     const bool bounded = profile_windows_ >= cfg_.max_profile_windows;
     if (minimum_done && (!keep_profiling_ || bounded) && max_rate_ > 0.0) {
+      if (cfg_.max_rate_from_profile_mean && noise_.n > 0) max_rate_ = noise_.mean;
       stage_ = stage::control;
       band_ = band_for_noise();
       keep_profiling_ = false;  // the code leaves its loop only with the flag clear
@@ -453,7 +473,7 @@ class tgs_rate_control {
     if (!(cfg_.freeze_max_rate_while_idle && idle > 0)) {
       const double deviation = (estimate - max_rate_) / max_rate_;
       if (deviation >= -cfg_.track_tolerance && deviation <= cfg_.track_tolerance) {
-        max_rate_ = std::max(max_rate_, estimate);
+        if (!cfg_.max_rate_from_profile_mean) max_rate_ = std::max(max_rate_, estimate);
       } else if (deviation > cfg_.reprofile_threshold || deviation < -cfg_.reprofile_threshold) {
         max_rate_ = deviation > 0.0 ? std::max(max_rate_, estimate * (1.0 - cfg_.profile_step))
                                     : std::min(max_rate_, estimate * (1.0 + cfg_.profile_step));
@@ -500,7 +520,9 @@ class tgs_rate_control {
 
   /// `update_rate_limit`: slow start, congestion avoidance and max-rate decay.
   void update_budget(double sample, double opportunistic_rate) noexcept {
-    const double delta = std::abs(sample - max_rate_) / max_rate_;
+    const double delta = cfg_.max_rate_from_profile_mean
+                             ? std::max(0.0, (max_rate_ - sample) / max_rate_)
+                             : std::abs(sample - max_rate_) / max_rate_;
     const auto min_step = static_cast<std::int64_t>(cfg_.min_step);
     const auto ceiling = static_cast<double>(cfg_.budget_ceiling);
     std::int64_t limit = budget_;
@@ -550,7 +572,7 @@ class tgs_rate_control {
     } else {
       decay_count_ = 0;
     }
-    budget_ = std::max<std::int64_t>(limit, 0);
+    budget_ = std::max<std::int64_t>(limit, static_cast<std::int64_t>(cfg_.min_budget));
     unthrottled_ = false;
   }
 
