@@ -122,6 +122,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-noise-band", tgs_cfg.max_noise_band, "tgs: upper bound of the widened dead band")
       ->capture_default_str();
+  app.add_option("--min-budget", tgs_cfg.min_budget,
+                 "tgs: the budget never falls below this many blocks per budget window (released code 0)")
+      ->capture_default_str();
+  app.add_flag("--max-rate-from-profile-mean", tgs_cfg.max_rate_from_profile_mean,
+               "tgs: take the production job's standalone rate R as the mean of its profiling windows and "
+               "keep it in control (the released code takes the largest mean of two adjacent windows and "
+               "lets R rise: near the top of a noisy job's range)");
   // The released code's growth constants, for opportunistic jobs whose block rate is far from the
   // production job's (a DLRM-like job launches many cheap blocks: docs/results/gpu-memory.md).
   app.add_option("--additive-increase", tgs_cfg.additive_increase,
@@ -134,6 +141,18 @@ int main(int argc, char** argv) {
   app.add_option("--reset-band-multiple", tgs_cfg.reset_band_multiple,
                  "tgs: a slowdown of this many dead bands restarts slow start (released code 3)")
       ->capture_default_str();
+  // The released code caps the budget at 3x the opportunistic job's rate but never below 2^32
+  // (2^40 in slow start), so a budget that grew past what the job launches stays far above it, and
+  // each 8% decrease takes dozens of windows to bind (docs/results/gpu-memory.md). A small floor
+  // keeps the budget within a few windows' growth of what the job really uses.
+  app.add_option("--cap-rate-multiple", tgs_cfg.cap_rate_multiple,
+                 "tgs: the budget is capped at this multiple of the opportunistic job's launch rate, or at "
+                 "--cap-floor if that is larger (released code 3)")
+      ->capture_default_str();
+  std::uint64_t cap_floor = 0;
+  app.add_option("--cap-floor", cap_floor,
+                 "tgs: floor of that cap, blocks per budget window (0: the released code's 2^32, and 2^40 in "
+                 "slow start)");
 
   std::string memory_policy = "off";
   double memory_budget_mib = 0;
@@ -191,6 +210,10 @@ int main(int argc, char** argv) {
   if (auto* t = std::get_if<tgs::tgs_rate_control::config>(&*cfg)) {
     tgs_cfg.production_window = tgs::from_seconds(production_window_ms / 1e3);
     tgs_cfg.budget_window = tgs::from_seconds(budget_window_ms / 1e3);
+    if (cap_floor > 0) {
+      tgs_cfg.slow_start_cap_floor = cap_floor;
+      tgs_cfg.congestion_cap_floor = cap_floor;
+    }
     *t = tgs_cfg;
   }
   options.controller = *cfg;
