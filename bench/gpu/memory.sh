@@ -19,6 +19,10 @@
 #               demonstration: SIGKILL the production job (time until tgs-node drops it, time
 #               until the DLRM job is restored to the GPU), then a fresh production job, then
 #               SIGSEGV the DLRM job (time until dropped; the production job's progress after).
+#   opp-limited the DLRM job beside an idle production job (it trains OPP_DELAY_S seconds, then
+#               holds its memory and launches nothing), tgs-node --policy co-execution
+#               --memory-policy tgs: the resident limit of a tgs run, no rate control, the GPU
+#               to itself; the ceiling of its tgs share (RUNS)
 #   hard-limit  tgs-node --memory-policy hard-limit with a production limit of P + 2048 MiB and
 #               the rest of the budget for the DLRM job, which should die out of memory at start
 #               (one run).
@@ -43,10 +47,10 @@
 #   after which no further run starts (a device call is limited to 600 s: runs that would end
 #   later are skipped, with a warning in the summary; the tgs run that still fits becomes the
 #   one with the fault demonstration), TGS_GPU_BUILD (/tmp/tgs-gpu-build), TGS_NODE_FLAGS (empty)
-#   extra tgs-node rate-control flags for the tgs and hard-limit runs, MODES ("coexec-um hard-limit
-#   tgs") the shared modes to run (the alone runs always run: the numbers are normalized to them),
+#   extra tgs-node rate-control flags for the tgs and hard-limit runs, MODES ("coexec-um opp-limited
+#   hard-limit tgs") the modes to run (the alone runs always run: the numbers are normalized to them),
 #   FAULT_DEMO (1; 0: no fault demonstration, every tgs run is a plain one).
-# Order per scenario: alone runs, coexec-um runs, hard-limit, tgs runs (the fault demonstration
+# Order per scenario: alone runs, coexec-um runs, opp-limited runs, hard-limit, tgs runs (the fault demonstration
 # ends the last one).
 # Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
 # $OUT/memory-runs.jsonl (every train.py result line), $OUT/status-samples.jsonl (tgs-node
@@ -106,10 +110,10 @@ FAULT_TIMEOUT_S=${FAULT_TIMEOUT_S:-20}
 JOB_GRACE_S=${JOB_GRACE_S:-20}
 MAX_S=${MAX_S:-540}
 TGS_NODE_FLAGS=${TGS_NODE_FLAGS:-}
-MODES=${MODES:-coexec-um hard-limit tgs}
+MODES=${MODES:-coexec-um opp-limited hard-limit tgs}
 FAULT_DEMO=${FAULT_DEMO:-1}
 for m in $MODES; do
-  case $m in coexec-um | hard-limit | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um hard-limit tgs)"; exit 2 ;; esac
+  case $m in coexec-um | opp-limited | hard-limit | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um opp-limited hard-limit tgs)"; exit 2 ;; esac
 done
 case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DEMO')"; exit 2 ;; esac
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -408,12 +412,17 @@ def cmd_summarize():
             m[cls + "_it_per_s"] = base
         m["runs"] = len(alone.get(prod, []))
         entry["modes"]["alone"] = m
-        for mode in ("coexec-um", "tgs", "hard-limit"):
+        for mode in ("coexec-um", "opp-limited", "tgs", "hard-limit"):
             labels = sorted({l.rsplit("/", 1)[0] for l in list(by_label) + list(exits) if l.startswith(f"{scen}/{mode}/")})
             if not labels:
                 continue
             m = {"runs": len(labels)}
             for cls, model in (("production", prod), ("opportunistic", "dlrm")):
+                if mode == "opp-limited" and cls == "production":
+                    # The DLRM job runs alone there: no production numbers.
+                    m.update({"production": None, "production_spread": None, "production_it_per_s": None,
+                              "production_missing_runs": 0, "production_exit_codes": []})
+                    continue
                 rates = [run_rate(f"{l}/{cls}") for l in labels]
                 missing = sum(r is None for r in rates)
                 if mode != "hard-limit":
@@ -841,6 +850,33 @@ run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
   stop_node
 }
 
+# The DLRM job beside an idle production job under the tgs memory policy: the production job
+# trains a few seconds (its caching allocator then holds its footprint) and idles, so the DLRM
+# job has the resident limit it has in a tgs run and the GPU to itself; rate control is off
+# (co-execution). Its throughput here is what the memory budget alone leaves it (its
+# host-resident rows are read over PCIe): the ceiling of its share in a tgs run.
+run_opp_limited() {  # run_opp_limited SCENARIO INDEX
+  local scen=$1 i=$2 prod start p1 p2 base=$1/opp-limited/$2
+  prod=$(prod_model_of "$scen")
+  say "$base (beside an idle $prod)"
+  start_node "$base" --policy co-execution --memory-policy tgs --memory-budget-mib "${BUDGET[$scen]}" \
+    --memory-reserve-mib "$RESERVE_MIB"
+  start_sampler "$base"
+  launch "$base/idle-production" production "$prod" 1 "$runs" --start-at "$(( $(date +%s) + OPP_DELAY_S ))" \
+    --timeline-s 600 --pause-at 0 --pause-s 600
+  p1=$last_pid
+  sleep "$OPP_DELAY_S"
+  start=$(( $(date +%s) + WARMUP_S ))
+  win_args "$start"
+  launch "$base/opportunistic" opportunistic dlrm 1 "$runs" "${WA[@]}" --no-core-dump
+  p2=$last_pid
+  reap "$p2" "$base/opportunistic" $(( $(measured_end "$start") + JOB_GRACE_S ))
+  kill -TERM "$p1" 2>/dev/null || true
+  reap "$p1" "$base/idle-production" $(( $(date +%s) + 15 ))
+  stop_sampler
+  stop_node
+}
+
 run_hard_limit() {  # run_hard_limit SCENARIO
   local scen=$1 prod start p1 p2 base=$1/hard-limit/1
   prod=$(prod_model_of "$scen")
@@ -884,6 +920,11 @@ for scen in $SCENARIOS; do
   if has_mode coexec-um; then
     for i in $(seq "$RUNS"); do
       if fits "$est_plain"; then run_coexec "$scen" "$i"; else skip "$scen/coexec-um/$i"; fi
+    done
+  fi
+  if has_mode opp-limited; then
+    for i in $(seq "$RUNS"); do
+      if fits $(( est_plain + OPP_DELAY_S )); then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
     done
   fi
   if has_mode hard-limit; then
