@@ -19,8 +19,8 @@
 #               demonstration: SIGKILL the production job (time until tgs-node drops it, time
 #               until the DLRM job is restored to the GPU), then a fresh production job, then
 #               SIGSEGV the DLRM job (time until dropped; the production job's progress after).
-#   opp-limited the DLRM job beside an idle production job (it trains OPP_DELAY_S seconds, then
-#               holds its memory and launches nothing), tgs-node --policy co-execution
+#   opp-limited the DLRM job beside an idle production job (it trains 3 steps, then holds its
+#               memory and launches nothing), tgs-node --policy co-execution
 #               --memory-policy tgs: the resident limit of a tgs run, no rate control, the GPU
 #               to itself; the ceiling of its tgs share (RUNS)
 #   hard-limit  tgs-node --memory-policy hard-limit with a production limit of P + 2048 MiB and
@@ -851,8 +851,8 @@ run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
 }
 
 # The DLRM job beside an idle production job under the tgs memory policy: the production job
-# trains a few seconds (its caching allocator then holds its footprint) and idles, so the DLRM
-# job has the resident limit it has in a tgs run and the GPU to itself; rate control is off
+# trains 3 steps (its caching allocator then holds its footprint) and idles, so the DLRM job
+# has the resident limit it has in a tgs run and the GPU to itself; rate control is off
 # (co-execution). Its throughput here is what the memory budget alone leaves it (its
 # host-resident rows are read over PCIe): the ceiling of its share in a tgs run.
 run_opp_limited() {  # run_opp_limited SCENARIO INDEX
@@ -862,10 +862,16 @@ run_opp_limited() {  # run_opp_limited SCENARIO INDEX
   start_node "$base" --policy co-execution --memory-policy tgs --memory-budget-mib "${BUDGET[$scen]}" \
     --memory-reserve-mib "$RESERVE_MIB"
   start_sampler "$base"
-  launch "$base/idle-production" production "$prod" 1 "$runs" --start-at "$(( $(date +%s) + OPP_DELAY_S ))" \
-    --timeline-s 600 --pause-at 0 --pause-s 600
+  launch "$base/idle-production" production "$prod" 1 "$runs" --idle-after-steps 3
   p1=$last_pid
-  sleep "$OPP_DELAY_S"
+  # Its JSON line says its steps are done and its footprint is allocated (as in a tgs run).
+  local deadline=$(( $(date +%s) + 180 ))
+  until grep -q "\"label\": \"$base/idle-production\"" "$runs"; do
+    if [ "$(date +%s)" -ge "$deadline" ] || ! kill -0 "$p1" 2>/dev/null; then
+      echo "!! $base: the idle production job did not get ready"; break
+    fi
+    sleep 0.5
+  done
   start=$(( $(date +%s) + WARMUP_S ))
   win_args "$start"
   launch "$base/opportunistic" opportunistic dlrm 1 "$runs" "${WA[@]}" --no-core-dump

@@ -186,6 +186,10 @@ def main() -> int:
     parser.add_argument("--report-memory-only", action="store_true",
                         help="Build the model, run 3 training steps, print the peak reserved and "
                              "allocated bytes as one JSON line and exit")
+    parser.add_argument("--idle-after-steps", type=int, default=0,
+                        help="Run this many training steps, print the memory as one JSON line, then "
+                             "hold that memory and launch nothing until SIGTERM (a job between "
+                             "epochs); no --start-at needed")
     parser.add_argument("--no-core-dump", action="store_true",
                         help="Write no core file if killed by a signal")
     parser.add_argument("--seq-len", type=int, default=128, help="bert_base: sequence length")
@@ -194,8 +198,10 @@ def main() -> int:
     parser.add_argument("--dlrm-dim", type=int, default=256, help="dlrm: embedding dimension")
     parser.add_argument("--dlrm-bag", type=int, default=32, help="dlrm: indices per bag (per sample and table)")
     args = parser.parse_args()
-    if args.start_at is None and not args.report_memory_only:
-        parser.error("--start-at is required (unless --report-memory-only)")
+    if args.start_at is None and not args.report_memory_only and args.idle_after_steps <= 0:
+        parser.error("--start-at is required (unless --report-memory-only or --idle-after-steps)")
+    if args.idle_after_steps < 0:
+        parser.error("--idle-after-steps must be at least 0")
     if args.batch is None:
         args.batch = DEFAULT_BATCH.get(args.model, 64)
     if args.no_core_dump:
@@ -212,6 +218,17 @@ def main() -> int:
             step()
         torch.cuda.synchronize()
         print(json.dumps({"model": args.model, "batch": args.batch, **memory_fields()}), flush=True)
+        return 0
+
+    if args.idle_after_steps > 0:
+        signal.signal(signal.SIGTERM, on_term)
+        for _ in range(args.idle_after_steps):
+            step()
+        torch.cuda.synchronize()
+        print(json.dumps({"label": args.label, "model": args.model, "batch": args.batch,
+                          "idle_after_steps": args.idle_after_steps, **memory_fields()}), flush=True)
+        while not stop_requested:
+            time.sleep(0.1)
         return 0
 
     if args.timeline_s > 0:
