@@ -354,7 +354,16 @@ void node_server::send_status(connection& c, bool json) {
   for (const auto& [gpu, l] : gpus_) {
     const rate_decision& d = l->decision();
     std::string phase = "-";
-    if (const auto* t = l->controller().target<tgs_rate_control>()) phase = std::string(to_string(t->phase()));
+    // The controller's view of the production job (R and the band), so an operator can see why
+    // it throttles: R per second and the dead band in force; null for other policies.
+    std::string max_rate = "null";
+    std::string dead_band = "null";
+    if (const auto* t = l->controller().target<tgs_rate_control>()) {
+      phase = std::string(to_string(t->phase()));
+      const double window_s = std::chrono::duration<double>(t->settings().production_window).count();
+      if (t->max_rate() > 0.0) max_rate = fmt::format("{:.0f}", t->max_rate() / window_s);
+      dead_band = fmt::format("{:.4f}", t->dead_band());
+    }
     const std::string budget = d.opportunistic_budget ? std::to_string(*d.opportunistic_budget) : "unthrottled";
     const double window_ms = std::chrono::duration<double, std::milli>(d.budget_window).count();
     const memory_loop* m = gpu_memory(gpu);
@@ -364,12 +373,14 @@ void node_server::send_status(connection& c, bool json) {
     if (json) {
       lines.push_back(fmt::format(
           R"({{"gpu":{},"phase":"{}","budget_blocks":{},"budget_window_ms":{:.1f},"memory_policy":"{}",)"
-          R"("memory_budget_bytes":{},"opportunistic_resident_limit":{}}})",
+          R"("memory_budget_bytes":{},"opportunistic_resident_limit":{},"max_rate_blocks_per_s":{},"dead_band":{}}})",
           gpu, phase, d.opportunistic_budget ? budget : "null", window_ms, memory_policy,
-          m != nullptr ? m->budget().count() : 0, limit));
+          m != nullptr ? m->budget().count() : 0, limit, max_rate, dead_band));
     } else {
-      lines.push_back(fmt::format("GPU {}: phase {}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}",
-                                  gpu, phase, budget, window_ms, memory_policy,
+      const std::string estimate =
+          max_rate == "null" ? std::string() : fmt::format(" (R {} blocks/s, dead band {})", max_rate, dead_band);
+      lines.push_back(fmt::format("GPU {}: phase {}{}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}",
+                                  gpu, phase, estimate, budget, window_ms, memory_policy,
                                   m == nullptr ? std::string()
                                                : fmt::format(", budget {} MiB, opportunistic resident limit {}",
                                                              m->budget().count() >> 20,

@@ -3,6 +3,8 @@
 // separate processes. Timing bounds are the issue's (>= 0.95 of standalone, reclaim within 1 s);
 // the controller's windows are shortened through its flags so a test takes seconds.
 #include <cstdlib>
+#include <regex>
+#include <string>
 
 #include "e2e_support.hpp"
 
@@ -36,6 +38,10 @@ TEST_F(EndToEnd, ProductionKeepsItsThroughputWhileTheOpportunisticJobUsesTheRest
   // The node really throttled it (no throttling would also leave the opportunistic job running).
   EXPECT_EQ(count(s, R"("class":"opportunistic")"), 1) << s;
   EXPECT_EQ(count(s, R"("throttled_s":0.000)"), 1) << "only the production job should never wait\n" << s;
+  // The status shows the controller's estimate of the production job's rate and its band.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(s, m, std::regex(R"re("max_rate_blocks_per_s":([0-9]+),"dead_band":0\.0300)re"))) << s;
+  EXPECT_GT(std::stod(m[1].str()), 0.0);
 }
 
 TEST_F(EndToEnd, KillingTheOpportunisticJobLeavesProductionRunningAndReclaimsWithinASecond) {
