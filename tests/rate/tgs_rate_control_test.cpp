@@ -519,19 +519,31 @@ std::uint64_t budget_under_noise(const cfg_t& cfg, int windows) {
   return f.controller.budget();
 }
 
+/// Arrival, then a ±10% noisy production job until the first control window.
+tgs_feed noisy_in_control(const cfg_t& cfg) {
+  tgs_feed f = make_feed(cfg);
+  f.arrive();
+  noisy_rate rate(0.10);
+  while (f.controller.control_windows() == 0) f.window(rate.next());
+  return f;
+}
+
+/// Expects `better` to leave the opportunistic job at least `factor` times the budget `worse`
+/// leaves it beside a ±10% noisy production job that nobody slows.
+void expect_grows_more(const cfg_t& worse, const cfg_t& better, std::uint64_t factor) {
+  const std::uint64_t starved = budget_under_noise(worse, 80);
+  const std::uint64_t grown = budget_under_noise(better, 80);
+  EXPECT_GT(grown, factor * std::max<std::uint64_t>(starved, 1)) << "before " << starved << ", after " << grown;
+}
+
 TEST(TgsRateControl, NoiseBandLetsTheOpportunisticJobGrowBesideANoisyProductionJob) {
   // The released 3% band reads ±10% CPU-side noise as interference and keeps cutting the budget;
   // a band calibrated on the job's own noise (measured while profiling) does not.
   cfg_t released;
   cfg_t calibrated;
   calibrated.noise_band_multiple = 2.5;
-  const std::uint64_t starved = budget_under_noise(released, 80);
-  const std::uint64_t grown = budget_under_noise(calibrated, 80);
-  EXPECT_GT(grown, 20 * std::max<std::uint64_t>(starved, 1)) << "released " << starved << ", calibrated " << grown;
-  tgs_feed f = make_feed(calibrated);
-  f.arrive();
-  noisy_rate rate(0.10);
-  while (f.controller.control_windows() == 0) f.window(rate.next());
+  expect_grows_more(released, calibrated, 20);
+  tgs_feed f = noisy_in_control(calibrated);
   // Uniform ±10% has a 5.8% coefficient of variation: 2.5 x that, about 14%.
   EXPECT_GT(f.controller.dead_band(), 0.08);
   EXPECT_LE(f.controller.dead_band(), calibrated.max_noise_band);
@@ -548,14 +560,9 @@ TEST(TgsRateControl, ProfileMeanKeepsANoisyUnslowedJobInsideTheBand) {
   released.additive_increase = 0.005;  // growth that is not the bottleneck here
   cfg_t mean = released;
   mean.max_rate_from_profile_mean = true;
-  const std::uint64_t starved = budget_under_noise(released, 80);
-  const std::uint64_t grown = budget_under_noise(mean, 80);
-  EXPECT_GT(grown, 3 * std::max<std::uint64_t>(starved, 1)) << "released " << starved << ", mean " << grown;
+  expect_grows_more(released, mean, 3);
 
-  tgs_feed f = make_feed(mean);
-  f.arrive();
-  noisy_rate rate(0.10);
-  while (f.controller.control_windows() == 0) f.window(rate.next());
+  tgs_feed f = noisy_in_control(mean);
   EXPECT_NEAR(f.controller.max_rate(), static_cast<double>(plateau), 0.06 * plateau);
   // A real slowdown still cuts the budget, and R does not follow it down.
   for (int i = 0; i < 10; ++i) f.window(plateau);
@@ -611,10 +618,7 @@ TEST(TgsRateControl, NoiseBandKeepsTheReleasedBandForASteadyJobAndIsCapped) {
   cfg.noise_band_multiple = 2.5;
   EXPECT_DOUBLE_EQ(in_control(cfg).controller.dead_band(), cfg.dead_band);
   cfg.noise_band_multiple = 100.0;
-  tgs_feed f = make_feed(cfg);
-  f.arrive();
-  noisy_rate rate(0.10);
-  while (f.controller.control_windows() == 0) f.window(rate.next());
+  tgs_feed f = noisy_in_control(cfg);
   EXPECT_DOUBLE_EQ(f.controller.dead_band(), cfg.max_noise_band);
   // A slowdown beyond the widened band still cuts the budget (the guarantee stays).
   const std::uint64_t before = f.controller.budget();
