@@ -205,9 +205,9 @@ class tgs_rate_control {
     /// while in control (an estimate beyond `reprofile_threshold` still re-profiles). The
     /// released estimator (the largest mean of two adjacent windows, and R only ever rising
     /// towards it) sits near the top of a noisy rate's range, so a production job that is not
-    /// slowed at all reads as slowed by about its own noise: on an H100 a ResNet-50 batch-32
-    /// job (±7% between 1 s windows) read as 15% slowed and the budget fell to 0 with the
-    /// production job at 1.02 of alone (docs/results/gpu-memory.md). With this switch a job at
+    /// slowed at all reads as slowed by about its own noise: on an H100, beside a ResNet-50
+    /// batch-32 job whose 1 s rates vary by 8%, the budget fell to 0 while the production job
+    /// ran at 1.02 of alone (docs/results/gpu-memory.md). With this switch a job at
     /// its standalone mean sits in the middle of the dead band, and a window above R counts as
     /// unslowed (the released code's deviation is |rate - R| / R, which with R at a mean would
     /// cut the budget whenever the job runs faster than its mean). Our extension; `false` is the
