@@ -603,6 +603,79 @@ TEST(TgsRateControl, MinBudgetKeepsTheBudgetOffZero) {
   EXPECT_THROW(tgs_rate_control{cfg}, config_error);
 }
 
+/// A production job whose host side takes `host_s` per block and whose GPU work makes it wait
+/// `wait_s` per block, over a 5 s window.
+job_activity host_and_wait(double host_s, double wait_s) {
+  const double per_block = host_s + wait_s;
+  const auto blocks = static_cast<std::uint64_t>(5.0 / per_block);
+  const auto wait = std::chrono::duration_cast<duration>(
+      std::chrono::duration<double>(wait_s * static_cast<double>(blocks)));
+  return job_activity{.blocks_launched = blocks, .sync_wait = wait};
+}
+
+/// The budget after `windows` windows beside a production job whose host time per block varies
+/// ±20% (its CPU side) around 4 µs and whose wait per block is `wait_s` (1 µs alone).
+std::uint64_t budget_beside_host_noise(const cfg_t& cfg, int windows, double wait_s = 1e-6) {
+  tgs_feed f = make_feed(cfg);
+  f.arrive();
+  noisy_rate noise(0.20);
+  auto host = [&] { return 4e-6 * static_cast<double>(noise.next()) / static_cast<double>(plateau); };
+  while (f.controller.control_windows() == 0) f.step(host_and_wait(host(), 1e-6), blocks(0));
+  for (int i = 0; i < windows; ++i) f.step(host_and_wait(host(), wait_s), blocks(0));
+  return f.controller.budget();
+}
+
+TEST(TgsRateControl, SyncWaitCorrectionIgnoresTheProductionJobsHostNoise) {
+  cfg_t released;
+  cfg_t corrected;
+  corrected.sync_wait_correction = true;
+  const std::uint64_t starved = budget_beside_host_noise(released, 60);
+  const std::uint64_t grown = budget_beside_host_noise(corrected, 60);
+  EXPECT_GT(grown, 20 * std::max<std::uint64_t>(starved, 1)) << "released " << starved << ", corrected " << grown;
+  EXPECT_GT(grown, 1'000'000u);  // slow start all the way: the job was never slowed
+}
+
+TEST(TgsRateControl, SyncWaitCorrectionSeesContention) {
+  // The opportunistic job's kernels add 0.5 µs of wait per block to 5 µs: a 9% slowdown that the
+  // host noise would hide from a single window's block count.
+  cfg_t corrected;
+  corrected.sync_wait_correction = true;
+  tgs_feed f = make_feed(corrected);
+  f.arrive();
+  while (f.controller.control_windows() == 0) f.step(host_and_wait(4e-6, 1e-6), blocks(0));
+  EXPECT_NEAR(f.controller.max_rate(), 5.0 / 5e-6, 1.0);
+  for (int i = 0; i < 5; ++i) f.step(host_and_wait(4e-6, 1e-6), blocks(0));
+  const std::uint64_t before = f.controller.budget();
+  // Host time 10% shorter (the CPU side ran faster) and the wait 50% longer: the block count
+  // barely moves (5.1 µs per block, 2% down, inside the band), the corrected rate falls by 9%.
+  f.step(host_and_wait(3.6e-6, 1.5e-6), blocks(0));
+  EXPECT_EQ(f.controller.budget(), static_cast<std::uint64_t>(static_cast<double>(before) / 1.5));
+  EXPECT_EQ(f.controller.phase(), tgs_phase::congestion_avoidance);
+
+  tgs_feed released = make_feed({});
+  released.arrive();
+  while (released.controller.control_windows() == 0) released.step(host_and_wait(4e-6, 1e-6), blocks(0));
+  for (int i = 0; i < 5; ++i) released.step(host_and_wait(4e-6, 1e-6), blocks(0));
+  const std::uint64_t released_before = released.controller.budget();
+  released.step(host_and_wait(3.6e-6, 1.5e-6), blocks(0));
+  EXPECT_GT(released.controller.budget(), released_before) << "the block count alone misses it";
+}
+
+TEST(TgsRateControl, SyncWaitCorrectionWithoutSyncWaitIsTheBlockRate) {
+  // The simulator reports no sync wait: the option changes nothing there.
+  cfg_t corrected;
+  corrected.sync_wait_correction = true;
+  tgs_feed a = make_feed(corrected);
+  tgs_feed b = make_feed({});
+  a.arrive();
+  b.arrive();
+  noisy_rate ra(0.10);
+  noisy_rate rb(0.10);
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(a.window(ra.next()), b.window(rb.next())) << "window " << i;
+  }
+}
+
 TEST(TgsRateControl, ProfileMeanIsOffByDefault) {
   // Released behaviour: R rises to the estimator's largest pair mean.
   tgs_feed f = in_control();

@@ -27,7 +27,7 @@ struct job_activity {
   /// Time the job spent blocked in its synchronisation calls in the window (waiting for its GPU
   /// work), when the driver knows it. It grows with GPU contention and not with the job's
   /// host-side work, which the launch rate cannot tell apart. The real backend measures it; the
-  /// simulator leaves it empty; no policy uses it yet.
+  /// simulator leaves it empty; `tgs_rate_control` reads it with `sync_wait_correction`.
   std::optional<duration> sync_wait{};
 };
 

@@ -219,6 +219,17 @@ class tgs_rate_control {
     /// start-up) holds the opportunistic job for tens of windows. Our extension; at most
     /// `initial_budget`.
     std::uint64_t min_budget = 0;
+    /// Correct the production rate for the job's own host-side noise with its synchronisation
+    /// wait (`job_activity::sync_wait`). A window splits into host time (window - wait) and
+    /// wait; per block, the host part varies with the job's CPU side and the wait grows with GPU
+    /// contention. Profiling learns the mean host time per block h; in control the sample is
+    /// the rate the job would have with that host time and this window's wait per block w:
+    /// production_window / (h + w). A job slowed only by its CPU side keeps its rate; one
+    /// slowed by the opportunistic job's kernels does not. R is then blocks over time across
+    /// the profiling run, and the estimator does not raise it in control. Windows without
+    /// `sync_wait` (the simulator) use the block rate. Our extension, not measured on a GPU yet;
+    /// `false` is the released code.
+    bool sync_wait_correction = false;
     /// Freeze R while any of the last `rate_window_size` windows is idle. Our deviation (see the
     /// class comment); `false` reproduces the released code.
     bool freeze_max_rate_while_idle = true;
@@ -256,6 +267,7 @@ class tgs_rate_control {
     double sample = std::max(
         rate_detail::per_period(obs.production->blocks_launched, obs.window, cfg_.production_window),
         1.0);
+    if (cfg_.sync_wait_correction) sample = corrected_for_host_noise(*obs.production, obs.window, sample);
     if (cfg_.rate_smoothing > 0.0) {
       // Going idle or coming back is not noise: the idle rules must see it at once, so the
       // average restarts from the raw sample across an idle edge.
@@ -392,6 +404,7 @@ class tgs_rate_control {
     smoothed_ = 0.0;
     band_ = cfg_.dead_band;
     noise_ = {};
+    host_ = {};
   }
 
   /// The dead band in force: `dead_band`, widened to `noise_band_multiple` times the noise of
@@ -400,6 +413,27 @@ class tgs_rate_control {
     if (cfg_.noise_band_multiple <= 0.0 || noise_.n < 2 || noise_.mean <= 0.0) return cfg_.dead_band;
     const double cv = std::sqrt(noise_.m2 / static_cast<double>(noise_.n - 1)) / noise_.mean;
     return std::clamp(cfg_.noise_band_multiple * cv, cfg_.dead_band, cfg_.max_noise_band);
+  }
+
+  /// See `config::sync_wait_correction`. Profiling windows add to the host-time and wait sums
+  /// and keep their block rate; control windows get the corrected rate once a host time per
+  /// block is known.
+  double corrected_for_host_noise(const job_activity& a, duration window, double sample) noexcept {
+    const auto idle = static_cast<double>(cfg_.idle_blocks);
+    if (!a.sync_wait || static_cast<double>(a.blocks_launched) < idle) return sample;
+    const double w = std::chrono::duration<double>(window).count();
+    const double wait = std::clamp(std::chrono::duration<double>(*a.sync_wait).count(), 0.0, w);
+    const auto blocks = static_cast<double>(a.blocks_launched);
+    if (stage_ == stage::profiling) {
+      host_.seconds += w - wait;
+      host_.wait += wait;
+      host_.blocks += blocks;
+      return sample;
+    }
+    if (host_.blocks <= 0.0) return sample;
+    const double per_block = host_.seconds / host_.blocks + wait / blocks;
+    if (per_block <= 0.0) return sample;
+    return std::max(std::chrono::duration<double>(cfg_.production_window).count() / per_block, 1.0);
   }
 
   /// `shift_window`: the largest mean of two adjacent entries of the window *before* `sample`
@@ -460,6 +494,12 @@ class tgs_rate_control {
     const bool bounded = profile_windows_ >= cfg_.max_profile_windows;
     if (minimum_done && (!keep_profiling_ || bounded) && max_rate_ > 0.0) {
       if (cfg_.max_rate_from_profile_mean && noise_.n > 0) max_rate_ = noise_.mean;
+      if (cfg_.sync_wait_correction && host_.blocks > 0.0 && host_.seconds + host_.wait > 0.0) {
+        // Consistent with the corrected samples: at the learnt host time and the profiled wait
+        // per block the job makes exactly R.
+        max_rate_ = host_.blocks * std::chrono::duration<double>(cfg_.production_window).count() /
+                    (host_.seconds + host_.wait);
+      }
       stage_ = stage::control;
       band_ = band_for_noise();
       keep_profiling_ = false;  // the code leaves its loop only with the flag clear
@@ -473,7 +513,10 @@ class tgs_rate_control {
     if (!(cfg_.freeze_max_rate_while_idle && idle > 0)) {
       const double deviation = (estimate - max_rate_) / max_rate_;
       if (deviation >= -cfg_.track_tolerance && deviation <= cfg_.track_tolerance) {
-        if (!cfg_.max_rate_from_profile_mean) max_rate_ = std::max(max_rate_, estimate);
+        // R from the profiling mean or the host-time sums is not a running maximum.
+        if (!cfg_.max_rate_from_profile_mean && !(cfg_.sync_wait_correction && host_.blocks > 0.0)) {
+          max_rate_ = std::max(max_rate_, estimate);
+        }
       } else if (deviation > cfg_.reprofile_threshold || deviation < -cfg_.reprofile_threshold) {
         max_rate_ = deviation > 0.0 ? std::max(max_rate_, estimate * (1.0 - cfg_.profile_step))
                                     : std::min(max_rate_, estimate * (1.0 + cfg_.profile_step));
@@ -613,6 +656,11 @@ class tgs_rate_control {
     double mean = 0.0;
     double m2 = 0.0;
   } noise_;  // the production rate's samples in the current profiling run
+  struct {
+    double seconds = 0.0;  // host time (window less sync wait) over the profiling windows
+    double wait = 0.0;     // sync wait over the profiling windows
+    double blocks = 0.0;   // blocks over the same windows
+  } host_;  // `sync_wait_correction`'s sums, since the arrival
   instant next_revisit_ = never;
 };
 
