@@ -158,6 +158,14 @@ int main(int argc, char** argv) {
   app.add_option("--kernels", kernels, "kernel launches per iteration")->check(CLI::Range(1U, 100000U));
   app.add_option("--blocks", blocks, "thread blocks per kernel")->check(CLI::Range(1U, 1U << 30));
   app.add_option("--host-ms", host_ms, "host time per iteration after the sync, ms")->check(CLI::Range(0.0, 1e4));
+  double host_jitter = 0.0;
+  double jitter_period_s = 0.3;
+  app.add_option("--host-jitter", host_jitter,
+                 "host time varies uniformly within ±this fraction of --host-ms, redrawn every --jitter-period-s "
+                 "(a CPU side that runs faster and slower, as a Python loop does)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--jitter-period-s", jitter_period_s, "how long one draw of --host-jitter lasts, s")
+      ->check(CLI::Range(0.001, 1e3));
   app.add_option("--seconds", seconds, "run time; 0 runs until killed")->check(CLI::Range(0.0, 1e6));
   app.add_option("--report", report_s, "seconds between progress lines")->check(CLI::Range(0.01, 1e3));
   app.add_option("--device", device, "device ordinal");
@@ -282,8 +290,22 @@ int main(int argc, char** argv) {
   auto last_report = start;
   std::uint64_t iterations = 0;
   std::uint64_t last_iterations = 0;
-  const auto host_time = std::chrono::duration<double, std::milli>(host_ms);
+  // A fixed seed: the same sequence of host speeds on every run (SplitMix64).
+  std::uint64_t jitter_state = 0x9e3779b97f4a7c15ULL;
+  auto uniform = [&jitter_state] {
+    std::uint64_t z = (jitter_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) / static_cast<double>(1ULL << 53);  // [0, 1)
+  };
+  double host_factor = 1.0;
+  auto next_draw = start;
   for (;;) {
+    if (host_jitter > 0 && clock::now() >= next_draw) {
+      host_factor = 1.0 + host_jitter * (2.0 * uniform() - 1.0);
+      next_draw = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(jitter_period_s));
+    }
+    const auto host_time = std::chrono::duration<double, std::milli>(host_ms * host_factor);
     if (use_graph) {
       if (const CUresult r = launch_graph(exec, stream); r != CUDA_SUCCESS) return fail("cuGraphLaunch", r);
     }

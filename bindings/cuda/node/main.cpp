@@ -125,6 +125,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-budget", tgs_cfg.min_budget,
                  "tgs: the budget never falls below this many blocks per budget window (released code 0)")
       ->capture_default_str();
+  app.add_flag("--sync-wait-correction", tgs_cfg.sync_wait_correction,
+               "tgs: correct the production job's rate for its own host-side noise with the time it waits in "
+               "synchronisation calls (not yet measured on a GPU)");
   app.add_flag("--max-rate-from-profile-mean", tgs_cfg.max_rate_from_profile_mean,
                "tgs: take the production job's standalone rate R as the mean of its profiling windows and "
                "keep it in control (the released code takes the largest mean of two adjacent windows and "
