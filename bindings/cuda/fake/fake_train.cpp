@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -290,19 +291,15 @@ int main(int argc, char** argv) {
   auto last_report = start;
   std::uint64_t iterations = 0;
   std::uint64_t last_iterations = 0;
-  // A fixed seed: the same sequence of host speeds on every run (SplitMix64).
-  std::uint64_t jitter_state = 0x9e3779b97f4a7c15ULL;
-  auto uniform = [&jitter_state] {
-    std::uint64_t z = (jitter_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return static_cast<double>((z ^ (z >> 31)) >> 11) / static_cast<double>(1ULL << 53);  // [0, 1)
-  };
+  // A fixed seed: the same sequence of host speeds on every run and library (mt19937_64's output
+  // is fixed by the standard; the draw in [0, 1) is its top 53 bits, as traces/random.hpp does).
+  std::mt19937_64 jitter_engine{42};
   double host_factor = 1.0;
   auto next_draw = start;
   for (;;) {
     if (host_jitter > 0 && clock::now() >= next_draw) {
-      host_factor = 1.0 + host_jitter * (2.0 * uniform() - 1.0);
+      const double u = static_cast<double>(jitter_engine() >> 11) * 0x1.0p-53;
+      host_factor = 1.0 + host_jitter * (2.0 * u - 1.0);
       next_draw = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(jitter_period_s));
     }
     const auto host_time = std::chrono::duration<double, std::milli>(host_ms * host_factor);

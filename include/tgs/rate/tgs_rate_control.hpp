@@ -415,6 +415,12 @@ class tgs_rate_control {
     return std::clamp(cfg_.noise_band_multiple * cv, cfg_.dead_band, cfg_.max_noise_band);
   }
 
+  /// R from the profiling mean or from the host-time sums is set once per profiling run, not
+  /// raised as a running maximum in control.
+  [[nodiscard]] bool max_rate_is_fixed() const noexcept {
+    return cfg_.max_rate_from_profile_mean || (cfg_.sync_wait_correction && host_.blocks > 0.0);
+  }
+
   /// See `config::sync_wait_correction`. Profiling windows add to the host-time and wait sums
   /// and keep their block rate; control windows get the corrected rate once a host time per
   /// block is known.
@@ -513,10 +519,7 @@ class tgs_rate_control {
     if (!(cfg_.freeze_max_rate_while_idle && idle > 0)) {
       const double deviation = (estimate - max_rate_) / max_rate_;
       if (deviation >= -cfg_.track_tolerance && deviation <= cfg_.track_tolerance) {
-        // R from the profiling mean or the host-time sums is not a running maximum.
-        if (!cfg_.max_rate_from_profile_mean && !(cfg_.sync_wait_correction && host_.blocks > 0.0)) {
-          max_rate_ = std::max(max_rate_, estimate);
-        }
+        if (!max_rate_is_fixed()) max_rate_ = std::max(max_rate_, estimate);
       } else if (deviation > cfg_.reprofile_threshold || deviation < -cfg_.reprofile_threshold) {
         max_rate_ = deviation > 0.0 ? std::max(max_rate_, estimate * (1.0 - cfg_.profile_step))
                                     : std::min(max_rate_, estimate * (1.0 + cfg_.profile_step));
