@@ -419,7 +419,7 @@ def cmd_summarize():
             m = {"runs": len(labels)}
             for cls, model in (("production", prod), ("opportunistic", "dlrm")):
                 if mode == "opp-limited" and cls == "production":
-                    # The DLRM job runs alone there: no production numbers.
+                    # The production job idles there: no production numbers.
                     m.update({"production": None, "production_spread": None, "production_it_per_s": None,
                               "production_missing_runs": 0, "production_exit_codes": []})
                     continue
@@ -906,6 +906,7 @@ run_hard_limit() {  # run_hard_limit SCENARIO
 # Time guard: rough seconds per run (start-up and teardown included).
 est_plain=$(( WARMUP_S + WINDOWS * WINDOW_S + 6 ))
 est_tgs=$(( est_plain + TGS_SETTLE_S ))
+est_opp_limited=$(( est_plain + 15 ))  # and the idle production job's start-up and 3 steps
 est_demo=$(( 2 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 15 ))
 if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
 fits() { [ $(( SECONDS + $1 )) -le "$MAX_S" ]; }
@@ -930,7 +931,7 @@ for scen in $SCENARIOS; do
   fi
   if has_mode opp-limited; then
     for i in $(seq "$RUNS"); do
-      if fits $(( est_plain + OPP_DELAY_S )); then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
+      if fits "$est_opp_limited"; then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
     done
   fi
   if has_mode hard-limit; then
