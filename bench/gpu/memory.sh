@@ -56,6 +56,8 @@
 # $OUT/memory-runs.jsonl (every train.py result line), $OUT/status-samples.jsonl (tgs-node
 # status samples, one line per sample and run), $OUT/node.log, $OUT/jobs.log (each job's stderr
 # with a header), $OUT/gpu-memory.log (this script's output; a short table last).
+# bench/gpu/status_phases.py $OUT/status-samples.jsonl summarizes the samples per run and
+# rate-control phase (budget, R, both jobs' block rates, the production job's sync wait).
 # Machines without the fmt and CLI11 packages: see rate_control.sh (.deps/include).
 #
 # Safety (shared/GPU.md): the budget must stay under half of the card's free memory and both

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Summarize tgs-node status samples (memory.sh's status-samples.jsonl) per run and phase.
+
+memory.sh samples `tgs-node status --json` once a second during its tgs runs and writes one JSON
+line per sample: {"run": ..., "t": unix time, "gpus": [...], "jobs": [...]}. This reads such a
+file and prints, for every run and every rate-control phase of GPU 0 while both a production and
+an opportunistic job were registered, the number of samples and the medians of:
+  budget       the opportunistic budget (blocks per budget window)
+  R            the controller's maximum production rate (blocks/s)
+  prod_bps     the production job's launched blocks per second
+  prod_wait    the production job's sync_wait_fraction (share of its time blocked on its GPU work)
+  opp_bps      the opportunistic job's launched blocks per second
+  opp_res_gib  the opportunistic job's resident bytes, GiB
+
+Usage: python3 bench/gpu/status_phases.py FILE [--json]
+"""
+import argparse
+import json
+import statistics
+import sys
+
+FIELDS = ("budget", "R", "prod_bps", "prod_wait", "opp_bps", "opp_res_gib")
+
+
+def rows(path: str):
+    """(run, phase, values) per sample with both classes present; errors name file and line."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                sample = parse(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError, StopIteration) as e:
+                raise ValueError(f"{path}:{lineno}: not a status sample ({type(e).__name__}: {e})") from None
+            if sample is not None:
+                yield sample
+
+
+def number(v):
+    """A JSON number, or None where the node reported none (null); anything else is an error."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"expected a number, got {v!r}")
+    return v
+
+
+def parse(d: dict):
+    """(run, phase, values) of one sample, or None while GPU 0 lacks either job class."""
+    gpus, jobs, run = d["gpus"], d["jobs"], str(d["run"])
+    if not gpus:
+        return None
+    by_class = {j["class"]: j for j in jobs if j.get("gpu", 0) == 0}
+    p, o = by_class.get("production"), by_class.get("opportunistic")
+    if p is None or o is None:
+        return None
+    g = next(g for g in gpus if g.get("gpu", 0) == 0)
+    resident = number(o.get("resident_bytes"))
+    return run, str(g.get("phase", "?")), {
+        "budget": number(g.get("budget_blocks")),
+        "R": number(g.get("max_rate_blocks_per_s")),
+        "prod_bps": number(p.get("blocks_per_s")),
+        "prod_wait": number(p.get("sync_wait_fraction")),
+        "opp_bps": number(o.get("blocks_per_s")),
+        "opp_res_gib": resident / 2**30 if resident is not None else None,
+    }
+
+
+def summarize(path: str) -> list:
+    groups = {}
+    for run, phase, values in rows(path):
+        g = groups.setdefault((run, phase), {k: [] for k in FIELDS})
+        for k, v in values.items():
+            if v is not None:
+                g[k].append(v)
+    out = []
+    for (run, phase), g in groups.items():  # insertion order: runs, then phases as first seen
+        entry = {"run": run, "phase": phase, "samples": max(len(v) for v in g.values())}
+        for k in FIELDS:
+            entry[k] = statistics.median(g[k]) if g[k] else None
+        out.append(entry)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("file", help="status samples, one JSON object per line (memory.sh)")
+    parser.add_argument("--json", action="store_true", help="print one JSON line per run and phase")
+    args = parser.parse_args()
+    try:
+        table = summarize(args.file)
+    except (OSError, ValueError) as e:
+        print(f"status_phases: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        for entry in table:
+            print(json.dumps(entry))
+        return 0
+    print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'prod_bps':>11} "
+          f"{'prod_wait':>9} {'opp_bps':>11} {'opp_res_gib':>11}")
+
+    def fmt(v, spec):
+        return format(v, spec) if v is not None else "-"
+    for e in table:
+        print(f"{e['run']:<16} {e['phase']:<22} {e['samples']:>3} {fmt(e['budget'], '9.0f'):>9} "
+              f"{fmt(e['R'], '11.0f'):>11} {fmt(e['prod_bps'], '11.0f'):>11} "
+              f"{fmt(e['prod_wait'], '9.3f'):>9} {fmt(e['opp_bps'], '11.0f'):>11} "
+              f"{fmt(e['opp_res_gib'], '11.2f'):>11}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

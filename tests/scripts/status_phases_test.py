@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: Apache-2.0
+"""bench/gpu/status_phases.py: medians per run and phase, samples without both jobs left out,
+and a bad line named by file and line."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
+import status_phases  # noqa: E402
+
+
+def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_opp=True):
+    jobs = [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps, "sync_wait_fraction": wait}]
+    if with_opp:
+        jobs.append({"gpu": 0, "class": "opportunistic", "blocks_per_s": opp_bps,
+                     "resident_bytes": opp_resident})
+    return {"run": run, "t": 0.0, "gpus": [{"gpu": 0, "phase": phase, "budget_blocks": budget,
+                                            "max_rate_blocks_per_s": 100}], "jobs": jobs}
+
+
+class StatusPhases(unittest.TestCase):
+    def write(self, lines):
+        f = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+        self.addCleanup(os.unlink, f.name)
+        for line in lines:
+            f.write(line if isinstance(line, str) else json.dumps(line))
+            f.write("\n")
+        f.close()
+        return f.name
+
+    def test_medians_per_run_and_phase(self):
+        path = self.write([
+            {"run": "a", "t": 0.0, "gpus": [], "jobs": []},       # before the node knows a job
+            sample("a", "profiling", 0, 90, 0.0, 0, with_opp=False),  # production alone: left out
+            sample("a", "profiling", 0, 100, 0.01, 0, 2**30),
+            sample("a", "profiling", 0, 110, 0.03, 0, 2**30),
+            sample("a", "congestion_avoidance", 10, 80, 0.1, 5, 2 * 2**30),
+            sample("a", "congestion_avoidance", 30, 90, 0.2, 7, 2 * 2**30),
+            sample("a", "congestion_avoidance", 20, 70, 0.3, 6, 2 * 2**30),
+            "",
+            sample("b", "profiling", 0, 50, 0.5, 0, None),
+        ])
+        table = status_phases.summarize(path)
+        self.assertEqual([(e["run"], e["phase"], e["samples"]) for e in table],
+                         [("a", "profiling", 2), ("a", "congestion_avoidance", 3), ("b", "profiling", 1)])
+        self.assertEqual(table[0]["prod_bps"], 105)
+        self.assertAlmostEqual(table[0]["prod_wait"], 0.02)
+        self.assertEqual(table[0]["opp_res_gib"], 1.0)
+        self.assertEqual(table[1]["budget"], 20)
+        self.assertEqual(table[1]["prod_bps"], 80)
+        self.assertEqual(table[1]["opp_bps"], 6)
+        self.assertEqual(table[1]["opp_res_gib"], 2.0)
+        self.assertIsNone(table[2]["opp_res_gib"])
+
+    def test_bad_line_is_named(self):
+        path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])
+        out = subprocess.run([sys.executable, status_phases.__file__, path], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn(f"{path}:2: not a status sample", out.stderr)
+
+    def test_json_output_one_line_per_group(self):
+        path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), sample("a", "slow_start", 5, 1, 0.0, 2)])
+        out = subprocess.run([sys.executable, status_phases.__file__, path, "--json"],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = [json.loads(line) for line in out.stdout.splitlines()]
+        self.assertEqual([e["phase"] for e in lines], ["profiling", "slow_start"])
+        self.assertEqual(lines[1]["budget"], 5)
+
+
+if __name__ == "__main__":
+    unittest.main()
