@@ -227,8 +227,10 @@ class tgs_rate_control {
     /// production_window / (h + w). A job slowed only by its CPU side keeps its rate; one
     /// slowed by the opportunistic job's kernels does not. R is then blocks over time across
     /// the profiling run, and the estimator does not raise it in control. Windows without
-    /// `sync_wait` (the simulator) use the block rate. Our extension, not measured on a GPU yet;
-    /// `false` is the released code.
+    /// `sync_wait` (the simulator) use the block rate. A job that never waits on its GPU work
+    /// gives no contention signal at all, so the correction reads every slowdown of such a job
+    /// as host noise (H100: a Python-bound MobileNet fell to 0.92 of alone, while jobs that wait
+    /// kept 0.98-1.01; docs/results/gpu-memory.md). Our extension; `false` is the released code.
     bool sync_wait_correction = false;
     /// Freeze R while any of the last `rate_window_size` windows is idle. Our deviation (see the
     /// class comment); `false` reproduces the released code.
