@@ -153,6 +153,9 @@ struct job_segment {
   std::atomic<std::uint32_t> memory_generation;
   /// 1 while the node runs a memory policy: allocations then ask it first (`memory_request`).
   std::atomic<std::uint32_t> memory_policy_active;
+  /// How the job's residency plan shares its limit among its allocations: a `tgs::residency_split`
+  /// value (0, the zero-filled default: `in_order`; 1: `even`).
+  std::atomic<std::uint32_t> residency_split;
 
   // Written by the job's memory paths; read by the node (observation and status).
   /// Of `managed_bytes`, those the job keeps on the GPU (not evicted to host).
@@ -171,8 +174,8 @@ struct job_segment {
 
   // Written by the job at its synchronisation calls (cuStreamSynchronize, cuEventSynchronize):
   // where a job waits for its GPU work anyway, its completion is known for free. Time blocked
-  // there grows with GPU contention and not with the job's own CPU-side work, the signal a
-  // better controller needs (docs/results/gpu-rate-control.md); no policy reads it yet.
+  // there grows with GPU contention and not with the job's own CPU-side work
+  // (docs/results/gpu-rate-control.md); `tgs_rate_control`'s `sync_wait_correction` reads it.
   alignas(64) std::atomic<std::uint64_t> sync_calls;
   std::atomic<std::uint64_t> sync_wait_ns;  ///< time blocked in those calls
   std::atomic<std::uint64_t> last_sync_ns;  ///< CLOCK_MONOTONIC when the latest one returned

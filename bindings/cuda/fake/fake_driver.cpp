@@ -1140,6 +1140,22 @@ FAKE_EXPORT CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, u
   return CUDA_SUCCESS;
 }
 
+/// Bytes of the managed allocation that starts at `ptr` whose pages reside on a device: the
+/// driver's view of one allocation, for checking which part a residency plan kept on the GPU.
+FAKE_EXPORT CUresult tgsFakeAllocationResidency(CUdeviceptr ptr, unsigned long long* device_bytes) {
+  if (device_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(memory.mutex);
+  std::uint64_t offset = 0;
+  const allocation* a = managed_range(own_memory(), ptr, 1, &offset);
+  if (a == nullptr || offset != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::uint64_t on_device = 0;
+  for (std::size_t i = 0; i < a->pages.size(); ++i) {
+    if (a->pages[i].device != on_host) on_device += a->page_bytes(i);
+  }
+  *device_bytes = on_device;
+  return CUDA_SUCCESS;
+}
+
 /// Where the page holding `ptr` of a managed allocation resides (a device ordinal, or -1 for the
 /// host), its preferred location (type CU_MEM_LOCATION_TYPE_INVALID: none) and the allocation's
 /// accessed-by set (bit d: device d; bit 8: the host). Any output pointer may be null.

@@ -32,6 +32,7 @@
 
 // The fake driver's test hook (no CUDA counterpart; tgs-fake-train runs on the fake driver only).
 extern "C" CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, unsigned long long* host_bytes);
+extern "C" CUresult tgsFakeAllocationResidency(CUdeviceptr ptr, unsigned long long* device_bytes);
 
 namespace {
 
@@ -324,11 +325,22 @@ int main(int argc, char** argv) {
       unsigned long long managed_device = 0;
       unsigned long long managed_host = 0;
       tgsFakeManagedResidency(&managed_device, &managed_host);
+      // And per --alloc-mib / --late-mib allocation, in allocation order (-1: not managed), for
+      // the tests of which part of which allocation the residency plan keeps.
+      std::string held_device = "[";
+      for (const CUdeviceptr ptr : held) {
+        unsigned long long on_device = 0;
+        const bool managed = tgsFakeAllocationResidency(ptr, &on_device) == CUDA_SUCCESS;
+        if (held_device.size() > 1) held_device += ',';
+        held_device += managed ? std::to_string(on_device) : std::string("-1");
+      }
+      held_device += ']';
       std::printf(
           "{\"event\":\"%s\",\"t\":%.3f,\"iterations\":%llu,\"iter_per_s\":%.2f,\"managed_device_bytes\":%llu,"
-          "\"managed_host_bytes\":%llu}\n",
+          "\"managed_host_bytes\":%llu,\"held_device_bytes\":%s}\n",
           done ? "done" : "progress", elapsed, static_cast<unsigned long long>(iterations),
-          static_cast<double>(iterations - last_iterations) / since_report, managed_device, managed_host);
+          static_cast<double>(iterations - last_iterations) / since_report, managed_device, managed_host,
+          held_device.c_str());
       std::fflush(stdout);
       last_report = now;
       last_iterations = iterations;

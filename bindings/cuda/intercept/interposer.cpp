@@ -423,8 +423,12 @@ std::vector<managed_entry> plan_segment(abi::job_segment& seg, const managed_ent
     std::vector<tgs::managed_allocation> allocs;
     allocs.reserve(entries.size());
     for (const managed_entry& e : entries) allocs.push_back({tgs::bytes{e.rec.bytes}, e.rec.seq});
+    const auto split = seg.residency_split.load(std::memory_order_acquire) ==
+                               static_cast<std::uint32_t>(tgs::residency_split::even)
+                           ? tgs::residency_split::even
+                           : tgs::residency_split::in_order;
     const std::vector<tgs::bytes> plan = tgs::plan_residency(
-        allocs, tgs::bytes{seg.resident_limit.load(std::memory_order_acquire)}, residency_granule);
+        allocs, tgs::bytes{seg.resident_limit.load(std::memory_order_acquire)}, residency_granule, split);
     for (std::size_t i = 0; i < entries.size(); ++i) entries[i].target = plan[i].count();
   } catch (...) {
     entries.clear();
@@ -433,8 +437,8 @@ std::vector<managed_entry> plan_segment(abi::job_segment& seg, const managed_ent
 }
 
 /// One pass of the evictor: moves every managed allocation of the job to what the residency plan
-/// (`tgs::plan_residency`: smallest allocations on the GPU first, the boundary one in part) keeps
-/// on the GPU under the job's limit. Evictions first, to make room; then restores.
+/// (`tgs::plan_residency`: smallest allocations on the GPU first, then the larger ones in order or
+/// in equal prefixes, as the node's `residency_split` says) keeps on the GPU under the job's limit. Evictions first, to make room; then restores.
 void reconcile(abi::job_segment& seg) noexcept {
   std::lock_guard evict_lock(evict_mutex);
   std::vector<managed_entry> entries = plan_segment(seg, nullptr);

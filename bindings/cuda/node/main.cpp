@@ -187,6 +187,13 @@ int main(int argc, char** argv) {
   app.add_option("--production-fraction", production_fraction,
                  "hard-limit: the production job's share of the budget when no limit is given")
       ->capture_default_str();
+  std::string residency_split_name = std::string(tgs::to_string(options.residency));
+  app.add_option("--residency-split", residency_split_name,
+                 "how an opportunistic job's resident limit is shared among its allocations, smallest first: "
+                 "in-order (each whole until one does not fit, which keeps what fits) or even (the ones that do "
+                 "not fit whole keep equal prefixes: every embedding table keeps its first rows)")
+      ->check(CLI::IsMember({"in-order", "even"}))
+      ->capture_default_str();
   app.add_option("--eviction-wait-ms", eviction_wait_ms,
                  "how long a production allocation waits for opportunistic memory to be evicted")
       ->check(CLI::Range(0, 600000))
@@ -223,6 +230,7 @@ int main(int argc, char** argv) {
 
   auto mib = [](double m) { return tgs::bytes{static_cast<std::uint64_t>(m * 1024.0 * 1024.0)}; };
   options.eviction_wait = std::chrono::milliseconds{eviction_wait_ms};
+  options.residency = *tgs::parse_residency_split(residency_split_name);  // CLI::IsMember checked it
   if (memory_policy != "off") {
     std::optional<tgs::any_memory_policy::config> mcfg = tgs::any_memory_policy::default_config(memory_policy);
     if (!mcfg) {

@@ -25,6 +25,7 @@
 #include "tgs/core/units.hpp"
 #include "tgs/memory/concepts.hpp"
 #include "tgs/memory/hard_limit.hpp"
+#include "tgs/memory/residency.hpp"
 
 namespace tgs::cuda::node {
 
@@ -38,12 +39,16 @@ namespace tgs::cuda::node {
 template <MemoryPolicy Policy>
 class gpu_memory_loop {
  public:
-  gpu_memory_loop(Policy policy, bytes budget) : policy_(std::move(policy)), budget_(budget) {}
+  /// `split`: how each job's interposer shares its resident limit among its allocations
+  /// (`tgs::plan_residency`), written to every job's segment.
+  gpu_memory_loop(Policy policy, bytes budget, residency_split split = residency_split::in_order)
+      : policy_(std::move(policy)), budget_(budget), split_(split) {}
 
   /// Adds a job; the policy is stepped at once so its limit and view are in place before the
   /// job's first allocation.
   void add_job(std::uint32_t id, job_class cls, abi::job_segment* segment, instant now) {
     segment->resident_limit.store(abi::no_resident_limit, std::memory_order_relaxed);
+    segment->residency_split.store(static_cast<std::uint32_t>(split_), std::memory_order_relaxed);
     segment->memory_policy_active.store(1, std::memory_order_release);
     jobs_.push_back({id, cls, segment});
     apply(policy_.step(observe(now, std::nullopt)));
@@ -87,6 +92,7 @@ class gpu_memory_loop {
   /// The limit on the opportunistic jobs' resident memory (all of them together).
   [[nodiscard]] bytes opportunistic_resident_limit() const noexcept { return limit_; }
   [[nodiscard]] bytes budget() const noexcept { return budget_; }
+  [[nodiscard]] residency_split split() const noexcept { return split_; }
   [[nodiscard]] const Policy& policy() const noexcept { return policy_; }
   [[nodiscard]] std::size_t job_count() const noexcept { return jobs_.size(); }
 
@@ -183,6 +189,7 @@ class gpu_memory_loop {
 
   Policy policy_;
   bytes budget_;
+  residency_split split_;
   bytes limit_ = bytes::max();
   std::vector<job> jobs_;
 };

@@ -155,10 +155,10 @@ void node_server::bind() {
   }
   ::chmod(options_.socket_path.c_str(), options_.socket_mode);
   if (::listen(listen_fd_, 64) != 0) throw std::runtime_error("listen: " + errno_text());
-  log(log_level::info, "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU)",
+  log(log_level::info, "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU, residency split {})",
       options_.socket_path, abi::version, any_rate_controller{options_.controller}.policy_name(),
       options_.memory_policy ? any_memory_policy{*options_.memory_policy}.policy_name() : "off",
-      options_.memory_budget.count() >> 20);
+      options_.memory_budget.count() >> 20, to_string(options_.residency));
 }
 
 void node_server::run(const std::atomic<bool>& stop_flag) {
@@ -373,19 +373,22 @@ void node_server::send_status(connection& c, bool json) {
     if (json) {
       lines.push_back(fmt::format(
           R"({{"gpu":{},"phase":"{}","budget_blocks":{},"budget_window_ms":{:.1f},"memory_policy":"{}",)"
-          R"("memory_budget_bytes":{},"opportunistic_resident_limit":{},"max_rate_blocks_per_s":{},"dead_band":{}}})",
+          R"("memory_budget_bytes":{},"opportunistic_resident_limit":{},"residency_split":{},)"
+          R"("max_rate_blocks_per_s":{},"dead_band":{}}})",
           gpu, phase, d.opportunistic_budget ? budget : "null", window_ms, memory_policy,
-          m != nullptr ? m->budget().count() : 0, limit, max_rate, dead_band));
+          m != nullptr ? m->budget().count() : 0, limit,
+          m != nullptr ? fmt::format("\"{}\"", to_string(m->split())) : std::string("null"), max_rate, dead_band));
     } else {
       const std::string estimate =
           max_rate == "null" ? std::string() : fmt::format(" (R {} blocks/s, dead band {})", max_rate, dead_band);
       lines.push_back(fmt::format("GPU {}: phase {}{}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}",
                                   gpu, phase, estimate, budget, window_ms, memory_policy,
                                   m == nullptr ? std::string()
-                                               : fmt::format(", budget {} MiB, opportunistic resident limit {}",
+                                               : fmt::format(", budget {} MiB, opportunistic resident limit {} (split {})",
                                                              m->budget().count() >> 20,
                                                              capped ? fmt::format("{} MiB", m->opportunistic_resident_limit().count() >> 20)
-                                                                    : std::string("none"))));
+                                                                    : std::string("none"),
+                                                             to_string(m->split()))));
     }
     for (const job_report& r : l->report()) {
       const auto it = jobs_.find(r.id);
@@ -527,7 +530,7 @@ node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) {
   if (it == memory_gpus_.end()) {
     it = memory_gpus_
              .emplace(gpu, std::make_unique<memory_loop>(any_memory_policy{*options_.memory_policy},
-                                                         options_.memory_budget))
+                                                         options_.memory_budget, options_.residency))
              .first;
   }
   return it->second.get();

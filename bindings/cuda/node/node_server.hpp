@@ -43,6 +43,9 @@ struct node_options {
   std::optional<any_memory_policy::config> memory_policy;
   /// The per-GPU memory budget the memory policy shares out (smaller than the card).
   bytes memory_budget{};
+  /// How an opportunistic job's resident limit is shared among its allocations
+  /// (`tgs::plan_residency`, carried out by its interposer).
+  residency_split residency = residency_split::in_order;
   /// How long a production allocation may wait for opportunistic memory to be evicted before
   /// the node lets it proceed anyway.
   std::chrono::milliseconds eviction_wait{5000};

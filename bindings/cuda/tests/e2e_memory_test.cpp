@@ -199,6 +199,53 @@ TEST_F(MemoryEndToEnd, SmallAllocationsStayOnTheGpuAndTheLargeOneIsEvictedInPart
   EXPECT_GT(measure_rate(prod, 1s), 50.0);
 }
 
+/// The latest `held_device_bytes` list of `p`'s progress lines (bytes of each --alloc-mib
+/// allocation on the device, as the fake driver holds them), in MiB; empty before the first.
+std::vector<double> held_device_mib(process& p) {
+  p.drain();
+  const std::vector<std::string>& lines = p.stdout_lines();
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    const std::size_t at = it->find("\"held_device_bytes\":[");
+    if (at == std::string::npos) continue;
+    std::vector<double> out;
+    const char* c = it->c_str() + at + 21;
+    while (*c != ']' && *c != '\0') {
+      char* end = nullptr;
+      out.push_back(std::strtod(c, &end) / mib);
+      if (end == c) break;
+      c = *end == ',' ? end + 1 : end;
+    }
+    return out;
+  }
+  return {};
+}
+
+// tgs-node --residency-split: an opportunistic job with two equal tables over its limit keeps the
+// older table whole and the newer on host (in-order, the default), or the same prefix of each
+// (even). Both keep the same bytes on the GPU; the driver shows which.
+class ResidencySplitEndToEnd : public MemoryEndToEnd {
+ protected:
+  void expect_tables_on_device(const std::string& split, const std::vector<double>& expected) {
+    job_env_ = {"TGS_FAKE_MEMORY_MIB=2048"};
+    start_tgs_node("tgs", {"--residency-split", split});
+    process& prod = start_memory_job("production", 512);
+    wait_until([&] { return has_event(prod, "memory"); }, 5s, "the production job's memory");
+    // Limit: 1024 - 64 (reserve) - 576 = 384 MiB: the 64 MiB of weights and 320 MiB of tables.
+    process& opp = start_memory_job("opportunistic", 640, {"--chunk-mib", "320"});
+    const bool met = static_cast<bool>(time_until([&] { return held_device_mib(opp) == expected; }, 5s));
+    const std::vector<double> got = held_device_mib(opp);
+    EXPECT_TRUE(met) << "tables on the device (MiB): " << (got.empty() ? -1 : got[0]) << ", "
+                     << (got.size() < 2 ? -1 : got[1]) << "\n" << status();
+    EXPECT_NE(status().find("\"residency_split\":\"" + split + "\""), std::string::npos) << status();
+    EXPECT_EQ(json_number(job_line("opportunistic"), "managed_resident_bytes"), 384 * mib);
+    expect_accounting_matches_driver(opp, "opportunistic");
+  }
+};
+
+TEST_F(ResidencySplitEndToEnd, InOrderKeepsTheOlderTableWhole) { expect_tables_on_device("in-order", {320, 0}); }
+
+TEST_F(ResidencySplitEndToEnd, EvenKeepsTheSamePrefixOfEachTable) { expect_tables_on_device("even", {160, 160}); }
+
 TEST_F(MemoryEndToEnd, WithoutAMemoryPolicyTheProductionJobRunsOutOfMemory) {
   // The control for the test above: the same jobs with the memory policy off.
   start_node();

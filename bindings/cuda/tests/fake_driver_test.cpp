@@ -28,6 +28,7 @@ CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kernels, unsigne
                                unsigned long long* prefetches, unsigned long long* prefetched_bytes);
 CUresult tgsFakeManagedState(CUdeviceptr ptr, int* resident_device, CUmemLocation* preferred, unsigned* accessed_by);
 CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, unsigned long long* host_bytes);
+CUresult tgsFakeAllocationResidency(CUdeviceptr ptr, unsigned long long* device_bytes);
 }
 
 namespace {
@@ -274,6 +275,12 @@ TEST_F(FakeDriver, PrefetchMovesManagedMemoryBetweenDeviceAndHost) {
   ASSERT_EQ(tgsFakeManagedResidency(&on_device, &on_host_bytes), CUDA_SUCCESS);
   EXPECT_EQ(on_device, 48 * mib);
   EXPECT_EQ(on_host_bytes, 16 * mib);
+  // The same split for the one allocation; only its start names it.
+  unsigned long long allocation_on_device = 0;
+  ASSERT_EQ(tgsFakeAllocationResidency(m, &allocation_on_device), CUDA_SUCCESS);
+  EXPECT_EQ(allocation_on_device, 48 * mib);
+  EXPECT_EQ(tgsFakeAllocationResidency(m + mib, &allocation_on_device), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(tgsFakeAllocationResidency(m, nullptr), CUDA_ERROR_INVALID_VALUE);
   // The whole allocation: the rest follows; the range already on host is not copied again.
   ASSERT_EQ(cuMemPrefetchAsync_v2(m, 64 * mib, host, 0, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(resident(m), on_host);

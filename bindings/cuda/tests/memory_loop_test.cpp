@@ -35,6 +35,19 @@ TEST(MemoryLoop, ArrivalActivatesThePolicyWithoutACap) {
   EXPECT_EQ(opp->view_others_bytes.load(), 0U);
 }
 
+TEST(MemoryLoop, ArrivalTellsTheJobHowToSplitItsLimit) {
+  gpu_memory_loop in_order{tum_without_reserve(), 20_GiB};
+  gpu_memory_loop even{tum_without_reserve(), 20_GiB, tgs::residency_split::even};
+  auto a = make_segment();
+  auto b = make_segment();
+  b->residency_split.store(7);  // whatever was there, the node's choice replaces it
+  in_order.add_job(1, tgs::job_class::opportunistic, a.get(), t0);
+  even.add_job(1, tgs::job_class::opportunistic, b.get(), t0);
+  EXPECT_EQ(a->residency_split.load(), static_cast<std::uint32_t>(tgs::residency_split::in_order));
+  EXPECT_EQ(b->residency_split.load(), static_cast<std::uint32_t>(tgs::residency_split::even));
+  EXPECT_EQ(even.split(), tgs::residency_split::even);
+}
+
 TEST(MemoryLoop, ProductionAllocationLowersTheOpportunisticLimitAndWakesItsEvictor) {
   gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
   auto prod = make_segment();
