@@ -41,6 +41,9 @@
 #   any torchvision classifier train.py knows, e.g. mobilenet_v2 for a production job that leaves
 #   the GPU room), RESNET_BATCH (128: LOW_MODEL's batch), BERT_BATCH (32), BERT_SEQ (128),
 #   DLRM_BATCH (2048), DLRM_TABLES (8), DLRM_ROWS (2000000), DLRM_DIM (256), DLRM_BAG (32),
+#   DLRM_ZIPF (0: uniform row ids; S > 0: a power law with exponent S, hot rows first, as in tables
+#   ordered by frequency), RESIDENCY_SPLIT (in-order: tgs-node --residency-split, how the DLRM job's
+#   resident limit is shared among its tables; even: the same prefix of each),
 #   FAULT_RUN_S (10) seconds the fresh production job runs before the SIGSEGV, FAULT_AFTER_S (5)
 #   seconds it runs after, FAULT_TIMEOUT_S (20) longest wait for a drop or a restore,
 #   JOB_GRACE_S (20) a job may run past its last window before it is killed, MAX_S (540) seconds
@@ -106,6 +109,12 @@ DLRM_TABLES=${DLRM_TABLES:-8}
 DLRM_ROWS=${DLRM_ROWS:-2000000}
 DLRM_DIM=${DLRM_DIM:-256}
 DLRM_BAG=${DLRM_BAG:-32}
+DLRM_ZIPF=${DLRM_ZIPF:-0}
+RESIDENCY_SPLIT=${RESIDENCY_SPLIT:-in-order}
+case $RESIDENCY_SPLIT in in-order | even) ;; *) echo "RESIDENCY_SPLIT must be in-order or even (got '$RESIDENCY_SPLIT')"; exit 2 ;; esac
+if ! python3 -c 'import sys; v = float(sys.argv[1]); sys.exit(0 if 0 <= v <= 10 else 1)' "$DLRM_ZIPF" 2>/dev/null; then
+  echo "DLRM_ZIPF must be a number in [0, 10] (got '$DLRM_ZIPF')"; exit 2
+fi
 FAULT_RUN_S=${FAULT_RUN_S:-10}
 FAULT_AFTER_S=${FAULT_AFTER_S:-5}
 FAULT_TIMEOUT_S=${FAULT_TIMEOUT_S:-20}
@@ -121,7 +130,7 @@ case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DE
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\" FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\" FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -386,7 +395,9 @@ def cmd_summarize():
     out = {"device": E["DEVICE"], "driver": E["DRIVER"], "date": E["STARTED"], "command": E["COMMAND"],
            "ratio": float(E["RATIO"]), "budget_mib": {s: b["budget"] for s, b in budgets.items()},
            "footprints_mib": footprints, "free_mib_at_start": float(E["FREE_MIB"]),
-           "dlrm": {k: int(E["DLRM_" + k.upper()]) for k in ("tables", "rows", "dim", "bag", "batch")},
+           "dlrm": {**{k: int(E["DLRM_" + k.upper()]) for k in ("tables", "rows", "dim", "bag", "batch")},
+                    "zipf": float(E["DLRM_ZIPF"])},
+           "residency_split": E["RESIDENCY_SPLIT"],
            "warnings": [l.strip() for l in open(E["WARNINGS"])] if os.path.exists(E["WARNINGS"]) else [],
            "limits_mib": {s: {"reserve": int(E["RESERVE_MIB"]), "hard_limit_production": b["production_limit"],
                               "hard_limit_opportunistic": b["opportunistic_limit"]} for s, b in budgets.items()},
@@ -616,7 +627,7 @@ job_args() {
   case $1 in
     bert_base) JA+=(--batch "$BERT_BATCH" --seq-len "$BERT_SEQ") ;;
     dlrm) JA+=(--batch "$DLRM_BATCH" --dlrm-tables "$DLRM_TABLES" --dlrm-rows "$DLRM_ROWS" --dlrm-dim "$DLRM_DIM"
-               --dlrm-bag "$DLRM_BAG") ;;
+               --dlrm-bag "$DLRM_BAG" --dlrm-zipf "$DLRM_ZIPF") ;;
     *) JA+=(--batch "$RESNET_BATCH") ;;  # LOW_MODEL
   esac
 }
@@ -829,7 +840,7 @@ run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
   prod=$(prod_model_of "$scen")
   say "$base"
   start_node "$base" --policy tgs --memory-policy tgs --memory-budget-mib "${BUDGET[$scen]}" \
-    --memory-reserve-mib "$RESERVE_MIB" "${rate_flags[@]}"
+    --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT" "${rate_flags[@]}"
   start_sampler "$base"
   start=$(( $(date +%s) + WARMUP_S + TGS_SETTLE_S ))
   win_args "$start"
@@ -862,7 +873,7 @@ run_opp_limited() {  # run_opp_limited SCENARIO INDEX
   prod=$(prod_model_of "$scen")
   say "$base (beside an idle $prod)"
   start_node "$base" --policy co-execution --memory-policy tgs --memory-budget-mib "${BUDGET[$scen]}" \
-    --memory-reserve-mib "$RESERVE_MIB"
+    --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT"
   start_sampler "$base"
   launch "$base/idle-production" production "$prod" 1 "$runs" --idle-after-steps 3
   p1=$last_pid
@@ -963,5 +974,5 @@ BUDGETS="$work/budgets.tsv" FOOTPRINTS="$work/footprints.jsonl" FAULTS="$work/fa
 TGSRUNS="$work/tgsruns.tsv" WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" RATIO="$RATIO" RESERVE_MIB="$RESERVE_MIB" \
 FREE_MIB="$free_mib" SCENARIO_LIST="$SCENARIOS" PROBE_LOG="$work/probe.log" JSON_OUT="$OUT/gpu-memory.json" \
 WARNINGS="$work/warnings.txt" DLRM_TABLES="$DLRM_TABLES" DLRM_ROWS="$DLRM_ROWS" DLRM_DIM="$DLRM_DIM" DLRM_BAG="$DLRM_BAG" \
-DLRM_BATCH="$DLRM_BATCH" \
+DLRM_BATCH="$DLRM_BATCH" DLRM_ZIPF="$DLRM_ZIPF" RESIDENCY_SPLIT="$RESIDENCY_SPLIT" \
 python3 "$helper" summarize

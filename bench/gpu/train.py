@@ -89,6 +89,23 @@ class BertBase(torch.nn.Module):
         return self.head(self.encoder(x))
 
 
+def dlrm_indices(rows: int, shape: tuple, zipf: float, device: torch.device) -> torch.Tensor:
+    """Row ids for the embedding lookups: uniform over [0, rows) when `zipf` is 0, else a
+    power law with exponent `zipf` whose hot rows come first (id k drawn with probability about
+    proportional to (k + 1)^-zipf), as in a table whose ids were ordered by frequency. Drawn by
+    inverting the continuous power law's CDF on [1, rows + 1) and flooring."""
+    if zipf == 0:
+        return torch.randint(0, rows, shape, device=device)
+    u = torch.rand(shape, device=device, dtype=torch.float64)
+    n = float(rows + 1)
+    if abs(zipf - 1.0) < 1e-9:
+        x = torch.pow(n, u)  # CDF ln(x) / ln(n)
+    else:
+        a = 1.0 - zipf
+        x = torch.pow((n ** a - 1.0) * u + 1.0, 1.0 / a)  # CDF (x^a - 1) / (n^a - 1)
+    return (x.floor().long() - 1).clamp_(0, rows - 1)
+
+
 def build(args, device: torch.device):
     """The model's training step (one host sync, as a loop that logs its loss has)."""
     if args.model == "dlrm":
@@ -99,7 +116,7 @@ def build(args, device: torch.device):
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, foreach=False)
         loss_fn = torch.nn.BCEWithLogitsLoss()
         dense = torch.randn(args.batch, 13, device=device)
-        indices = torch.randint(0, args.dlrm_rows, (args.dlrm_tables, args.batch, args.dlrm_bag), device=device)
+        indices = dlrm_indices(args.dlrm_rows, (args.dlrm_tables, args.batch, args.dlrm_bag), args.dlrm_zipf, device)
         labels = torch.randint(0, 2, (args.batch,), device=device).float()
 
         def step() -> None:
@@ -197,11 +214,16 @@ def main() -> int:
     parser.add_argument("--dlrm-rows", type=int, default=2_000_000, help="dlrm: rows per table")
     parser.add_argument("--dlrm-dim", type=int, default=256, help="dlrm: embedding dimension")
     parser.add_argument("--dlrm-bag", type=int, default=32, help="dlrm: indices per bag (per sample and table)")
+    parser.add_argument("--dlrm-zipf", type=float, default=0.0,
+                        help="dlrm: 0 (default) draws row ids uniformly; S > 0 draws them from a power law "
+                             "with exponent S, hot rows first (a table ordered by frequency)")
     args = parser.parse_args()
     if args.start_at is None and not args.report_memory_only and args.idle_after_steps <= 0:
         parser.error("--start-at is required (unless --report-memory-only or --idle-after-steps)")
     if args.idle_after_steps < 0:
         parser.error("--idle-after-steps must be at least 0")
+    if not 0.0 <= args.dlrm_zipf <= 10.0:
+        parser.error(f"--dlrm-zipf must be in [0, 10] (got {args.dlrm_zipf})")
     if args.batch is None:
         args.batch = DEFAULT_BATCH.get(args.model, 64)
     if args.no_core_dump:
