@@ -24,6 +24,26 @@ bytes total(const std::vector<bytes>& plan) {
   return sum;
 }
 
+/// A random case for the property tests: up to 11 allocations from a few KiB to a few GiB, some
+/// of equal size (20 MiB), orders in any sequence, and a limit from 0 to 1.25 times their sum.
+struct random_case {
+  std::vector<managed_allocation> allocs;
+  bytes sum;
+  bytes limit;
+};
+
+random_case draw_case(std::mt19937_64& rng) {
+  random_case c;
+  c.allocs.resize(rng() % 12);
+  for (managed_allocation& a : c.allocs) {
+    const std::uint64_t size = (rng() % 4 == 0) ? (20ULL << 20) : (std::uint64_t{1} << (12 + rng() % 21)) + rng() % 4096;
+    a = {bytes{size}, rng() % 8};
+    c.sum += a.size;
+  }
+  c.limit = bytes{c.sum.count() == 0 ? 0 : rng() % (c.sum.count() + c.sum.count() / 4 + 1)};
+  return c;
+}
+
 TEST(PlanResidency, EverythingStaysWhenItFits) {
   const std::vector<managed_allocation> allocs{{3_GiB, 1}, {20_MiB, 2}, {1_GiB, 3}};
   EXPECT_EQ(plan_residency(allocs, 5_GiB, 2_MiB), (std::vector<bytes>{3_GiB, 20_MiB, 1_GiB}));
@@ -81,15 +101,7 @@ TEST(PlanResidency, RandomSetsKeepEveryProperty) {
   std::mt19937_64 rng{20261122};
   const bytes granule = 2_MiB;
   for (int round = 0; round < 500; ++round) {
-    std::vector<managed_allocation> allocs(rng() % 12);
-    bytes sum;
-    for (std::size_t i = 0; i < allocs.size(); ++i) {
-      // Sizes from a few KiB to a few GiB, some repeated, orders in any sequence.
-      const std::uint64_t size = (rng() % 4 == 0) ? (20ULL << 20) : (std::uint64_t{1} << (12 + rng() % 21)) + rng() % 4096;
-      allocs[i] = {bytes{size}, rng() % 8};
-      sum += allocs[i].size;
-    }
-    const bytes limit{sum.count() == 0 ? 0 : rng() % (sum.count() + sum.count() / 4 + 1)};
+    const auto [allocs, sum, limit] = draw_case(rng);
     const std::vector<bytes> plan = plan_residency(allocs, limit, granule);
     ASSERT_EQ(plan.size(), allocs.size());
     EXPECT_LE(total(plan), limit);
@@ -169,14 +181,7 @@ TEST(PlanResidencyEven, RandomSetsKeepEveryProperty) {
   std::mt19937_64 rng{20261123};
   for (int round = 0; round < 2000; ++round) {
     const bytes granule{rng() % 3 == 0 ? 1 : (std::uint64_t{1} << (10 + rng() % 12))};
-    std::vector<managed_allocation> allocs(rng() % 12);
-    bytes sum;
-    for (std::size_t i = 0; i < allocs.size(); ++i) {
-      const std::uint64_t size = (rng() % 4 == 0) ? (20ULL << 20) : (std::uint64_t{1} << (12 + rng() % 21)) + rng() % 4096;
-      allocs[i] = {bytes{size}, rng() % 8};
-      sum += allocs[i].size;
-    }
-    const bytes limit{sum.count() == 0 ? 0 : rng() % (sum.count() + sum.count() / 4 + 1)};
+    const auto [allocs, sum, limit] = draw_case(rng);
     const std::vector<bytes> plan = plan_residency(allocs, limit, granule, residency_split::even);
     ASSERT_EQ(plan.size(), allocs.size());
     EXPECT_LE(total(plan), limit) << "round " << round;
