@@ -58,10 +58,11 @@ enum class residency_split : std::uint8_t {
 /// `granule`s as fit (partial residency: the driver moves managed memory page by page), and every
 /// larger one goes to host; with `residency_split::even` every allocation that does not fit whole
 /// keeps the same number of whole granules (the older ones a granule more where the granules do
-/// not divide evenly, and one less than a granule from whole is made whole if the rest allows). Why smallest first: what a training step touches in full (activations,
-/// gradients, dense weights, workspaces) is many allocations, each small next to what a step
-/// touches sparsely (embedding tables, caches), so a byte of a small allocation kept on the GPU
-/// saves the most host-link traffic. A job whose small allocations went to host instead (as when
+/// not divide evenly, and one less than a granule from whole is made whole if the rest allows).
+/// Why smallest first: what a training step touches in full (activations, gradients, dense
+/// weights, workspaces) is many allocations, each small next to what a step touches sparsely
+/// (embedding tables, caches), so a byte of a small allocation kept on the GPU saves the most
+/// host-link traffic. A job whose small allocations went to host instead (as when
 /// the newest allocations are evicted first, or placed on host because the job was already at
 /// its limit) runs every kernel over the host link. A new allocation displaces only its own size
 /// from the tails of larger ones, never an older one of its own size, and a higher limit never
