@@ -146,6 +146,7 @@ samples=$OUT/status-samples.jsonl
 : > "$work/budgets.tsv"
 : > "$work/warnings.txt"
 export PYTHONUNBUFFERED=1
+export GPU_SCRIPTS="$repo/bench/gpu"  # the helper imports node_status.py from there
 ulimit -c 0  # no core files from the SIGSEGV demonstration
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 helper=$work/memhelper.py
@@ -171,32 +172,12 @@ say() { echo "== [$(printf '%4d' "$SECONDS") s] $*"; }
 # ---------------------------------------------------------------------------------------------
 # Python helper: status sampling, fault timing, budget arithmetic and the summary (all JSON).
 cat > "$helper" <<'PY'
-import json, math, os, signal, statistics, subprocess, sys, time
+import json, math, os, signal, statistics, sys, time
+
+sys.path.insert(0, os.environ["GPU_SCRIPTS"])
+from node_status import sample, status  # noqa: E402  (bench/gpu/node_status.py)
 
 MIB, GIB = 1 << 20, 1 << 30
-
-def status(node, sock):
-    """(gpus, jobs) from `tgs-node status --json`, or None when the node does not answer."""
-    try:
-        p = subprocess.run([node, "status", "--json", "--socket", sock], capture_output=True, text=True, timeout=5)
-    except (subprocess.TimeoutExpired, OSError):
-        return None
-    if p.returncode != 0:
-        return None
-    gpus, jobs = [], []
-    for line in p.stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        if "job" in d:
-            jobs.append(d)
-        elif "gpu" in d:
-            gpus.append(d)
-    return gpus, jobs
 
 def job_by_pid(jobs, pid):
     return next((j for j in jobs if j.get("pid") == pid), None)
@@ -228,17 +209,6 @@ def resident(j):
         return r
     d, m = j.get("device_bytes"), j.get("managed_resident_bytes")
     return d + m if isinstance(d, (int, float)) and isinstance(m, (int, float)) else None
-
-def cmd_sample(node, sock, out, label):
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with open(out, "a") as f:
-        while True:
-            t = time.time()
-            st = status(node, sock)
-            if st is not None:
-                f.write(json.dumps({"run": label, "t": t, "gpus": st[0], "jobs": st[1]}) + "\n")
-                f.flush()
-            time.sleep(max(0.05, 1.0 - (time.time() - t)))
 
 def cmd_fault_kill(node, sock, prod, opp, timeout, scen):
     """SIGKILL the production job; time until the node drops it and until the opportunistic job
@@ -586,7 +556,7 @@ def cmd_summarize():
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "sample":
-        cmd_sample(*args)
+        sample(*args)
     elif cmd == "fault-kill":
         cmd_fault_kill(*args)
     elif cmd == "fault-segv":

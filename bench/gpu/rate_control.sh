@@ -8,7 +8,9 @@
 # mode, then run 2, ...), so a call cut short by MAX_S still has every mode. One call builds what
 # it needs and writes $OUT/gpu-rate-control.json, $OUT/runs.jsonl (one line per training process,
 # with its run index "run"; "run_failed": true on the lines of a run in which a process failed),
-# $OUT/node.log and $OUT/gpu-rate-control.log.
+# $OUT/node.log, $OUT/gpu-rate-control.log and $OUT/status-samples.jsonl (tgs-node status once a
+# second during the tgs runs, bench/gpu/node_status.py; summarize it per run and rate-control phase
+# with bench/gpu/status_phases.py).
 #
 # Run from anywhere on a machine with a GPU, CUDA, PyTorch + torchvision, CMake and ninja:
 #   OUT=/some/dir bench/gpu/rate_control.sh
@@ -123,6 +125,9 @@ runs=$OUT/runs.jsonl
 run_log=$work/run-log  # one line per run: PAIR MODE RUN done|failed|skipped AT_S SECONDS
 : > "$runs"
 : > "$OUT/node.log"
+samples=$OUT/status-samples.jsonl
+: > "$samples"
+sampler_pid=""
 : > "$run_log"
 export PYTHONUNBUFFERED=1
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -313,6 +318,7 @@ cleanup() {
   trap - EXIT
   for p in "${train_pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${train_pids[@]}"; do wait "$p" 2>/dev/null; done
+  if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null; wait "$sampler_pid" 2>/dev/null; fi
   if [ -n "$node_pid" ]; then kill "$node_pid" 2>/dev/null; wait "$node_pid" 2>/dev/null; fi
   if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control; fi
   if [ "$measuring" = 1 ]; then summarize || echo "WARNING: the summary could not be written"; fi
@@ -442,12 +448,16 @@ measure() {
     tgs)
       echo "== $pair / tgs / run $run (extra flags: ${node_flags[*]:-none})" >> "$OUT/node.log"
       start_node "${node_flags[@]}"
+      python3 "$repo/bench/gpu/node_status.py" sample "$node" "$socket" "$samples" "$pair/tgs/$run" &
+      sampler_pid=$!
       start=$(( start + TGS_SETTLE_S ))
       train "$pair/tgs/production" "$prod" "$start" LD_PRELOAD="$intercept" TGS_NODE_SOCKET="$socket" \
         TGS_JOB_CLASS=production TGS_JOB_NAME="$prod"
       train "$pair/tgs/opportunistic" "$opp" "$start" LD_PRELOAD="$intercept" TGS_NODE_SOCKET="$socket" \
         TGS_JOB_CLASS=opportunistic TGS_JOB_NAME="$opp"
       wait_jobs || run_ok=0
+      kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true
+      sampler_pid=""
       stop_node ;;
   esac
   tag="\"run\": $run, "
