@@ -438,7 +438,8 @@ std::vector<managed_entry> plan_segment(abi::job_segment& seg, const managed_ent
 
 /// One pass of the evictor: moves every managed allocation of the job to what the residency plan
 /// (`tgs::plan_residency`: smallest allocations on the GPU first, then the larger ones in order or
-/// in equal prefixes, as the node's `residency_split` says) keeps on the GPU under the job's limit. Evictions first, to make room; then restores.
+/// in equal prefixes, as the node's `residency_split` says) keeps on the GPU under the job's
+/// limit. Evictions first, to make room; then restores.
 void reconcile(abi::job_segment& seg) noexcept {
   std::lock_guard evict_lock(evict_mutex);
   std::vector<managed_entry> entries = plan_segment(seg, nullptr);
