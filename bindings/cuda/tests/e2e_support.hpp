@@ -175,6 +175,10 @@ class EndToEnd : public ::testing::Test {
   }
 
   void start_node(const std::vector<std::string>& extra = {}) {
+    // A node still running from an earlier start_node goes first: otherwise the new one starts
+    // while the old one still serves the socket, refuses to take it over, and exits, and the
+    // test then runs with no node at all once the old one is gone.
+    node_.reset();
     std::vector<std::string> argv{TGS_NODE_BIN, "--socket", socket_, "--production-window-ms", "200",
                                   "--profile-windows", "3", "--max-profile-windows", "6", "--liveness-ms", "100",
                                   "--log-level", "info"};
