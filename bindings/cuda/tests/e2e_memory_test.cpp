@@ -199,6 +199,16 @@ TEST_F(MemoryEndToEnd, SmallAllocationsStayOnTheGpuAndTheLargeOneIsEvictedInPart
   EXPECT_GT(measure_rate(prod, 1s), 50.0);
 }
 
+TEST_F(MemoryEndToEnd, WithoutAMemoryPolicyTheProductionJobRunsOutOfMemory) {
+  // The control for the test above: the same jobs with the memory policy off.
+  start_node();
+  start_memory_job("opportunistic", 640);
+  std::this_thread::sleep_for(1s);
+  process& prod = start_memory_job("production", 512);
+  EXPECT_EQ(prod.wait(), 3) << prod.stderr_text();
+  EXPECT_TRUE(has_event(prod, "oom"));
+}
+
 /// The latest `held_device_bytes` list of `p`'s progress lines (bytes of each --alloc-mib
 /// allocation on the device, as the fake driver holds them), in MiB; empty before the first.
 std::vector<double> held_device_mib(process& p) {
@@ -245,16 +255,6 @@ class ResidencySplitEndToEnd : public MemoryEndToEnd {
 TEST_F(ResidencySplitEndToEnd, InOrderKeepsTheOlderTableWhole) { expect_tables_on_device("in-order", {320, 0}); }
 
 TEST_F(ResidencySplitEndToEnd, EvenKeepsTheSamePrefixOfEachTable) { expect_tables_on_device("even", {160, 160}); }
-
-TEST_F(MemoryEndToEnd, WithoutAMemoryPolicyTheProductionJobRunsOutOfMemory) {
-  // The control for the test above: the same jobs with the memory policy off.
-  start_node();
-  start_memory_job("opportunistic", 640);
-  std::this_thread::sleep_for(1s);
-  process& prod = start_memory_job("production", 512);
-  EXPECT_EQ(prod.wait(), 3) << prod.stderr_text();
-  EXPECT_TRUE(has_event(prod, "oom"));
-}
 
 TEST_F(MemoryEndToEnd, JobsSeeTheirBudgetAsTheDevicesMemory) {
   job_env_ = {"TGS_FAKE_MEMORY_MIB=4096"};
