@@ -154,7 +154,9 @@ struct job_segment {
   /// 1 while the node runs a memory policy: allocations then ask it first (`memory_request`).
   std::atomic<std::uint32_t> memory_policy_active;
   /// How the job's residency plan shares its limit among its allocations: a `tgs::residency_split`
-  /// value (0, the zero-filled default: `in_order`; 1: `even`).
+  /// value (0, the zero-filled default: `in_order`; 1: `even`). It took spare bytes of this line,
+  /// so the ABI version did not change: an interposer built before it plans in order whatever
+  /// the node says (a placement preference, not a limit, so nothing is oversubscribed).
   std::atomic<std::uint32_t> residency_split;
 
   // Written by the job's memory paths; read by the node (observation and status).
