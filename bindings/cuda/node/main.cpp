@@ -192,7 +192,8 @@ int main(int argc, char** argv) {
                  "how an opportunistic job's resident limit is shared among its allocations, smallest first: "
                  "in-order (each whole until one does not fit, which keeps what fits) or even (the ones that do "
                  "not fit whole keep equal prefixes: every embedding table keeps its first rows)")
-      ->check(CLI::IsMember({"in-order", "even"}))
+      ->check(CLI::IsMember({std::string(tgs::to_string(tgs::residency_split::in_order)),
+                             std::string(tgs::to_string(tgs::residency_split::even))}))
       ->capture_default_str();
   app.add_option("--eviction-wait-ms", eviction_wait_ms,
                  "how long a production allocation waits for opportunistic memory to be evicted")
