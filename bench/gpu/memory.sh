@@ -19,6 +19,10 @@
 #               demonstration: SIGKILL the production job (time until tgs-node drops it, time
 #               until the DLRM job is restored to the GPU), then a fresh production job, then
 #               SIGSEGV the DLRM job (time until dropped; the production job's progress after).
+#   coexec-budget both jobs train under tgs-node --policy co-execution --memory-policy tgs: the
+#               memory budget, residency plan and eviction of a tgs run, no rate control (RUNS);
+#               set against coexec-um and tgs it separates what the budget's placement costs the
+#               jobs (host-resident rows read over PCIe) from what rate control does
 #   opp-limited the DLRM job beside an idle production job (it trains 3 steps, then holds its
 #               memory and launches nothing), tgs-node --policy co-execution
 #               --memory-policy tgs: the resident limit of a tgs run, no rate control, the GPU
@@ -27,8 +31,8 @@
 #               the rest of the budget for the DLRM job, which should die out of memory at start
 #               (one run).
 # Throughput is normalized to the job's alone median (per run: median window; over runs:
-# median, spread min-max). An opportunistic job that printed no result in a coexec-um or tgs
-# run (it overran its deadline or crashed) counts 0 there and is listed under *_missing_runs.
+# median, spread min-max). An opportunistic job that printed no result in a coexec-um, coexec-budget
+# or tgs run (it overran its deadline or crashed) counts 0 there and is listed under *_missing_runs.
 #
 # Run from anywhere on a machine with a GPU, CUDA, PyTorch + torchvision, CMake and ninja:
 #   OUT=/some/dir SCENARIOS=low bench/gpu/memory.sh     (then SCENARIOS=high in a second call)
@@ -51,10 +55,11 @@
 #   later are skipped, with a warning in the summary; the tgs run that still fits becomes the
 #   one with the fault demonstration), TGS_GPU_BUILD (/tmp/tgs-gpu-build), TGS_NODE_FLAGS (empty)
 #   extra tgs-node rate-control flags for the tgs and hard-limit runs, MODES ("coexec-um opp-limited
-#   hard-limit tgs") the modes to run (the alone runs always run: the numbers are normalized to them),
+#   hard-limit tgs"; coexec-budget only when named) the modes to run (the alone runs always run:
+#   the numbers are normalized to them),
 #   FAULT_DEMO (1; 0: no fault demonstration, every tgs run is a plain one).
-# Order per scenario: alone runs, coexec-um runs, opp-limited runs, hard-limit, tgs runs (the fault demonstration
-# ends the last one).
+# Order per scenario: alone runs, coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
+# tgs runs (the fault demonstration ends the last one).
 # Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
 # $OUT/memory-runs.jsonl (every train.py result line), $OUT/status-samples.jsonl (tgs-node
 # status samples, one line per sample and run), $OUT/node.log, $OUT/jobs.log (each job's stderr
@@ -124,7 +129,7 @@ TGS_NODE_FLAGS=${TGS_NODE_FLAGS:-}
 MODES=${MODES:-coexec-um opp-limited hard-limit tgs}
 FAULT_DEMO=${FAULT_DEMO:-1}
 for m in $MODES; do
-  case $m in coexec-um | opp-limited | hard-limit | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um opp-limited hard-limit tgs)"; exit 2 ;; esac
+  case $m in coexec-um | coexec-budget | opp-limited | hard-limit | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um coexec-budget opp-limited hard-limit tgs)"; exit 2 ;; esac
 done
 case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DEMO')"; exit 2 ;; esac
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -395,7 +400,7 @@ def cmd_summarize():
             m[cls + "_it_per_s"] = base
         m["runs"] = len(alone.get(prod, []))
         entry["modes"]["alone"] = m
-        for mode in ("coexec-um", "opp-limited", "tgs", "hard-limit"):
+        for mode in ("coexec-um", "coexec-budget", "opp-limited", "tgs", "hard-limit"):
             labels = sorted({l.rsplit("/", 1)[0] for l in list(by_label) + list(exits) if l.startswith(f"{scen}/{mode}/")})
             if not labels:
                 continue
@@ -769,11 +774,16 @@ run_alone() {  # run_alone MODEL INDEX
   reap "$last_pid" "$label" $(( $(measured_end "$start") + JOB_GRACE_S ))
 }
 
-run_coexec() {  # run_coexec SCENARIO INDEX
-  local scen=$1 i=$2 prod start p1 p2 base=$1/coexec-um/$2
+run_coexec() {  # run_coexec SCENARIO INDEX MODE (coexec-um | coexec-budget)
+  local scen=$1 i=$2 mode=$3 prod start p1 p2 base=$1/$3/$2
   prod=$(prod_model_of "$scen")
   say "$base"
-  start_node "$base" --policy co-execution --memory-policy unified-memory --memory-budget-mib "${BUDGET[$scen]}"
+  if [ "$mode" = coexec-budget ]; then
+    start_node "$base" --policy co-execution --memory-policy tgs --memory-budget-mib "${BUDGET[$scen]}" \
+      --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT"
+  else
+    start_node "$base" --policy co-execution --memory-policy unified-memory --memory-budget-mib "${BUDGET[$scen]}"
+  fi
   start_sampler "$base"
   start=$(( $(date +%s) + WARMUP_S ))
   win_args "$start"
@@ -907,11 +917,12 @@ for scen in $SCENARIOS; do
     done
     dlrm_alone_done=1
   fi
-  if has_mode coexec-um; then
+  for mode in coexec-um coexec-budget; do
+    has_mode "$mode" || continue
     for i in $(seq "$RUNS"); do
-      if fits "$est_plain"; then run_coexec "$scen" "$i"; else skip "$scen/coexec-um/$i"; fi
+      if fits "$est_plain"; then run_coexec "$scen" "$i" "$mode"; else skip "$scen/$mode/$i"; fi
     done
-  fi
+  done
   if has_mode opp-limited; then
     for i in $(seq "$RUNS"); do
       if fits "$est_opp_limited"; then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
