@@ -67,9 +67,16 @@ int report_memory(double t, CUdevice dev) {
   if (const CUresult r = cuDeviceTotalMem_v2(&device_bytes, dev); r != CUDA_SUCCESS) {
     return fail("cuDeviceTotalMem_v2", r);
   }
-  std::printf("{\"event\":\"memory\",\"t\":%.3f,\"free_mib\":%llu,\"total_mib\":%llu,\"device_total_mib\":%llu}\n", t,
-              static_cast<unsigned long long>(free_bytes >> 20), static_cast<unsigned long long>(total_bytes >> 20),
-              static_cast<unsigned long long>(device_bytes >> 20));
+  // Where the driver holds the job's managed memory right now (the tests check that the job is
+  // within its resident limit as soon as its allocations return).
+  unsigned long long managed_device = 0;
+  unsigned long long managed_host = 0;
+  tgsFakeManagedResidency(&managed_device, &managed_host);
+  std::printf(
+      "{\"event\":\"memory\",\"t\":%.3f,\"free_mib\":%llu,\"total_mib\":%llu,\"device_total_mib\":%llu,"
+      "\"managed_device_bytes\":%llu}\n",
+      t, static_cast<unsigned long long>(free_bytes >> 20), static_cast<unsigned long long>(total_bytes >> 20),
+      static_cast<unsigned long long>(device_bytes >> 20), managed_device);
   std::fflush(stdout);
   return 0;
 }

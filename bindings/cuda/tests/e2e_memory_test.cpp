@@ -242,6 +242,11 @@ class ResidencySplitEndToEnd : public MemoryEndToEnd {
     wait_until([&] { return has_event(prod, "memory"); }, 5s, "the production job's memory");
     // Limit: 1024 - 64 (reserve) - 576 = 384 MiB: the 64 MiB of weights and 320 MiB of tables.
     process& opp = start_memory_job("opportunistic", 640, {"--chunk-mib", "320"});
+    // Its memory line right after its allocations returned: already within its limit (a table
+    // that displaces part of an older one is placed only once that part is on host).
+    wait_until([&] { return count_events(opp, "memory") >= 2; }, 5s, "the opportunistic job's tables");
+    const std::string after_alloc = event_line(opp, "memory");
+    EXPECT_LE(json_number(after_alloc, "managed_device_bytes").value_or(1e18), 384 * mib) << after_alloc;
     const bool met = static_cast<bool>(time_until([&] { return held_device_mib(opp) == expected; }, 5s));
     const std::vector<double> got = held_device_mib(opp);
     EXPECT_TRUE(met) << "tables on the device (MiB): " << (got.empty() ? -1 : got[0]) << ", "
