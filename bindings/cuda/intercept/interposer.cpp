@@ -523,28 +523,36 @@ void start_evictor() noexcept {
   }
 }
 
-/// Populates the host part of a new managed allocation (the part the plan puts on host) on the
-/// host before the job first touches it. Without this the job's first kernel over it (PyTorch
-/// initialises every parameter on the device) populates it by GPU page faults, and faults that
-/// populate host memory are slow enough to hold the GPU for seconds (measured on an H100: a
-/// DLRM-like job initialising 8 GiB of host-placed tables held its co-runner to 30–55% of its
-/// rate for 6 s). The GPU
-/// part is left to the driver, as for any managed allocation. Runs on the allocating thread, in
-/// its current context, under `evict_mutex` (which guards `evictor_stream`).
-void populate_host_part(CUdeviceptr ptr, const alloc_record& rec) noexcept {
-  if (rec.resident >= rec.bytes) return;
+/// Populates a new managed allocation where the plan puts it before the job first touches it:
+/// the host part on the host, the planned prefix on the GPU. Without this the job's first kernel
+/// over it (PyTorch initialises every parameter on the device) populates it by GPU page faults.
+/// Faults that populate host memory are slow enough to hold the GPU for seconds (measured on an
+/// H100: a DLRM-like job initialising 8 GiB of host-placed tables held its co-runner to 30–55% of
+/// its rate for 6 s), and faults that populate the GPU prefix still stalled the co-runner when
+/// the rate controller first let the job launch (its wait rose to 10–17% of its time for the
+/// 2 s that ended the controller's slow start). A prefetch populates both in bulk, on the
+/// allocating thread, before anything runs over them. In its current context, under
+/// `evict_mutex` (which guards `evictor_stream`).
+void populate(CUdeviceptr ptr, const alloc_record& rec) noexcept {
   const unified_memory_api& api = um_api();
   CUstream stream = evictor_stream(rec.context);
   if (stream == nullptr) return;
-  if (api.mem_prefetch(ptr + rec.resident, rec.bytes - rec.resident, host_location(), 0, stream) == CUDA_SUCCESS) {
-    api.stream_synchronize(stream);
+  bool queued = false;
+  if (rec.resident > 0) {
+    queued = api.mem_prefetch(ptr, rec.resident, device_location(rec.device), 0, stream) == CUDA_SUCCESS;
   }
+  if (rec.resident < rec.bytes) {
+    queued = api.mem_prefetch(ptr + rec.resident, rec.bytes - rec.resident, host_location(), 0, stream) ==
+                 CUDA_SUCCESS ||
+             queued;
+  }
+  if (queued) api.stream_synchronize(stream);
 }
 
 /// Records a successful managed allocation and places it as the residency plan says, with it
 /// counted: its planned prefix on the GPU, the rest straight on host (preferred location host
-/// before the first touch, so those pages are never populated on the GPU) and populated there at
-/// once (`populate_host_part`). The GPU maps all of it (accessed-by). Where the plan keeps part of
+/// before the first touch, so those pages are never populated on the GPU), both populated at once
+/// (`populate`). The GPU maps all of it (accessed-by). Where the plan keeps part of
 /// the new allocation by displacing part of older ones (a small allocation, or any table under
 /// the even split), that part is evicted here, before the call returns, so the job is never over
 /// its limit. Left to the evictor, it was: on an H100 under the even split, eight 2 GiB tables
@@ -576,7 +584,7 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
                      host_location());
       seg->host_placed_bytes.fetch_add(bytes - rec.resident, std::memory_order_relaxed);
     }
-    populate_host_part(*dptr, rec);
+    populate(*dptr, rec);
   }
   try {
     std::lock_guard lock(alloc_mutex);
