@@ -539,12 +539,11 @@ void populate(CUdeviceptr ptr, const alloc_record& rec) noexcept {
   if (stream == nullptr) return;
   bool queued = false;
   if (rec.resident > 0) {
-    queued = api.mem_prefetch(ptr, rec.resident, device_location(rec.device), 0, stream) == CUDA_SUCCESS;
+    queued |= api.mem_prefetch(ptr, rec.resident, device_location(rec.device), 0, stream) == CUDA_SUCCESS;
   }
   if (rec.resident < rec.bytes) {
-    queued = api.mem_prefetch(ptr + rec.resident, rec.bytes - rec.resident, host_location(), 0, stream) ==
-                 CUDA_SUCCESS ||
-             queued;
+    const std::uint64_t host_part = rec.bytes - rec.resident;
+    queued |= api.mem_prefetch(ptr + rec.resident, host_part, host_location(), 0, stream) == CUDA_SUCCESS;
   }
   if (queued) api.stream_synchronize(stream);
 }
