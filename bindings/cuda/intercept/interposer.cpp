@@ -565,6 +565,9 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
                    bytes};
   const bool movable = api.complete() && api.ctx_get_current(&rec.context) == CUDA_SUCCESS &&
                        rec.context != nullptr && api.ctx_get_device(&rec.device) == CUDA_SUCCESS;
+  // Without a node memory policy nothing is evicted or prefetched: the memory stays where the
+  // driver puts it, as for a job without tgs.
+  const bool policy_active = seg != nullptr && seg->memory_policy_active.load(std::memory_order_acquire) != 0;
   std::lock_guard evict_lock(evict_mutex);
   bool displaced_left = false;  // a displaced part the evictor still has to move
   if (seg != nullptr && movable) {
@@ -572,10 +575,7 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
     std::vector<managed_entry> plan = plan_segment(*seg, &self);
     if (!plan.empty()) {
       rec.resident = plan.back().target;
-      // Only when the node runs a memory policy: without one nothing is evicted at all.
-      if (seg->memory_policy_active.load(std::memory_order_acquire) != 0) {
-        displaced_left = !evict_beyond_plan(*seg, std::span(plan).first(plan.size() - 1));
-      }
+      if (policy_active) displaced_left = !evict_beyond_plan(*seg, std::span(plan).first(plan.size() - 1));
     }
     api.mem_advise(*dptr, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, device_location(rec.device));
     if (rec.resident < bytes) {
@@ -583,7 +583,7 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
                      host_location());
       seg->host_placed_bytes.fetch_add(bytes - rec.resident, std::memory_order_relaxed);
     }
-    populate(*dptr, rec);
+    if (policy_active) populate(*dptr, rec);
   }
   try {
     std::lock_guard lock(alloc_mutex);
@@ -597,7 +597,7 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
   seg->managed_resident_bytes.fetch_add(rec.resident, std::memory_order_acq_rel);
   seg->alloc_calls.fetch_add(1, std::memory_order_relaxed);
   if (converted) seg->converted_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (movable && seg->memory_policy_active.load(std::memory_order_acquire) != 0) {
+  if (movable && policy_active) {
     start_evictor();
     // The evictor sleeps on the generation word; a wake without a change makes it reconcile.
     if (displaced_left) {
