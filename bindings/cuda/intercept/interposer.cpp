@@ -443,25 +443,36 @@ void mark_resident(CUdeviceptr ptr, std::uint64_t resident) noexcept {
   if (auto it = live_allocs->find(ptr); it != live_allocs->end()) it->second.resident = resident;
 }
 
-/// Moves to host what `entries` hold on the GPU beyond their plan (`target`), and counts it.
+/// Moves `entries` toward their plan (`target`) in one direction, and counts it: to host what
+/// they hold on the GPU beyond it (`to_host`), or back to the GPU what they hold below it.
 /// Needs `evict_mutex`. False when a move failed (that part stays where it was).
-bool evict_beyond_plan(abi::job_segment& seg, std::span<managed_entry> entries) noexcept {
+bool move_toward_plan(abi::job_segment& seg, std::span<managed_entry> entries, bool to_host) noexcept {
+  auto& moves = to_host ? seg.evictions : seg.restores;
+  auto& moved_total = to_host ? seg.evicted_bytes_total : seg.restored_bytes_total;
+  auto& ns_total = to_host ? seg.evict_ns_total : seg.restore_ns_total;
   bool all_moved = true;
   for (managed_entry& e : entries) {
-    if (e.target >= e.rec.resident) continue;
+    if (to_host ? e.target >= e.rec.resident : e.target <= e.rec.resident) continue;
     const std::uint64_t start = monotonic_ns();
-    const std::uint64_t moved = e.rec.resident - e.target;
-    if (!move_range(e.ptr, e.rec, e.target, e.rec.resident, true)) {
-      log(log_level::warn, "could not evict %llu bytes of unified memory to host", static_cast<unsigned long long>(moved));
+    const std::uint64_t low = std::min(e.target, e.rec.resident);
+    const std::uint64_t high = std::max(e.target, e.rec.resident);
+    if (!move_range(e.ptr, e.rec, low, high, to_host)) {
+      log(log_level::warn, to_host ? "could not evict %llu bytes of unified memory to host"
+                                   : "could not restore %llu bytes of unified memory to the GPU",
+          static_cast<unsigned long long>(high - low));
       all_moved = false;
       continue;
     }
     mark_resident(e.ptr, e.target);
     e.rec.resident = e.target;
-    seg.managed_resident_bytes.fetch_sub(moved, std::memory_order_acq_rel);
-    seg.evictions.fetch_add(1, std::memory_order_relaxed);
-    seg.evicted_bytes_total.fetch_add(moved, std::memory_order_relaxed);
-    seg.evict_ns_total.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
+    if (to_host) {
+      seg.managed_resident_bytes.fetch_sub(high - low, std::memory_order_acq_rel);
+    } else {
+      seg.managed_resident_bytes.fetch_add(high - low, std::memory_order_acq_rel);
+    }
+    moves.fetch_add(1, std::memory_order_relaxed);
+    moved_total.fetch_add(high - low, std::memory_order_relaxed);
+    ns_total.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
   }
   return all_moved;
 }
@@ -473,23 +484,8 @@ bool evict_beyond_plan(abi::job_segment& seg, std::span<managed_entry> entries) 
 void reconcile(abi::job_segment& seg) noexcept {
   std::lock_guard evict_lock(evict_mutex);
   std::vector<managed_entry> entries = plan_segment(seg, nullptr);
-  evict_beyond_plan(seg, entries);
-  for (managed_entry& e : entries) {
-    if (e.target <= e.rec.resident) continue;
-    const std::uint64_t start = monotonic_ns();
-    const std::uint64_t moved = e.target - e.rec.resident;
-    if (!move_range(e.ptr, e.rec, e.rec.resident, e.target, false)) {
-      log(log_level::warn, "could not restore %llu bytes of unified memory to the GPU",
-          static_cast<unsigned long long>(moved));
-      continue;
-    }
-    mark_resident(e.ptr, e.target);
-    e.rec.resident = e.target;
-    seg.managed_resident_bytes.fetch_add(moved, std::memory_order_acq_rel);
-    seg.restores.fetch_add(1, std::memory_order_relaxed);
-    seg.restored_bytes_total.fetch_add(moved, std::memory_order_relaxed);
-    seg.restore_ns_total.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
-  }
+  move_toward_plan(seg, entries, true);
+  move_toward_plan(seg, entries, false);
 }
 
 /// The evictor thread: wakes when the node changes this job's resident limit (futex on the
@@ -575,7 +571,7 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
     std::vector<managed_entry> plan = plan_segment(*seg, &self);
     if (!plan.empty()) {
       rec.resident = plan.back().target;
-      if (policy_active) displaced_left = !evict_beyond_plan(*seg, std::span(plan).first(plan.size() - 1));
+      if (policy_active) displaced_left = !move_toward_plan(*seg, std::span(plan).first(plan.size() - 1), true);
     }
     api.mem_advise(*dptr, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, device_location(rec.device));
     if (rec.resident < bytes) {
