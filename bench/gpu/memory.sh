@@ -27,6 +27,14 @@
 #               memory and launches nothing), tgs-node --policy co-execution
 #               --memory-policy tgs: the resident limit of a tgs run, no rate control, the GPU
 #               to itself; the ceiling of its tgs share (RUNS)
+#   fixed       one run per entry of FIXED_BUDGETS (RUNS each): tgs-node --policy token-bucket
+#               --fixed-budget-blocks B --budget-window-ms W (entries B or B:W, W defaults to
+#               FIXED_WINDOW_MS) --memory-policy tgs, started as a tgs run (production first, the
+#               DLRM job OPP_DELAY_S later, no settling: the share is fixed from the start). A
+#               fixed share never reacts to the production job, so the sweep maps what each
+#               opportunistic launch rate costs the production job under the interposer's
+#               enforcement: the trade-off an adaptive controller moves along. Mode names
+#               fixed-B (fixed-B-Wms when W is not 50); only run when named.
 #   hard-limit  tgs-node --memory-policy hard-limit with a production limit of P + 2048 MiB and
 #               the rest of the budget for the DLRM job, which should die out of memory at start
 #               (one run).
@@ -57,9 +65,10 @@
 #   extra tgs-node rate-control flags for the tgs and hard-limit runs, MODES ("coexec-um opp-limited
 #   hard-limit tgs"; coexec-budget only when named) the modes to run (the alone runs always run:
 #   the numbers are normalized to them),
-#   FAULT_DEMO (1; 0: no fault demonstration, every tgs run is a plain one).
+#   FAULT_DEMO (1; 0: no fault demonstration, every tgs run is a plain one), FIXED_BUDGETS
+#   ("500000 1000000 2000000 4000000 8000000") and FIXED_WINDOW_MS (50) for MODES=fixed.
 # Order per scenario: alone runs, coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
-# tgs runs (the fault demonstration ends the last one).
+# fixed runs, tgs runs (the fault demonstration ends the last one).
 # Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
 # $OUT/memory-runs.jsonl (every train.py result line), $OUT/status-samples.jsonl (tgs-node
 # status samples, one line per sample and run), $OUT/node.log, $OUT/jobs.log (each job's stderr
@@ -128,14 +137,29 @@ MAX_S=${MAX_S:-540}
 TGS_NODE_FLAGS=${TGS_NODE_FLAGS:-}
 MODES=${MODES:-coexec-um opp-limited hard-limit tgs}
 FAULT_DEMO=${FAULT_DEMO:-1}
+FIXED_BUDGETS=${FIXED_BUDGETS:-500000 1000000 2000000 4000000 8000000}
+FIXED_WINDOW_MS=${FIXED_WINDOW_MS:-50}
 for m in $MODES; do
-  case $m in coexec-um | coexec-budget | opp-limited | hard-limit | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um coexec-budget opp-limited hard-limit tgs)"; exit 2 ;; esac
+  case $m in coexec-um | coexec-budget | opp-limited | hard-limit | fixed | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um coexec-budget opp-limited hard-limit fixed tgs)"; exit 2 ;; esac
+done
+case $FIXED_WINDOW_MS in '' | *[!0-9]* | 0) echo "FIXED_WINDOW_MS must be a positive whole number of ms (got '$FIXED_WINDOW_MS')"; exit 2 ;; esac
+# fixed_modes: one "MODE_NAME BLOCKS WINDOW_MS" line per FIXED_BUDGETS entry.
+fixed_modes=""
+for f in $FIXED_BUDGETS; do
+  fb=${f%%:*}
+  fw=$FIXED_WINDOW_MS
+  [ "$f" = "$fb" ] || fw=${f#*:}
+  case $fb$fw in *[!0-9]*) echo "FIXED_BUDGETS entries are BLOCKS or BLOCKS:WINDOW_MS, whole numbers (got '$f')"; exit 2 ;; esac
+  if [ "$fb" -lt 1 ] || [ "$fw" -lt 1 ]; then echo "FIXED_BUDGETS entry '$f': blocks and window must be positive"; exit 2; fi
+  fname=fixed-$fb
+  [ "$fw" = 50 ] || fname=$fname-${fw}ms
+  fixed_modes+="$fname $fb $fw"$'\n'
 done
 case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DEMO')"; exit 2 ;; esac
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\" FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -400,7 +424,12 @@ def cmd_summarize():
             m[cls + "_it_per_s"] = base
         m["runs"] = len(alone.get(prod, []))
         entry["modes"]["alone"] = m
-        for mode in ("coexec-um", "coexec-budget", "opp-limited", "tgs", "hard-limit"):
+        fixed = {}  # mode name -> (blocks, window ms)
+        for line in E.get("FIXED_MODES", "").splitlines():
+            if line.split():
+                name, blocks, window = line.split()
+                fixed[name] = (int(blocks), int(window))
+        for mode in ("coexec-um", "coexec-budget", "opp-limited", *fixed, "tgs", "hard-limit"):
             labels = sorted({l.rsplit("/", 1)[0] for l in list(by_label) + list(exits) if l.startswith(f"{scen}/{mode}/")})
             if not labels:
                 continue
@@ -421,6 +450,8 @@ def cmd_summarize():
                 m[cls + "_it_per_s"] = med([r for r in rates if r is not None])
                 m[cls + "_missing_runs"] = missing
                 m[cls + "_exit_codes"] = [exits.get(f"{l}/{cls}", {}).get("rc") for l in labels]
+            if mode in fixed:
+                m["budget_blocks"], m["budget_window_ms"] = fixed[mode]
             if mode == "hard-limit":
                 e = [exits.get(f"{l}/opportunistic", {}) for l in labels]
                 m["opportunistic_died"] = [x.get("rc") not in (None, 0) for x in e]
@@ -524,14 +555,14 @@ def cmd_summarize():
         fp = e["footprint_mib"]
         print(f"{scen}: {e['production_model']} ({fp['production']} MiB) + dlrm ({fp['opportunistic']} MiB), "
               f"budget {e['budget_mib']} MiB")
-        print(f"  {'mode':11} {'production':>20} {'opportunistic':>20} runs")
+        print(f"  {'mode':18} {'production':>20} {'opportunistic':>20} runs")
         for mode, m in e["modes"].items():
             extra = ""
             if mode == "hard-limit":
                 extra = f"  opp died {m['opportunistic_died']}, OOM in stderr {m['opportunistic_oom_in_stderr']}"
             elif m.get("opportunistic_missing_runs"):
                 extra = f"  opp missing in {m['opportunistic_missing_runs']} run(s)"
-            print(f"  {mode:11} {fx(m['production']) + sp(m['production_spread']):>20} "
+            print(f"  {mode:18} {fx(m['production']) + sp(m['production_spread']):>20} "
                   f"{fx(m['opportunistic']) + sp(m['opportunistic_spread']):>20} {m['runs']:>4}{extra}")
         mm = e["memory"].get("median") if e["memory"] else None
         if mm:
@@ -843,6 +874,26 @@ run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
   stop_node
 }
 
+run_fixed() {  # run_fixed SCENARIO INDEX MODE_NAME BLOCKS WINDOW_MS
+  local scen=$1 i=$2 prod start p1 p2 base=$1/$3/$2
+  prod=$(prod_model_of "$scen")
+  say "$base ($4 blocks per $5 ms)"
+  start_node "$base" --policy token-bucket --fixed-budget-blocks "$4" --budget-window-ms "$5" --memory-policy tgs \
+    --memory-budget-mib "${BUDGET[$scen]}" --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT"
+  start_sampler "$base"
+  start=$(( $(date +%s) + WARMUP_S ))
+  win_args "$start"
+  launch "$base/production" production "$prod" 1 "$runs" "${WA[@]}"
+  p1=$last_pid
+  sleep "$OPP_DELAY_S"
+  launch "$base/opportunistic" opportunistic dlrm 1 "$runs" "${WA[@]}" --no-core-dump
+  p2=$last_pid
+  reap "$p1" "$base/production" $(( $(measured_end "$start") + JOB_GRACE_S ))
+  reap "$p2" "$base/opportunistic" $(( $(measured_end "$start") + JOB_GRACE_S ))
+  stop_sampler
+  stop_node
+}
+
 # The DLRM job beside an idle production job under the tgs memory policy: the production job
 # trains 3 steps (its caching allocator then holds its footprint) and idles, so the DLRM job
 # has the resident limit it has in a tgs run and the GPU to itself; rate control is off
@@ -931,6 +982,14 @@ for scen in $SCENARIOS; do
   if has_mode hard-limit; then
     if fits "$est_plain"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
   fi
+  if has_mode fixed; then
+    while read -r fname fb fw; do
+      [ -n "$fname" ] || continue
+      for i in $(seq "$RUNS"); do
+        if fits "$est_plain"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw"; else skip "$scen/$fname/$i"; fi
+      done
+    done <<< "$fixed_modes"
+  fi
   for i in $(seq "$RUNS"); do
     has_mode tgs || break
     if ! fits $(( est_tgs + est_demo )); then skip "$scen/tgs/$i and after"; break; fi
@@ -955,5 +1014,5 @@ BUDGETS="$work/budgets.tsv" FOOTPRINTS="$work/footprints.jsonl" FAULTS="$work/fa
 TGSRUNS="$work/tgsruns.tsv" WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" RATIO="$RATIO" RESERVE_MIB="$RESERVE_MIB" \
 FREE_MIB="$free_mib" SCENARIO_LIST="$SCENARIOS" PROBE_LOG="$work/probe.log" JSON_OUT="$OUT/gpu-memory.json" \
 WARNINGS="$work/warnings.txt" DLRM_TABLES="$DLRM_TABLES" DLRM_ROWS="$DLRM_ROWS" DLRM_DIM="$DLRM_DIM" DLRM_BAG="$DLRM_BAG" \
-DLRM_BATCH="$DLRM_BATCH" DLRM_ZIPF="$DLRM_ZIPF" RESIDENCY_SPLIT="$RESIDENCY_SPLIT" \
+DLRM_BATCH="$DLRM_BATCH" DLRM_ZIPF="$DLRM_ZIPF" RESIDENCY_SPLIT="$RESIDENCY_SPLIT" FIXED_MODES="$fixed_modes" \
 python3 "$helper" summarize

@@ -102,8 +102,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--production-window-ms", production_window_ms, "tgs: production window (controller step period)")
       ->capture_default_str();
-  app.add_option("--budget-window-ms", budget_window_ms, "tgs: refill period of the opportunistic budget")
+  app.add_option("--budget-window-ms", budget_window_ms, "tgs and token-bucket: refill period of the opportunistic budget")
       ->capture_default_str();
+  // A fixed share maps how much a given opportunistic rate costs the production job, which no
+  // adaptive controller can beat with the same enforcement (bench/gpu/memory.sh MODES=fixed).
+  std::uint64_t fixed_budget_blocks = 0;
+  app.add_option("--fixed-budget-blocks", fixed_budget_blocks,
+                 "token-bucket: the opportunistic job's fixed share, blocks per budget window (default 20000)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--profile-windows", tgs_cfg.profile_windows, "tgs: minimum profiling windows")->capture_default_str();
   app.add_option("--max-profile-windows", tgs_cfg.max_profile_windows, "tgs: maximum profiling windows")
       ->capture_default_str();
@@ -226,6 +232,13 @@ int main(int argc, char** argv) {
       tgs_cfg.congestion_cap_floor = cap_floor;
     }
     *t = tgs_cfg;
+  }
+  if (auto* b = std::get_if<tgs::token_bucket::config>(&*cfg)) {
+    b->budget_window = tgs::from_seconds(budget_window_ms / 1e3);
+    if (fixed_budget_blocks > 0) b->budget_blocks = fixed_budget_blocks;
+  } else if (fixed_budget_blocks > 0) {
+    fmt::print(stderr, "tgs-node: --fixed-budget-blocks has no effect without --policy token-bucket\n");
+    return 2;
   }
   options.controller = *cfg;
 

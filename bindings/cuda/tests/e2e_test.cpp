@@ -139,6 +139,33 @@ TEST_F(EndToEnd, GraphLaunchesCountTheirBlocksAndAreThrottledLikeKernels) {
   EXPECT_GT(opp_rate, 1.0) << "the opportunistic job should use what the production job leaves";
 }
 
+TEST_F(EndToEnd, AFixedShareHoldsTheOpportunisticJobToItsBudgetWhateverTheProductionJobDoes) {
+  // --policy token-bucket --fixed-budget-blocks: the static share the GPU memory scenarios sweep
+  // to map what each opportunistic rate costs the production job. The opportunistic job launches
+  // 100 kernels x 20 blocks per iteration, so B blocks per 50 ms allow at most B / 100 it/s.
+  auto opportunistic_rate = [&](const char* budget_blocks) {
+    start_node({"--policy", "token-bucket", "--fixed-budget-blocks", budget_blocks, "--budget-window-ms", "50"});
+    process& prod = start_production();
+    process& opp = start_opportunistic();
+    wait_until([&] { return count(status(), R"("job":)") == 2; }, 5s, "two registered jobs");
+    std::this_thread::sleep_for(1s);
+    const double rate = measure_rate(opp, 3s);
+    const std::string s = status();
+    EXPECT_EQ(count(s, std::string(R"("budget_blocks":)") + budget_blocks), 2) << "the GPU and the job\n" << s;
+    opp.kill(SIGKILL);
+    prod.kill(SIGKILL);
+    opp.wait();
+    prod.wait();
+    return rate;
+  };
+  const double small = opportunistic_rate("1000");   // at most 10 it/s
+  const double large = opportunistic_rate("20000");  // at most 200 it/s
+  std::printf("fixed share: 1000 blocks per 50 ms %.1f it/s, 20000 blocks %.1f it/s\n", small, large);
+  EXPECT_LE(small, 10.0 * 1.1);
+  EXPECT_GE(small, 10.0 * 0.5) << "the share should be used, not withheld";
+  EXPECT_GT(large, 2.0 * small) << "a larger share should let the job run faster";
+}
+
 TEST_F(EndToEnd, SyncWaitGrowsWithGpuContentionNotWithTheJobsOwnHostTime) {
   // The time a job blocks in its synchronisation calls is the completion signal the interposer
   // gets for free: it must rise when another job takes the device and stay low when the job
