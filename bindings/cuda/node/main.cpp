@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
   std::uint64_t fixed_budget_blocks = 0;
   app.add_option("--fixed-budget-blocks", fixed_budget_blocks,
                  "token-bucket: the opportunistic job's fixed share, blocks per budget window (default 20000)")
-      ->check(CLI::PositiveNumber);
+      // Allowances are compared modulo 2^40 blocks (node_abi.hpp); 2^32 per window is far above any GPU's rate.
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32));
   app.add_option("--profile-windows", tgs_cfg.profile_windows, "tgs: minimum profiling windows")->capture_default_str();
   app.add_option("--max-profile-windows", tgs_cfg.max_profile_windows, "tgs: maximum profiling windows")
       ->capture_default_str();
