@@ -66,8 +66,15 @@
 #   hard-limit tgs"; coexec-budget only when named) the modes to run (the alone runs always run:
 #   the numbers are normalized to them),
 #   FAULT_DEMO (1; 0: no fault demonstration, every tgs run is a plain one), FIXED_BUDGETS
-#   ("500000 1000000 2000000 4000000 8000000") and FIXED_WINDOW_MS (50) for MODES=fixed.
-# Order per scenario: alone runs, coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
+#   ("500000 1000000 2000000 4000000 8000000") and FIXED_WINDOW_MS (50) for MODES=fixed,
+#   MPS (0; 1: every run with a tgs-node, i.e. all but the alone runs, runs under an MPS control
+#   daemon started with its node and stopped with it, so the two jobs' kernels share the SMs
+#   instead of time-slicing; the alone runs stay without MPS, so the numbers are against the
+#   plain GPU; MPS=1 adds the mode alone-mps: each job alone under a fresh MPS daemon,
+#   ALONE_RUNS runs per scenario, normalized like a pair to the plain alone runs, so a row shows
+#   what MPS alone does to each job's rate), MPS_OPP_PCT (100: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+#   of the opportunistic job under MPS=1; the production job always gets 100).
+# Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
 # fixed runs, tgs runs (the fault demonstration ends the last one).
 # Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
 # $OUT/memory-runs.jsonl (every train.py result line), $OUT/status-samples.jsonl (tgs-node
@@ -139,6 +146,12 @@ MODES=${MODES:-coexec-um opp-limited hard-limit tgs}
 FAULT_DEMO=${FAULT_DEMO:-1}
 FIXED_BUDGETS=${FIXED_BUDGETS:-500000 1000000 2000000 4000000 8000000}
 FIXED_WINDOW_MS=${FIXED_WINDOW_MS:-50}
+MPS=${MPS:-0}
+MPS_OPP_PCT=${MPS_OPP_PCT:-100}
+case $MPS in 0 | 1) ;; *) echo "MPS must be 0 or 1 (got '$MPS')"; exit 2 ;; esac
+case $MPS_OPP_PCT in '' | *[!0-9]*) echo "MPS_OPP_PCT must be a whole number in [1, 100] (got '$MPS_OPP_PCT')"; exit 2 ;; esac
+if [ "$MPS_OPP_PCT" -lt 1 ] || [ "$MPS_OPP_PCT" -gt 100 ]; then echo "MPS_OPP_PCT must be in [1, 100] (got '$MPS_OPP_PCT')"; exit 2; fi
+if [ "$MPS" = 1 ] && ! command -v nvidia-cuda-mps-control > /dev/null; then echo "MPS=1 needs nvidia-cuda-mps-control on the PATH"; exit 1; fi
 for m in $MODES; do
   case $m in coexec-um | coexec-budget | opp-limited | hard-limit | fixed | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um coexec-budget opp-limited hard-limit fixed tgs)"; exit 2 ;; esac
 done
@@ -159,7 +172,7 @@ case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DE
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}$([ "$MPS" = 1 ] && echo " MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT") FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -182,6 +195,7 @@ helper=$work/memhelper.py
 
 node_pid=""
 sampler_pid=""
+mps_started=0
 job_pids=()
 cleanup() {
   local p
@@ -192,6 +206,7 @@ cleanup() {
     for p in "${job_pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   fi
   if [ -n "$node_pid" ]; then kill "$node_pid" 2>/dev/null || true; wait "$node_pid" 2>/dev/null || true; fi
+  stop_mps
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -429,7 +444,7 @@ def cmd_summarize():
             if line.split():
                 name, blocks, window = line.split()
                 fixed[name] = (int(blocks), int(window))
-        for mode in ("coexec-um", "coexec-budget", "opp-limited", *fixed, "tgs", "hard-limit"):
+        for mode in ("alone-mps", "coexec-um", "coexec-budget", "opp-limited", *fixed, "tgs", "hard-limit"):
             labels = sorted({l.rsplit("/", 1)[0] for l in list(by_label) + list(exits) if l.startswith(f"{scen}/{mode}/")})
             if not labels:
                 continue
@@ -650,6 +665,10 @@ launch() {
     envs+=(LD_PRELOAD="$intercept" TGS_NODE_SOCKET="$socket" TGS_JOB_CLASS="$cls" TGS_JOB_NAME="$model"
            TGS_LOG_LEVEL=info)
   fi
+  if [ "$mps_started" = 1 ]; then
+    envs+=(CUDA_MPS_PIPE_DIRECTORY="$work/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$work/mps-log")
+    if [ "$cls" = opportunistic ]; then envs+=(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="$MPS_OPP_PCT"); fi
+  fi
   env "${envs[@]}" python3 "$repo/bench/gpu/train.py" "${JA[@]}" --label "$label" "$@" >> "$out" 2> "$(errfile "$label")" &
   last_pid=$!
   job_pids+=("$last_pid")
@@ -690,11 +709,31 @@ reap() {
   return 0
 }
 
+# MPS=1: a control daemon per run, private to this script (its own pipe and log directories),
+# started with the run's node and always stopped again (shared/GPU.md).
+start_mps() {
+  mkdir -p "$work/mps-pipe" "$work/mps-log"
+  CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log nvidia-cuda-mps-control -d
+  mps_started=1
+}
+stop_mps() {
+  if [ "$mps_started" = 1 ]; then
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe nvidia-cuda-mps-control > /dev/null 2>&1 || true
+    mps_started=0
+    # The server exits after its clients; wait for it (up to 10 s) so the next run starts afresh.
+    for _ in $(seq 20); do
+      pgrep -u "$(id -u)" -f nvidia-cuda-mps-server > /dev/null || break
+      sleep 0.5
+    done
+  fi
+}
 node_n=0
-# start_node RUN_LABEL [tgs-node flags...]: a fresh node on a fresh socket.
+# start_node RUN_LABEL [tgs-node flags...]: a fresh node on a fresh socket (and, with MPS=1, a
+# fresh MPS daemon).
 start_node() {
   local label=$1
   shift
+  if [ "$MPS" = 1 ]; then start_mps; fi
   node_n=$(( node_n + 1 ))
   socket=$work/node-$node_n.sock
   echo "==== $label: tgs-node $*" >> "$OUT/node.log"
@@ -712,6 +751,7 @@ stop_node() {
   kill "$node_pid" 2>/dev/null || true
   wait "$node_pid" 2>/dev/null || true
   node_pid=""
+  stop_mps
 }
 start_sampler() {
   python3 "$helper" sample "$node" "$socket" "$samples" "$1" &
@@ -803,6 +843,22 @@ run_alone() {  # run_alone MODEL INDEX
   say "$label"
   launch "$label" production "$1" 0 "$runs" "${WA[@]}"
   reap "$last_pid" "$label" $(( $(measured_end "$start") + JOB_GRACE_S ))
+}
+
+run_alone_mps() {  # run_alone_mps SCENARIO INDEX: each job alone under its own MPS daemon
+  local scen=$1 i=$2 start cls model label
+  for cls in production opportunistic; do
+    model=dlrm
+    [ "$cls" = opportunistic ] || model=$(prod_model_of "$scen")
+    label=$scen/alone-mps/$i/$cls
+    start_mps
+    start=$(( $(date +%s) + WARMUP_S ))
+    win_args "$start"
+    say "$label ($model)"
+    launch "$label" "$cls" "$model" 0 "$runs" "${WA[@]}"
+    reap "$last_pid" "$label" $(( $(measured_end "$start") + JOB_GRACE_S ))
+    stop_mps
+  done
 }
 
 run_coexec() {  # run_coexec SCENARIO INDEX MODE (coexec-um | coexec-budget)
@@ -967,6 +1023,11 @@ for scen in $SCENARIOS; do
       if fits "$est_plain"; then run_alone dlrm "$i"; else skip "alone/dlrm/$i"; fi
     done
     dlrm_alone_done=1
+  fi
+  if [ "$MPS" = 1 ]; then
+    for i in $(seq "$ALONE_RUNS"); do
+      if fits $(( 2 * est_plain )); then run_alone_mps "$scen" "$i"; else skip "$scen/alone-mps/$i"; fi
+    done
   fi
   for mode in coexec-um coexec-budget; do
     has_mode "$mode" || continue
