@@ -930,12 +930,10 @@ run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
   stop_node
 }
 
-run_fixed() {  # run_fixed SCENARIO INDEX MODE_NAME BLOCKS WINDOW_MS
-  local scen=$1 i=$2 prod start p1 p2 base=$1/$3/$2
-  prod=$(prod_model_of "$scen")
-  say "$base ($4 blocks per $5 ms)"
-  start_node "$base" --policy token-bucket --fixed-budget-blocks "$4" --budget-window-ms "$5" --memory-policy tgs \
-    --memory-budget-mib "${BUDGET[$scen]}" --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT"
+# staggered_pair BASE PROD, with the run's node started: the production job first, the DLRM job
+# OPP_DELAY_S later, both measured from WARMUP_S on; then the node is stopped.
+staggered_pair() {
+  local base=$1 prod=$2 start p1 p2
   start_sampler "$base"
   start=$(( $(date +%s) + WARMUP_S ))
   win_args "$start"
@@ -948,6 +946,14 @@ run_fixed() {  # run_fixed SCENARIO INDEX MODE_NAME BLOCKS WINDOW_MS
   reap "$p2" "$base/opportunistic" $(( $(measured_end "$start") + JOB_GRACE_S ))
   stop_sampler
   stop_node
+}
+
+run_fixed() {  # run_fixed SCENARIO INDEX MODE_NAME BLOCKS WINDOW_MS
+  local scen=$1 base=$1/$3/$2
+  say "$base ($4 blocks per $5 ms)"
+  start_node "$base" --policy token-bucket --fixed-budget-blocks "$4" --budget-window-ms "$5" --memory-policy tgs \
+    --memory-budget-mib "${BUDGET[$scen]}" --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT"
+  staggered_pair "$base" "$(prod_model_of "$scen")"
 }
 
 # The DLRM job beside an idle production job under the tgs memory policy: the production job
@@ -984,23 +990,11 @@ run_opp_limited() {  # run_opp_limited SCENARIO INDEX
 }
 
 run_hard_limit() {  # run_hard_limit SCENARIO
-  local scen=$1 prod start p1 p2 base=$1/hard-limit/1
-  prod=$(prod_model_of "$scen")
+  local scen=$1 base=$1/hard-limit/1
   say "$base (production limit ${PROD_LIMIT[$scen]} MiB, opportunistic ${OPP_LIMIT[$scen]} MiB)"
   start_node "$base" --policy tgs --memory-policy hard-limit --memory-budget-mib "${BUDGET[$scen]}" \
     --production-limit-mib "${PROD_LIMIT[$scen]}" --opportunistic-limit-mib "${OPP_LIMIT[$scen]}" "${rate_flags[@]}"
-  start_sampler "$base"
-  start=$(( $(date +%s) + WARMUP_S ))
-  win_args "$start"
-  launch "$base/production" production "$prod" 1 "$runs" "${WA[@]}"
-  p1=$last_pid
-  sleep "$OPP_DELAY_S"
-  launch "$base/opportunistic" opportunistic dlrm 1 "$runs" "${WA[@]}" --no-core-dump
-  p2=$last_pid
-  reap "$p1" "$base/production" $(( $(measured_end "$start") + JOB_GRACE_S ))
-  reap "$p2" "$base/opportunistic" $(( $(measured_end "$start") + JOB_GRACE_S ))
-  stop_sampler
-  stop_node
+  staggered_pair "$base" "$(prod_model_of "$scen")"
 }
 
 # Time guard: rough seconds per run (start-up and teardown included).
