@@ -206,7 +206,7 @@ cleanup() {
     for p in "${job_pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   fi
   if [ -n "$node_pid" ]; then kill "$node_pid" 2>/dev/null || true; wait "$node_pid" 2>/dev/null || true; fi
-  stop_mps
+  if [ "$mps_started" = 1 ]; then stop_mps; fi  # (defined below; only set once it has run)
   rm -rf "$work"
 }
 trap cleanup EXIT
