@@ -24,6 +24,7 @@ typedef enum cudaError_enum : int {
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_NOT_SUPPORTED = 801,
 } CUresult;
 
@@ -100,6 +101,23 @@ typedef enum CUdriverProcAddressQueryResult_enum : int {
   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 } CUdriverProcAddressQueryResult;
 
+/// `cuEventCreate` flags (`CUevent_flags`); the subset the launch window uses.
+enum : unsigned int { CU_EVENT_DEFAULT = 0x0, CU_EVENT_DISABLE_TIMING = 0x2 };
+
+/// Whether a stream is capturing into a graph (`CUstreamCaptureStatus`).
+typedef enum CUstreamCaptureStatus_enum : int {
+  CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+} CUstreamCaptureStatus;
+
+/// Which calls a capture forbids to other threads (`CUstreamCaptureMode`).
+typedef enum CUstreamCaptureMode_enum : int {
+  CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+  CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+} CUstreamCaptureMode;
+
 /// `cuMemAllocManaged` attach flags.
 enum : unsigned int { CU_MEM_ATTACH_GLOBAL = 0x1, CU_MEM_ATTACH_HOST = 0x2 };
 
@@ -127,6 +145,11 @@ typedef enum CUmem_advise_enum : int {
 
 }  // extern "C"
 
+/// The special stream handles (macros in `cuda.h`): the legacy default stream, and the calling
+/// thread's default stream (what a null stream means to the `_ptsz` functions).
+inline CUstream const CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr_t{0x1});
+inline CUstream const CU_STREAM_PER_THREAD = reinterpret_cast<CUstream>(std::uintptr_t{0x2});
+
 static_assert(sizeof(CUresult) == 4);
 static_assert(sizeof(CUdriverProcAddressQueryResult) == 4);
 static_assert(sizeof(CUdeviceptr) == 8, "the backend supports 64-bit hosts only");
@@ -140,3 +163,5 @@ static_assert(offsetof(CUDA_KERNEL_NODE_PARAMS_v2, kernelParams) == 40);
 static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72);
 static_assert(sizeof(CUgraphNodeType) == 4);
 static_assert(sizeof(CUmem_advise) == 4);
+static_assert(sizeof(CUstreamCaptureStatus) == 4);
+static_assert(sizeof(CUstreamCaptureMode) == 4);

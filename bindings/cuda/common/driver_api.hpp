@@ -64,4 +64,11 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image);
 CUresult cuStreamCreate(CUstream* stream, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream stream);
 CUresult cuStreamSynchronize(CUstream stream);
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status);
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode);
+CUresult cuEventCreate(CUevent* event, unsigned flags);
+CUresult cuEventDestroy_v2(CUevent event);
+CUresult cuEventRecord(CUevent event, CUstream stream);
+CUresult cuEventQuery(CUevent event);
+CUresult cuEventSynchronize(CUevent event);
 }  // extern "C"

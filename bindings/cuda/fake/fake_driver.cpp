@@ -11,6 +11,8 @@
 // blocks until half of it drained, so a busy job is paced by the device as on a real GPU.
 // Synchronisation sleeps until the stream's (or the context's) last kernel ends. A CUDA graph
 // holds kernel and child-graph nodes; its launch enqueues its kernels as so many launches would.
+// An event holds the end of its stream's queued work when it was recorded; no stream ever
+// captures (graphs are built through the graph API only).
 //
 // Memory: address space only (never backed), but with a device-wide capacity of
 // TGS_FAKE_MEMORY_MIB shared by every process of the device, as on a real GPU. The same segment
@@ -40,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -292,7 +295,28 @@ std::atomic<bool> initialised{false};
 std::atomic<std::uint64_t> managed_bytes{0};
 std::atomic<std::uint64_t> managed_host_bytes{0};
 
-fake_stream& stream_of(CUstream s) { return s == nullptr ? default_stream : *reinterpret_cast<fake_stream*>(s); }
+/// The stream behind a handle; the null stream and the special handles (legacy, per-thread) are
+/// all the one default stream here.
+fake_stream& stream_of(CUstream s) {
+  return (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) ? default_stream
+                                                                               : *reinterpret_cast<fake_stream*>(s);
+}
+
+/// This process's unfinished kernels (their end times) on any stream, and the most there ever
+/// were right after a launch: what a launch window bounds (`tgsFakeProcessCounters`).
+struct unfinished_kernels {
+  std::mutex mutex;
+  std::multiset<std::uint64_t> ends;
+  std::uint64_t most = 0;
+
+  void add(std::uint64_t end, std::uint64_t now) {
+    std::lock_guard lock(mutex);
+    ends.erase(ends.begin(), ends.upper_bound(now));
+    ends.insert(end);
+    most = std::max<std::uint64_t>(most, ends.size());
+  }
+};
+unfinished_kernels process_kernels;
 
 /// Device time of a kernel of `blocks` blocks: stretched by the share of this process's managed
 /// memory that resides on the host (a crude model: each kernel touches its memory evenly).
@@ -334,6 +358,7 @@ CUresult enqueue(CUstream s, std::uint64_t blocks) {
   stream.last_end = end;
   stream.ends.push_back(end);
   raise_to(context_last_end, end);
+  process_kernels.add(end, now);
   return CUDA_SUCCESS;
 }
 
@@ -836,6 +861,58 @@ FAKE_EXPORT CUresult cuCtxSynchronize() {
   sleep_until_ns(context_last_end.load(std::memory_order_relaxed));
   return CUDA_SUCCESS;
 }
+
+// Events: an event holds the end of the work queued on its stream when it was recorded.
+namespace {
+struct fake_event {
+  std::atomic<std::uint64_t> at{0};
+};
+thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+}  // namespace
+FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned) {
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *event = reinterpret_cast<CUevent>(new fake_event);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<fake_event*>(event);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream s) {
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  fake_stream& stream = stream_of(s);
+  std::lock_guard lock(stream.mutex);
+  reinterpret_cast<fake_event*>(event)->at.store(stream.last_end, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuEventRecord_ptsz(CUevent event, CUstream s) { return cuEventRecord(event, s); }
+FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return now_ns() >= reinterpret_cast<fake_event*>(event)->at.load(std::memory_order_acquire) ? CUDA_SUCCESS
+                                                                                              : CUDA_ERROR_NOT_READY;
+}
+FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  sleep_until_ns(reinterpret_cast<fake_event*>(event)->at.load(std::memory_order_acquire));
+  return CUDA_SUCCESS;
+}
+// Stream capture is not simulated (the fake builds graphs through the graph API only): no stream
+// is ever capturing. The thread's capture mode is kept, so a caller can exchange it and back.
+FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
+  return cuStreamIsCapturing(s, status);
+}
+FAKE_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::swap(*mode, capture_mode);
+  return CUDA_SUCCESS;
+}
+
 FAKE_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *module = reinterpret_cast<CUmodule>(const_cast<void*>(image));
@@ -1124,6 +1201,15 @@ FAKE_EXPORT CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kern
   return CUDA_SUCCESS;
 }
 
+/// The most kernels this process had unfinished at once (on all its streams), counted at each
+/// launch: what an opportunistic job's launch window bounds.
+FAKE_EXPORT CUresult tgsFakeProcessCounters(unsigned long long* most_unfinished_kernels) {
+  if (most_unfinished_kernels == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(process_kernels.mutex);
+  *most_unfinished_kernels = process_kernels.most;
+  return CUDA_SUCCESS;
+}
+
 /// This process's managed memory, split by where its pages reside (any pointer may be null): what
 /// the driver really holds, for checking a caller's own accounting against it.
 FAKE_EXPORT CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, unsigned long long* host_bytes) {
@@ -1206,6 +1292,15 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuStreamSynchronize, cuStreamSynchronize, false, 2000),
     FAKE_SYMBOL(cuStreamSynchronize_ptsz, cuStreamSynchronize, true, 7000),
     FAKE_SYMBOL(cuCtxSynchronize, cuCtxSynchronize, false, 2000),
+    FAKE_SYMBOL(cuEventCreate, cuEventCreate, false, 2000),
+    FAKE_SYMBOL(cuEventDestroy_v2, cuEventDestroy, false, 4000),
+    FAKE_SYMBOL(cuEventRecord, cuEventRecord, false, 2000),
+    FAKE_SYMBOL(cuEventRecord_ptsz, cuEventRecord, true, 7000),
+    FAKE_SYMBOL(cuEventQuery, cuEventQuery, false, 2000),
+    FAKE_SYMBOL(cuEventSynchronize, cuEventSynchronize, false, 2000),
+    FAKE_SYMBOL(cuStreamIsCapturing, cuStreamIsCapturing, false, 10000),
+    FAKE_SYMBOL(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, true, 10000),
+    FAKE_SYMBOL(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, false, 10010),
     FAKE_SYMBOL(cuModuleLoadData, cuModuleLoadData, false, 2000),
     FAKE_SYMBOL(cuModuleGetFunction, cuModuleGetFunction, false, 2000),
     FAKE_SYMBOL(cuLaunchKernel, cuLaunchKernel, false, 4000),

@@ -33,6 +33,7 @@
 // The fake driver's test hook (no CUDA counterpart; tgs-fake-train runs on the fake driver only).
 extern "C" CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, unsigned long long* host_bytes);
 extern "C" CUresult tgsFakeAllocationResidency(CUdeviceptr ptr, unsigned long long* device_bytes);
+extern "C" CUresult tgsFakeProcessCounters(unsigned long long* most_unfinished_kernels);
 
 namespace {
 
@@ -342,12 +343,15 @@ int main(int argc, char** argv) {
         held_device += managed ? std::to_string(on_device) : std::string("-1");
       }
       held_device += ']';
+      // The deepest this job's queue of unfinished kernels ever was (a launch window bounds it).
+      unsigned long long most_unfinished = 0;
+      tgsFakeProcessCounters(&most_unfinished);
       std::printf(
           "{\"event\":\"%s\",\"t\":%.3f,\"iterations\":%llu,\"iter_per_s\":%.2f,\"managed_device_bytes\":%llu,"
-          "\"managed_host_bytes\":%llu,\"held_device_bytes\":%s}\n",
+          "\"managed_host_bytes\":%llu,\"held_device_bytes\":%s,\"most_unfinished_kernels\":%llu}\n",
           done ? "done" : "progress", elapsed, static_cast<unsigned long long>(iterations),
           static_cast<double>(iterations - last_iterations) / since_report, managed_device, managed_host,
-          held_device.c_str());
+          held_device.c_str(), most_unfinished);
       std::fflush(stdout);
       last_report = now;
       last_iterations = iterations;

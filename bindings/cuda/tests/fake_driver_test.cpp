@@ -29,6 +29,7 @@ CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kernels, unsigne
 CUresult tgsFakeManagedState(CUdeviceptr ptr, int* resident_device, CUmemLocation* preferred, unsigned* accessed_by);
 CUresult tgsFakeManagedResidency(unsigned long long* device_bytes, unsigned long long* host_bytes);
 CUresult tgsFakeAllocationResidency(CUdeviceptr ptr, unsigned long long* device_bytes);
+CUresult tgsFakeProcessCounters(unsigned long long* most_unfinished_kernels);
 }
 
 namespace {
@@ -428,6 +429,63 @@ TEST_F(FakeDriver, KernelsSlowDownWithHostResidentManagedMemory) {
   EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
 }
 
+TEST_F(FakeDriver, AnEventIsReadyWhenTheWorkBeforeItOnItsStreamHasRun) {
+  // What the interposer's launch window relies on: an event recorded after a launch becomes ready
+  // when that kernel has run, on the stream it was recorded on (the special handles included).
+  CUevent e = nullptr;
+  ASSERT_EQ(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventRecord(e, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS) << "nothing queued: ready at once";
+  for (CUstream s : {static_cast<CUstream>(nullptr), CU_STREAM_LEGACY, CU_STREAM_PER_THREAD}) {
+    const auto t0 = clock_type::now();
+    ASSERT_EQ(cuLaunchKernel(some_kernel(), 20'000, 1, 1, 128, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);  // 20 ms
+    ASSERT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
+    EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+    ASSERT_EQ(cuEventSynchronize(e), CUDA_SUCCESS);
+    EXPECT_GE(seconds_since(t0), 0.019);
+    EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuEventRecord(nullptr, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventQuery(nullptr), CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(FakeDriver, NoStreamCapturesAndTheCaptureModeIsExchanged) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  EXPECT_EQ(cuStreamIsCapturing(CU_STREAM_PER_THREAD, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  EXPECT_EQ(cuStreamIsCapturing(nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL) << "the default";
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_RELAXED) << "back as it was set";
+}
+
+TEST_F(FakeDriver, TheProcessCounterKeepsTheDeepestQueueOfUnfinishedKernels) {
+  ASSERT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  unsigned long long before = 0;
+  ASSERT_EQ(tgsFakeProcessCounters(&before), CUDA_SUCCESS);
+  CUstream a = nullptr;
+  CUstream b = nullptr;
+  ASSERT_EQ(cuStreamCreate(&a, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&b, 0), CUDA_SUCCESS);
+  // 1 ms kernels, 12 queued at once across two streams: more than any earlier test queued.
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(cuLaunchKernel(some_kernel(), 1000, 1, 1, 128, 1, 1, 0, a, nullptr, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuLaunchKernel(some_kernel(), 1000, 1, 1, 128, 1, 1, 0, b, nullptr, nullptr), CUDA_SUCCESS);
+  }
+  unsigned long long most = 0;
+  ASSERT_EQ(tgsFakeProcessCounters(&most), CUDA_SUCCESS);
+  EXPECT_EQ(most, std::max(before, 12ULL));
+  EXPECT_EQ(tgsFakeProcessCounters(nullptr), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuStreamSynchronize(a), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(b), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(b), CUDA_SUCCESS);
+}
+
 TEST_F(FakeDriver, ContextQueriesAreCurrentPerThread) {
   CUcontext ctx = nullptr;
   CUdevice dev = -1;
@@ -462,6 +520,11 @@ TEST_F(FakeDriver, GetProcAddressHandsOutTheNewEntryPoints) {
   EXPECT_EQ(lookup("cuCtxGetCurrent", 13000, CU_GET_PROC_ADDRESS_DEFAULT), "cuCtxGetCurrent");
   EXPECT_EQ(lookup("cuCtxGetDevice", 13000, CU_GET_PROC_ADDRESS_DEFAULT), "cuCtxGetDevice");
   EXPECT_EQ(lookup("cuDeviceTotalMem", 13000, CU_GET_PROC_ADDRESS_DEFAULT), "cuDeviceTotalMem_v2");
+  EXPECT_EQ(lookup("cuEventDestroy", 13000, CU_GET_PROC_ADDRESS_DEFAULT), "cuEventDestroy_v2");
+  EXPECT_EQ(lookup("cuEventRecord", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), "cuEventRecord_ptsz");
+  EXPECT_EQ(lookup("cuStreamIsCapturing", 13000, CU_GET_PROC_ADDRESS_DEFAULT), "cuStreamIsCapturing");
+  EXPECT_EQ(lookup("cuThreadExchangeStreamCaptureMode", 13000, CU_GET_PROC_ADDRESS_DEFAULT),
+            "cuThreadExchangeStreamCaptureMode");
 }
 
 TEST_F(FakeDriver, AdviceAndPrefetchFromAnotherThreadWhileAllocatingAndLaunching) {
