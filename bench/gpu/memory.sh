@@ -28,13 +28,16 @@
 #               --memory-policy tgs: the resident limit of a tgs run, no rate control, the GPU
 #               to itself; the ceiling of its tgs share (RUNS)
 #   fixed       one run per entry of FIXED_BUDGETS (RUNS each): tgs-node --policy token-bucket
-#               --fixed-budget-blocks B --budget-window-ms W (entries B or B:W, W defaults to
-#               FIXED_WINDOW_MS) --memory-policy tgs, started as a tgs run (production first, the
+#               --fixed-budget-blocks B --budget-window-ms W (entries B, B:W or B:W:D; W defaults
+#               to FIXED_WINDOW_MS) --memory-policy tgs, started as a tgs run (production first, the
 #               DLRM job OPP_DELAY_S later, no settling: the share is fixed from the start). A
 #               fixed share never reacts to the production job, so the sweep maps what each
 #               opportunistic launch rate costs the production job under the interposer's
-#               enforcement: the trade-off an adaptive controller moves along. Mode names
-#               fixed-B (fixed-B-Wms when W is not 50); only run when named.
+#               enforcement: the trade-off an adaptive controller moves along. D > 0 adds
+#               --max-inflight-launches D (the DLRM job's launch window: at most D of its launches
+#               unfinished on the GPU), so one call compares a share with and without a window.
+#               Mode names fixed-B (fixed-B-Wms when W is not 50; -inflight-D appended when D is
+#               set); only run when named.
 #   hard-limit  tgs-node --memory-policy hard-limit with a production limit of P + 2048 MiB and
 #               the rest of the budget for the DLRM job, which should die out of memory at start
 #               (one run).
@@ -156,17 +159,20 @@ for m in $MODES; do
   case $m in coexec-um | coexec-budget | opp-limited | hard-limit | fixed | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um coexec-budget opp-limited hard-limit fixed tgs)"; exit 2 ;; esac
 done
 case $FIXED_WINDOW_MS in '' | *[!0-9]* | 0) echo "FIXED_WINDOW_MS must be a positive whole number of ms (got '$FIXED_WINDOW_MS')"; exit 2 ;; esac
-# fixed_modes: one "MODE_NAME BLOCKS WINDOW_MS" line per FIXED_BUDGETS entry.
+# fixed_modes: one "MODE_NAME BLOCKS WINDOW_MS INFLIGHT" line per FIXED_BUDGETS entry.
 fixed_modes=""
 for f in $FIXED_BUDGETS; do
-  fb=${f%%:*}
-  fw=$FIXED_WINDOW_MS
-  [ "$f" = "$fb" ] || fw=${f#*:}
-  case $fb$fw in *[!0-9]*) echo "FIXED_BUDGETS entries are BLOCKS or BLOCKS:WINDOW_MS, whole numbers (got '$f')"; exit 2 ;; esac
+  IFS=: read -r fb fw fd extra <<< "$f"
+  fw=${fw:-$FIXED_WINDOW_MS}
+  fd=${fd:-0}
+  case $fb$fw$fd in '' | *[!0-9]*) echo "FIXED_BUDGETS entries are BLOCKS, BLOCKS:WINDOW_MS or BLOCKS:WINDOW_MS:INFLIGHT, whole numbers (got '$f')"; exit 2 ;; esac
+  if [ -n "$extra" ]; then echo "FIXED_BUDGETS entry '$f': at most three fields, BLOCKS:WINDOW_MS:INFLIGHT"; exit 2; fi
   if [ "$fb" -lt 1 ] || [ "$fw" -lt 1 ]; then echo "FIXED_BUDGETS entry '$f': blocks and window must be positive"; exit 2; fi
+  if [ "$fd" -gt 256 ]; then echo "FIXED_BUDGETS entry '$f': INFLIGHT (the launch window) is at most 256"; exit 2; fi
   fname=fixed-$fb
   [ "$fw" = 50 ] || fname=$fname-${fw}ms
-  fixed_modes+="$fname $fb $fw"$'\n'
+  [ "$fd" = 0 ] || fname=$fname-inflight-$fd
+  fixed_modes+="$fname $fb $fw $fd"$'\n'
 done
 case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DEMO')"; exit 2 ;; esac
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -439,11 +445,11 @@ def cmd_summarize():
             m[cls + "_it_per_s"] = base
         m["runs"] = len(alone.get(prod, []))
         entry["modes"]["alone"] = m
-        fixed = {}  # mode name -> (blocks, window ms)
+        fixed = {}  # mode name -> (blocks, window ms, launch window: 0 = none)
         for line in E.get("FIXED_MODES", "").splitlines():
             if line.split():
-                name, blocks, window = line.split()
-                fixed[name] = (int(blocks), int(window))
+                name, blocks, window, inflight = line.split()
+                fixed[name] = (int(blocks), int(window), int(inflight))
         for mode in ("alone-mps", "coexec-um", "coexec-budget", "opp-limited", *fixed, "tgs", "hard-limit"):
             labels = sorted({l.rsplit("/", 1)[0] for l in list(by_label) + list(exits) if l.startswith(f"{scen}/{mode}/")})
             if not labels:
@@ -466,7 +472,7 @@ def cmd_summarize():
                 m[cls + "_missing_runs"] = missing
                 m[cls + "_exit_codes"] = [exits.get(f"{l}/{cls}", {}).get("rc") for l in labels]
             if mode in fixed:
-                m["budget_blocks"], m["budget_window_ms"] = fixed[mode]
+                m["budget_blocks"], m["budget_window_ms"], m["max_inflight_launches"] = fixed[mode]
             if mode == "hard-limit":
                 e = [exits.get(f"{l}/opportunistic", {}) for l in labels]
                 m["opportunistic_died"] = [x.get("rc") not in (None, 0) for x in e]
@@ -948,11 +954,13 @@ staggered_pair() {
   stop_node
 }
 
-run_fixed() {  # run_fixed SCENARIO INDEX MODE_NAME BLOCKS WINDOW_MS
-  local scen=$1 base=$1/$3/$2
-  say "$base ($4 blocks per $5 ms)"
+run_fixed() {  # run_fixed SCENARIO INDEX MODE_NAME BLOCKS WINDOW_MS INFLIGHT
+  local scen=$1 base=$1/$3/$2 window=() label="no launch window"
+  if [ "$6" -gt 0 ]; then window=(--max-inflight-launches "$6"); label="launch window $6"; fi
+  say "$base ($4 blocks per $5 ms, $label)"
   start_node "$base" --policy token-bucket --fixed-budget-blocks "$4" --budget-window-ms "$5" --memory-policy tgs \
-    --memory-budget-mib "${BUDGET[$scen]}" --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT"
+    --memory-budget-mib "${BUDGET[$scen]}" --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT" \
+    ${window[@]+"${window[@]}"}
   staggered_pair "$base" "$(prod_model_of "$scen")"
 }
 
@@ -1038,10 +1046,10 @@ for scen in $SCENARIOS; do
     if fits "$est_plain"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
   fi
   if has_mode fixed; then
-    while read -r fname fb fw; do
+    while read -r fname fb fw fd; do
       [ -n "$fname" ] || continue
       for i in $(seq "$RUNS"); do
-        if fits "$est_plain"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw"; else skip "$scen/$fname/$i"; fi
+        if fits "$est_plain"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw" "$fd"; else skip "$scen/$fname/$i"; fi
       done
     done <<< "$fixed_modes"
   fi

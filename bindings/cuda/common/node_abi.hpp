@@ -129,6 +129,12 @@ struct job_segment {
   std::atomic<std::uint64_t> budget_window_ns;
   /// A futex word bumped at every refill: throttled launches sleep on it instead of spinning.
   std::atomic<std::uint32_t> refill_generation;
+  /// How many of the job's launches may be unfinished on the GPU at once (its launch window,
+  /// `--max-inflight-launches`); 0, the zero-filled default: no bound. Only an opportunistic
+  /// job's interposer reads it. It took spare bytes of this line, so the ABI version did not
+  /// change: an interposer built before it keeps no window (pacing, not a limit: nothing is
+  /// oversubscribed).
+  std::atomic<std::uint32_t> max_inflight_launches;
 
   // Written by the job's slow paths (allocation, throttling); read by the node for status.
   alignas(64) std::atomic<std::uint64_t> device_bytes;
@@ -181,6 +187,12 @@ struct job_segment {
   alignas(64) std::atomic<std::uint64_t> sync_calls;
   std::atomic<std::uint64_t> sync_wait_ns;  ///< time blocked in those calls
   std::atomic<std::uint64_t> last_sync_ns;  ///< CLOCK_MONOTONIC when the latest one returned
+  // Written by an opportunistic job's launch window (`max_inflight_launches`), in the spare bytes
+  // of the synchronisation line: launches that waited for an earlier launch of the job to
+  // finish, the time they waited, and the waits that gave up (`window_wait_limit_ns`).
+  std::atomic<std::uint64_t> window_waits;
+  std::atomic<std::uint64_t> window_wait_ns;
+  std::atomic<std::uint64_t> window_timeouts;
 };
 
 /// `resident_limit` when the job may keep all of its memory on the GPU.
@@ -198,8 +210,18 @@ static_assert(offsetof(job_segment, resident_limit) == 256);
 static_assert(offsetof(job_segment, managed_resident_bytes) == 320);
 static_assert(offsetof(job_segment, sync_calls) == 448);
 
+static_assert(offsetof(job_segment, max_inflight_launches) + sizeof(std::uint32_t) <= 192, "the refill line's spare bytes");
+static_assert(offsetof(job_segment, window_timeouts) + sizeof(std::uint64_t) <= 512, "the sync line's spare bytes");
+
 /// A waiting launch gives up on the node (fails open) when no refill came for this long.
 inline constexpr std::uint64_t stale_after_ns = 1'000'000'000;
+
+/// The largest launch window the node may set: the interposer keeps one event per slot.
+inline constexpr std::uint32_t max_launch_window = 256;
+/// A launch waits at most this long for an earlier launch of its job to finish, then goes ahead
+/// (fails open): a kernel that waits for a later one of the same job (a flag a later kernel sets)
+/// must not deadlock the job.
+inline constexpr std::uint64_t window_wait_limit_ns = 1'000'000'000;
 
 /// Bytes the node maps per job (one page; the layout uses the first `sizeof(job_segment)`).
 inline constexpr std::uint32_t segment_bytes = 4096;

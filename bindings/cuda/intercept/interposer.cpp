@@ -25,6 +25,7 @@
 #include "cuda_subset.hpp"
 #include "hook_table.hpp"
 #include "job_link.hpp"
+#include "launch_window.hpp"
 #include "tgs/memory/residency.hpp"
 
 #define TGS_EXPORT __attribute__((visibility("default")))
@@ -125,6 +126,10 @@ constexpr std::uint64_t grid_blocks(unsigned gx, unsigned gy, unsigned gz) noexc
 std::uint64_t config_blocks(const CUlaunchConfig* config) noexcept {
   return config == nullptr ? 0 : grid_blocks(config->gridDimX, config->gridDimY, config->gridDimZ);
 }
+
+/// The stream of a `cuLaunchKernelEx` launch (null, the default stream, without a config: the
+/// driver refuses that launch anyway).
+CUstream launch_stream(const CUlaunchConfig* config) noexcept { return config == nullptr ? nullptr : config->hStream; }
 
 // --- graphs: an executable graph's blocks, counted once at instantiation ---------------------------
 
@@ -339,6 +344,189 @@ std::uint64_t monotonic_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// --- the launch window: at most N of an opportunistic job's launches unfinished on the GPU ---------
+//
+// The node sets N (`job_segment::max_inflight_launches`, 0: no window); `launch_window.hpp` says
+// why. After each of the job's launches an event is recorded on the launch's stream; before the
+// next, the job waits for the oldest while N are outstanding. Production jobs never wait here.
+
+/// The event entry points the window uses (not hooked: looked up in the driver itself).
+struct event_api {
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_query)(CUevent) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
+
+  [[nodiscard]] bool complete() const noexcept {
+    return ctx_get_current != nullptr && event_create != nullptr && event_record != nullptr &&
+           event_query != nullptr && event_destroy != nullptr && stream_is_capturing != nullptr &&
+           exchange_capture_mode != nullptr;
+  }
+};
+
+const event_api& events_api() noexcept {
+  static const event_api api = [] {
+    event_api a;
+    a.ctx_get_current = driver_fn<decltype(a.ctx_get_current)>("cuCtxGetCurrent");
+    a.event_create = driver_fn<decltype(a.event_create)>("cuEventCreate");
+    a.event_record = driver_fn<decltype(a.event_record)>("cuEventRecord");
+    a.event_query = driver_fn<decltype(a.event_query)>("cuEventQuery");
+    a.event_destroy = driver_fn<decltype(a.event_destroy)>("cuEventDestroy_v2");
+    a.stream_is_capturing = driver_fn<decltype(a.stream_is_capturing)>("cuStreamIsCapturing");
+    a.exchange_capture_mode = driver_fn<decltype(a.exchange_capture_mode)>("cuThreadExchangeStreamCaptureMode");
+    return a;
+  }();
+  return api;
+}
+
+/// The driver's events as the window's `LaunchEvents`. A wait polls `cuEventQuery`: it yields the
+/// core for the first 200 us (a kernel often ends within that), then sleeps 20 us between polls,
+/// and gives up after `abi::window_wait_limit_ns`. While it polls, the thread's capture mode is
+/// relaxed, so the query cannot invalidate a graph capture another thread runs in global mode.
+struct driver_events {
+  using event = CUevent;
+  using stream = CUstream;
+  const event_api* api;
+
+  bool create(CUevent& e) noexcept { return api->event_create(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS; }
+  bool record(CUevent& e, CUstream s) noexcept { return api->event_record(e, s) == CUDA_SUCCESS; }
+  void destroy(CUevent& e) noexcept { (void)api->event_destroy(e); }
+  window_wait wait(CUevent& e) noexcept {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    const bool exchanged = api->exchange_capture_mode(&mode) == CUDA_SUCCESS;
+    const std::uint64_t start = monotonic_ns();
+    window_wait result = window_wait::finished;
+    // Anything but "not ready" ends the wait: done, or the driver can no longer say (a context
+    // that is gone, a sticky error), where waiting on would never end.
+    while (api->event_query(e) == CUDA_ERROR_NOT_READY) {
+      const std::uint64_t waited = monotonic_ns() - start;
+      if (waited >= abi::window_wait_limit_ns) {
+        result = window_wait::gave_up;
+        break;
+      }
+      if (waited < 200'000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+    if (exchanged) (void)api->exchange_capture_mode(&mode);
+    return result;
+  }
+};
+static_assert(LaunchEvents<driver_events>);
+
+/// One context's window: events belong to a context, so each context the job launches in has its
+/// own (a process with several GPUs has several).
+struct context_window {
+  CUcontext context = nullptr;
+  launch_window<driver_events, abi::max_launch_window> window;
+};
+/// Contexts with a window; launches in further contexts go unwindowed.
+constexpr std::size_t max_window_contexts = 8;
+std::mutex window_mutex;  ///< serialises the windows (and so the job's windowed launches)
+context_window context_windows[max_window_contexts];
+
+/// The window of `ctx`, claimed on first use; nullptr when all are taken. Under `window_mutex`.
+context_window* window_of(CUcontext ctx) noexcept {
+  context_window* free_slot = nullptr;
+  for (context_window& w : context_windows) {
+    if (w.context == ctx) return &w;
+    if (w.context == nullptr && free_slot == nullptr) free_slot = &w;
+  }
+  if (free_slot != nullptr) free_slot->context = ctx;
+  return free_slot;
+}
+
+/// A launch through the rate gate and the window. While `window` is set, the window's mutex is
+/// held (by `lock`) from before the launch until its event is recorded, so the job's launches
+/// and their events keep one order.
+struct paced_launch_token {
+  launch_token launch;
+  context_window* window = nullptr;
+  CUstream stream = nullptr;
+  std::unique_lock<std::mutex> lock;
+};
+std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std::nullopt; }
+
+/// Room in the window of the current context for an opportunistic job's launch (the slow part
+/// of `gate_paced_launch`, out of line so the common gate stays small).
+[[gnu::noinline]] void enter_window(paced_launch_token& t, abi::job_segment* seg, std::uint32_t limit, CUstream stream,
+                                    bool per_thread) noexcept {
+  const event_api& api = events_api();
+  if (!api.complete()) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      log(log_level::warn, "the driver lacks the event calls a launch window needs: launches are not windowed");
+    }
+    return;
+  }
+  if (stream == nullptr && per_thread) stream = CU_STREAM_PER_THREAD;
+  // A launch into a capturing stream only adds a node to a graph: nothing runs, nothing to wait for.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (api.stream_is_capturing(stream, &capture) != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return;
+  }
+  CUcontext ctx = nullptr;
+  if (api.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return;
+  std::unique_lock lock(window_mutex);
+  context_window* w = window_of(ctx);
+  if (w == nullptr) return;
+  driver_events events{&api};
+  const std::uint64_t start = monotonic_ns();
+  const window_room room = w->window.make_room(events, std::min(limit, abi::max_launch_window));
+  if (room.waited > 0) {
+    seg->window_waits.fetch_add(1, std::memory_order_relaxed);
+    seg->window_wait_ns.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
+  }
+  if (room.gave_up > 0) {
+    seg->window_timeouts.fetch_add(room.gave_up, std::memory_order_relaxed);
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      log(log_level::warn, "a launch waited %.1f s for an earlier one to finish and went ahead (said once)",
+          static_cast<double>(abi::window_wait_limit_ns) / 1e9);
+    }
+  }
+  t.window = w;
+  t.stream = stream;
+  t.lock = std::move(lock);
+}
+
+/// The launch gate of every launch path: the rate gate, then, for an opportunistic job with a
+/// window, room in the window. `per_thread` is set for the `_ptsz` forms, whose null stream is
+/// the calling thread's default stream.
+inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream stream, bool per_thread) noexcept {
+  paced_launch_token t{gate_launch(blocks), nullptr, nullptr, {}};
+  abi::job_segment* seg = t.launch.segment;
+  // The class first: a production job's launch then never reads the node's refill line.
+  if (seg == nullptr || !current_link.load(std::memory_order_acquire)->opportunistic) return t;
+  const std::uint32_t limit = seg->max_inflight_launches.load(std::memory_order_relaxed);
+  if (limit != 0) [[unlikely]] enter_window(t, seg, limit, stream, per_thread);
+  return t;
+}
+
+/// Marks a windowed launch outstanding (the slow part of `account_paced_launch`). An event that
+/// cannot be recorded means the context is gone (or the driver is out of resources): the window
+/// forgets its events, without destroying handles that may be stale, and is bound again by the
+/// next launch.
+[[gnu::noinline]] void record_in_window(const paced_launch_token& t) noexcept {
+  driver_events events{&events_api()};
+  if (!t.window->window.record(events, t.stream)) {
+    t.window->window.abandon();
+    t.window->context = nullptr;
+  }
+}
+
+/// After the launch: undo the count if the driver refused it, else mark it outstanding in the
+/// window.
+inline void account_paced_launch(const paced_launch_token& t, CUresult r) noexcept {
+  account_launch(t.launch, r);
+  if (t.window != nullptr && r == CUDA_SUCCESS) [[unlikely]] record_in_window(t);
 }
 
 std::atomic<std::uint64_t> next_seq{1};

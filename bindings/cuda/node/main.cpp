@@ -111,6 +111,13 @@ int main(int argc, char** argv) {
                  "token-bucket: the opportunistic job's fixed share, blocks per budget window (default 20000)")
       // Allowances are compared modulo 2^40 blocks (node_abi.hpp); 2^32 per window is far above any GPU's rate.
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32));
+  // Pacing beside any rate policy: how far ahead of the GPU an opportunistic job may queue
+  // (intercept/launch_window.hpp says why; docs/cuda-backend.md, "The launch window").
+  app.add_option("--max-inflight-launches", options.max_inflight_launches,
+                 "how many of an opportunistic job's launches may be unfinished on the GPU at once (its launch "
+                 "window; 0: no bound, as without tgs)")
+      ->check(CLI::Range(std::uint32_t{0}, tgs::cuda::abi::max_launch_window))
+      ->capture_default_str();
   app.add_option("--profile-windows", tgs_cfg.profile_windows, "tgs: minimum profiling windows")->capture_default_str();
   app.add_option("--max-profile-windows", tgs_cfg.max_profile_windows, "tgs: maximum profiling windows")
       ->capture_default_str();

@@ -155,10 +155,13 @@ void node_server::bind() {
   }
   ::chmod(options_.socket_path.c_str(), options_.socket_mode);
   if (::listen(listen_fd_, 64) != 0) throw std::runtime_error("listen: " + errno_text());
-  log(log_level::info, "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU, residency split {})",
+  log(log_level::info,
+      "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
+      "opportunistic launch window {})",
       options_.socket_path, abi::version, any_rate_controller{options_.controller}.policy_name(),
       options_.memory_policy ? any_memory_policy{*options_.memory_policy}.policy_name() : "off",
-      options_.memory_budget.count() >> 20, to_string(options_.residency));
+      options_.memory_budget.count() >> 20, to_string(options_.residency),
+      options_.max_inflight_launches == 0 ? std::string("off") : std::to_string(options_.max_inflight_launches));
 }
 
 void node_server::run(const std::atomic<bool>& stop_flag) {
@@ -310,6 +313,10 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   seg->gpu = j->gpu;
   seg->job_class = cls == job_class::opportunistic ? abi::class_code::opportunistic : abi::class_code::production;
   seg->heartbeat_ns.store(monotonic_ns(), std::memory_order_release);
+  // The launch window paces opportunistic jobs only: a production job queues as it would alone.
+  if (cls == job_class::opportunistic) {
+    seg->max_inflight_launches.store(options_.max_inflight_launches, std::memory_order_relaxed);
+  }
   j->segment = seg;
   // The allowance must be in place before the job can launch, so the loop sees the job first.
   gpu_loop(j->gpu).add_job(j->id, cls, seg, now());
@@ -411,7 +418,8 @@ void node_server::send_status(connection& c, bool json) {
             R"("managed_resident_bytes":{},"resident_bytes":{},"resident_limit":{},"evictions":{},"restores":{},)"
             R"("evicted_bytes_total":{},"restored_bytes_total":{},"evict_s_total":{:.3f},"restore_s_total":{:.3f},)"
             R"("denied_allocs":{},"converted_allocs":{},"host_placed_bytes":{},"sync_calls":{},)"
-            R"("sync_wait_fraction":{:.3f}}})",
+            R"("sync_wait_fraction":{:.3f},"max_inflight_launches":{},"window_waits":{},"window_wait_s":{:.3f},)"
+            R"("window_timeouts":{}}})",
             j.id, gpu, j.pid, j.uid, to_string(j.cls), j.name, alive_s, r.blocks_per_s, r.launches_per_s,
             r.budget_blocks ? job_budget : "null", mem_mib, throttled_s, seg.device_bytes.load(), managed,
             seg.alloc_calls.load(), seg.free_calls.load(), seg.map_calls.load(), managed_resident,
@@ -421,13 +429,18 @@ void node_server::send_status(connection& c, bool json) {
             seg.evictions.load(), seg.restores.load(), seg.evicted_bytes_total.load(), seg.restored_bytes_total.load(),
             static_cast<double>(seg.evict_ns_total.load()) / 1e9, static_cast<double>(seg.restore_ns_total.load()) / 1e9,
             seg.denied_allocs.load(), seg.converted_allocs.load(), seg.host_placed_bytes.load(), seg.sync_calls.load(),
-            r.sync_wait_fraction));
+            r.sync_wait_fraction, seg.max_inflight_launches.load(), seg.window_waits.load(),
+            static_cast<double>(seg.window_wait_ns.load()) / 1e9, seg.window_timeouts.load()));
       } else {
+        const std::uint32_t window = seg.max_inflight_launches.load();
         lines.push_back(fmt::format("  job {} pid {} {} '{}': {:.0f} blocks/s, {:.0f} launches/s, budget {}, "
-                                    "{:.1f} MiB ({:.1f} MiB managed, {:.1f} MiB of it on the GPU), throttled {:.2f} s",
+                                    "{:.1f} MiB ({:.1f} MiB managed, {:.1f} MiB of it on the GPU), throttled {:.2f} s{}",
                                     j.id, j.pid, to_string(j.cls), j.name, r.blocks_per_s, r.launches_per_s,
                                     job_budget, mem_mib, static_cast<double>(managed) / (1 << 20),
-                                    static_cast<double>(managed_resident) / (1 << 20), throttled_s));
+                                    static_cast<double>(managed_resident) / (1 << 20), throttled_s,
+                                    window == 0 ? std::string()
+                                                : fmt::format(", launch window {} (waited {:.2f} s)", window,
+                                                              static_cast<double>(seg.window_wait_ns.load()) / 1e9)));
       }
     }
   }

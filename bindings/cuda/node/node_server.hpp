@@ -46,6 +46,9 @@ struct node_options {
   /// How an opportunistic job's resident limit is shared among its allocations
   /// (`tgs::plan_residency`, carried out by its interposer).
   residency_split residency = residency_split::in_order;
+  /// How many of an opportunistic job's launches may be unfinished on the GPU at once (its
+  /// interposer's launch window); 0: no bound.
+  std::uint32_t max_inflight_launches = 0;
   /// How long a production allocation may wait for opportunistic memory to be evicted before
   /// the node lets it proceed anyway.
   std::chrono::milliseconds eviction_wait{5000};

@@ -235,3 +235,74 @@ TEST_F(EndToEnd, SyncWaitCorrectionLetsTheOpportunisticJobRunBesideANoisyProduct
   EXPECT_GE(corrected.shared, 0.9 * corrected.alone);
   EXPECT_GT(corrected.opportunistic, 2.0 * std::max(released.opportunistic, 1.0));
 }
+
+/// The latest value of a numeric field in `job`'s progress lines, or -1.
+double last_field(process& job, const std::string& field) {
+  const std::vector<std::string>& lines = job.stdout_lines();
+  const std::string key = "\"" + field + "\":";
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    const std::size_t at = it->find(key);
+    if (at != std::string::npos) return std::strtod(it->c_str() + at + key.size(), nullptr);
+  }
+  return -1;
+}
+
+/// One unthrottled pair, with or without a launch window for the opportunistic job.
+struct window_pair {
+  double alone = 0;          ///< production it/s alone
+  double shared = 0;         ///< production it/s beside the opportunistic job
+  double opportunistic = 0;  ///< its it/s
+  double opp_queue = 0;      ///< the most kernels the opportunistic job ever had unfinished
+  double prod_queue = 0;     ///< the same for the production job
+  std::string status;
+};
+
+TEST_F(EndToEnd, ALaunchWindowKeepsTheOpportunisticQueueShortSoTheProductionJobWaitsLess) {
+  // Under co-execution (no rate control) the opportunistic job queues up to the fake stream's
+  // depth (64 kernels) ahead of the device, and every production kernel waits behind that queue,
+  // as a production kernel waits for the other context's time slice on a real GPU. With a window
+  // of 2 it has at most 2 kernels unfinished, so the production job waits for those alone.
+  const auto run = [&](const std::vector<std::string>& flags) {
+    start_node(flags);
+    process& prod = start_production();
+    std::this_thread::sleep_for(1s);
+    window_pair r;
+    r.alone = measure_rate(prod, 3s);
+    process& opp = start_opportunistic();
+    std::this_thread::sleep_for(1s);
+    opp.drain();
+    const std::size_t first = opp.progress_lines().size();
+    r.shared = measure_rate(prod, 4s);
+    const std::vector<progress>& o = opp.progress_lines();
+    if (o.size() >= first + 2) {
+      r.opportunistic = static_cast<double>(o.back().iterations - o[first].iterations) / (o.back().t - o[first].t);
+    }
+    r.opp_queue = last_field(opp, "most_unfinished_kernels");
+    r.prod_queue = last_field(prod, "most_unfinished_kernels");
+    r.status = status();
+    std::printf("%s: production alone %.1f it/s, shared %.1f (%.3f); opportunistic %.1f it/s; most unfinished "
+                "kernels: opportunistic %.0f, production %.0f\n",
+                flags.size() > 2 ? "window" : "no window", r.alone, r.shared, r.shared / r.alone, r.opportunistic,
+                r.opp_queue, r.prod_queue);
+    opp.kill(SIGKILL);
+    prod.kill(SIGKILL);
+    opp.wait();
+    prod.wait();
+    return r;
+  };
+  const window_pair without = run({"--policy", "co-execution"});
+  const window_pair with = run({"--policy", "co-execution", "--max-inflight-launches", "2"});
+  std::printf("%s", with.status.c_str());
+  EXPECT_GT(without.opp_queue, 8.0) << "without a window the opportunistic job queues ahead";
+  EXPECT_GE(with.opp_queue, 1.0);
+  EXPECT_LE(with.opp_queue, 2.0) << "the window bounds its unfinished kernels";
+  EXPECT_GE(with.prod_queue, 10.0) << "the production job is never windowed (it launches 20 kernels at once)";
+  EXPECT_GE(with.shared, 0.9 * with.alone);
+  EXPECT_GT(with.shared / with.alone, without.shared / without.alone + 0.05);
+  EXPECT_GT(with.opportunistic, 5.0) << "the opportunistic job still uses what the production job leaves";
+  // The node set the window for the opportunistic job alone, and its launches waited in it.
+  EXPECT_EQ(count(with.status, R"("max_inflight_launches":2)"), 1) << with.status;
+  EXPECT_EQ(count(with.status, R"("max_inflight_launches":0)"), 1) << with.status;
+  EXPECT_EQ(count(with.status, R"("window_waits":0,)"), 1) << "only the production job never waits\n" << with.status;
+  EXPECT_EQ(count(with.status, R"("window_timeouts":0})"), 2) << with.status;
+}
