@@ -479,7 +479,7 @@ std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std:
   if (w == nullptr) return;
   driver_events events{&api};
   const std::uint64_t start = monotonic_ns();
-  const window_room room = w->window.make_room(events, std::min(limit, abi::max_launch_window));
+  const window_room room = w->window.make_room(events, limit);
   if (room.waited > 0) {
     seg->window_waits.fetch_add(1, std::memory_order_relaxed);
     seg->window_wait_ns.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
@@ -503,8 +503,8 @@ std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std:
 inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream stream, bool per_thread) noexcept {
   paced_launch_token t{gate_launch(blocks), nullptr, nullptr, {}};
   abi::job_segment* seg = t.launch.segment;
-  // The class first: a production job's launch then never reads the node's refill line.
-  if (seg == nullptr || !current_link.load(std::memory_order_acquire)->opportunistic) return t;
+  // The class first (the rate gate read it): a production job never reads the node's refill line.
+  if (seg == nullptr || !t.launch.opportunistic) return t;
   const std::uint32_t limit = seg->max_inflight_launches.load(std::memory_order_relaxed);
   if (limit != 0) [[unlikely]] enter_window(t, seg, limit, stream, per_thread);
   return t;

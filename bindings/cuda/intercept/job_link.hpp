@@ -46,6 +46,7 @@ void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept
 struct launch_token {
   abi::job_segment* segment = nullptr;
   std::uint64_t packed = 0;
+  bool opportunistic = false;  ///< the job's class, for what follows the gate (its launch window)
 };
 
 /// The launch hot path: one atomic add on shared memory, plus one load for an opportunistic job;
@@ -65,7 +66,7 @@ struct launch_token {
       wait_for_allowance(*link, position);
     }
   }
-  return {link->segment, packed};
+  return {link->segment, packed, link->opportunistic};
 }
 
 /// A launch the driver refused never ran: take it out of the count again.

@@ -105,12 +105,6 @@ class launch_window {
     return true;
   }
 
-  /// Forgets every outstanding launch without waiting (the window was switched off).
-  void clear() noexcept {
-    head_ = 0;
-    count_ = 0;
-  }
-
   /// Releases every event and forgets the outstanding launches.
   void release(Events& events) noexcept {
     for (std::size_t i = 0; i < Capacity; ++i) {
@@ -131,6 +125,12 @@ class launch_window {
   [[nodiscard]] std::size_t outstanding() const noexcept { return count_; }
 
  private:
+  /// Forgets every outstanding launch without waiting.
+  void clear() noexcept {
+    head_ = 0;
+    count_ = 0;
+  }
+
   event slots_[Capacity] = {};
   bool created_[Capacity] = {};
   std::size_t size_ = 0;   ///< the ring's length: the limit of the latest make_room (0: none yet)
