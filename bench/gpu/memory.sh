@@ -85,6 +85,8 @@
 # with a header), $OUT/gpu-memory.log (this script's output; a short table last).
 # bench/gpu/status_phases.py $OUT/status-samples.jsonl summarizes the samples per run and
 # rate-control phase (budget, R, both jobs' block rates, the production job's sync wait).
+# A summary that fails (a bug, a killed call) leaves its inputs in $OUT/summary-inputs; redo it
+# without the GPU: GPU_SCRIPTS=<repo>/bench/gpu bash $OUT/summary-inputs/redo-summary.sh
 # Machines without the fmt and CLI11 packages: see rate_control.sh (.deps/include).
 #
 # Safety (shared/GPU.md): the budget must stay under half of the card's free memory and both
@@ -178,7 +180,10 @@ case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DE
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}$([ "$MPS" = 1 ] && echo " MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT") FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+# Not $([ ... ] && echo ...): under set -e a false test there ends the script without a word.
+mps_words=""
+if [ "$MPS" = 1 ]; then mps_words=" MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT"; fi
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -202,6 +207,7 @@ helper=$work/memhelper.py
 node_pid=""
 sampler_pid=""
 mps_started=0
+summary_done=0
 job_pids=()
 cleanup() {
   local p
@@ -213,6 +219,13 @@ cleanup() {
   fi
   if [ -n "$node_pid" ]; then kill "$node_pid" 2>/dev/null || true; wait "$node_pid" 2>/dev/null || true; fi
   if [ "$mps_started" = 1 ]; then stop_mps; fi  # (defined below; only set once it has run)
+  # A summary that did not finish leaves its inputs in $OUT/summary-inputs, so it can be redone
+  # from $OUT alone (redo-summary.sh there, written before the summary ran).
+  if [ -d "$work" ] && [ "$summary_done" = 0 ] && [ -f "$work/redo-summary.sh" ]; then
+    mkdir -p "$OUT/summary-inputs"
+    cp "$work"/*.tsv "$work"/*.jsonl "$work"/*.txt "$work"/probe.log "$work"/*.sh "$OUT/summary-inputs/" 2>/dev/null || true
+    cp "$helper" "$OUT/summary-inputs/" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -365,9 +378,29 @@ def cmd_budget(footprints, free_mib, ratio, override, pairs):
 def med(v):
     return statistics.median(v) if v else None
 
+def read_records(path):
+    """Every JSON object in a file of result lines. Two jobs append to one file; a line that holds
+    more than one object (an interleaved write) is split, and one that is not JSON at all is
+    reported, not fatal, so one bad line cannot cost a call's whole summary."""
+    out, dec = [], json.JSONDecoder()
+    for n, line in enumerate(open(path), 1):
+        text, i = line.strip(), 0
+        if not text.startswith("{"):
+            continue
+        while i < len(text):
+            try:
+                obj, i = dec.raw_decode(text, i)
+            except json.JSONDecodeError as e:
+                print(f"{path}:{n}: not JSON from column {i + 1}: {e.msg}", file=sys.stderr)
+                break
+            out.append(obj)
+            while i < len(text) and text[i].isspace():
+                i += 1
+    return out
+
 def cmd_summarize():
     E = os.environ
-    rows = [json.loads(l) for l in open(E["RUNS_FILE"]) if l.strip().startswith("{")]
+    rows = read_records(E["RUNS_FILE"])
     by_label = {r["label"]: r for r in rows if "label" in r}
     exits = {}
     for line in open(E["EXITS"]):
@@ -1072,10 +1105,29 @@ for scen in $SCENARIOS; do
 done
 
 say "summary"
-DEVICE="$device" DRIVER="$driver" STARTED="$started" COMMAND="$COMMAND" RUNS_FILE="$runs" EXITS="$work/exits.tsv" \
-BUDGETS="$work/budgets.tsv" FOOTPRINTS="$work/footprints.jsonl" FAULTS="$work/faults.jsonl" SAMPLES="$samples" \
-TGSRUNS="$work/tgsruns.tsv" WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" RATIO="$RATIO" RESERVE_MIB="$RESERVE_MIB" \
-FREE_MIB="$free_mib" SCENARIO_LIST="$SCENARIOS" PROBE_LOG="$work/probe.log" JSON_OUT="$OUT/gpu-memory.json" \
-WARNINGS="$work/warnings.txt" DLRM_TABLES="$DLRM_TABLES" DLRM_ROWS="$DLRM_ROWS" DLRM_DIM="$DLRM_DIM" DLRM_BAG="$DLRM_BAG" \
-DLRM_BATCH="$DLRM_BATCH" DLRM_ZIPF="$DLRM_ZIPF" RESIDENCY_SPLIT="$RESIDENCY_SPLIT" FIXED_MODES="$fixed_modes" \
-python3 "$helper" summarize
+# The summary's environment, written beside its inputs first (cleanup copies them to
+# $OUT/summary-inputs), so a summary that fails can be redone from $OUT without the GPU:
+#   GPU_SCRIPTS=<repo>/bench/gpu bash $OUT/summary-inputs/redo-summary.sh
+summary_env=(DEVICE="$device" DRIVER="$driver" STARTED="$started" COMMAND="$COMMAND"
+  WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" RATIO="$RATIO" RESERVE_MIB="$RESERVE_MIB" FREE_MIB="$free_mib"
+  SCENARIO_LIST="$SCENARIOS" DLRM_TABLES="$DLRM_TABLES" DLRM_ROWS="$DLRM_ROWS" DLRM_DIM="$DLRM_DIM"
+  DLRM_BAG="$DLRM_BAG" DLRM_BATCH="$DLRM_BATCH" DLRM_ZIPF="$DLRM_ZIPF" RESIDENCY_SPLIT="$RESIDENCY_SPLIT"
+  FIXED_MODES="$fixed_modes")
+summary_files=(RUNS_FILE="$runs" SAMPLES="$samples" JSON_OUT="$OUT/gpu-memory.json" EXITS="$work/exits.tsv"
+  BUDGETS="$work/budgets.tsv" FOOTPRINTS="$work/footprints.jsonl" FAULTS="$work/faults.jsonl"
+  TGSRUNS="$work/tgsruns.tsv" PROBE_LOG="$work/probe.log" WARNINGS="$work/warnings.txt")
+{
+  echo '#!/usr/bin/env bash'
+  echo '# Redoes the summary of the memory.sh call whose $OUT holds this folder (writes $OUT/gpu-memory.json).'
+  echo 'set -euo pipefail'
+  echo 'cd "$(dirname "$0")"'
+  echo ': "${GPU_SCRIPTS:?set GPU_SCRIPTS to the bench/gpu folder of the repository}"'
+  echo 'export GPU_SCRIPTS'
+  printf 'env'
+  printf ' %q' "${summary_env[@]}" RUNS_FILE=../memory-runs.jsonl SAMPLES=../status-samples.jsonl \
+    JSON_OUT=../gpu-memory.json EXITS=exits.tsv BUDGETS=budgets.tsv FOOTPRINTS=footprints.jsonl \
+    FAULTS=faults.jsonl TGSRUNS=tgsruns.tsv PROBE_LOG=probe.log WARNINGS=warnings.txt
+  printf ' python3 memhelper.py summarize\n'
+} > "$work/redo-summary.sh"
+env "${summary_env[@]}" "${summary_files[@]}" python3 "$helper" summarize
+summary_done=1

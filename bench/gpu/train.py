@@ -161,6 +161,13 @@ def build(args, device: torch.device):
     return step
 
 
+def emit(record: dict) -> None:
+    """One result line on stdout in a single write(2). Both jobs of a run append to one file and
+    PYTHONUNBUFFERED makes print() write the text and its newline separately, so two jobs that
+    finish together could interleave into one unreadable line."""
+    os.write(sys.stdout.fileno(), (json.dumps(record) + "\n").encode())
+
+
 def memory_fields() -> dict:
     return {"peak_reserved_bytes": torch.cuda.max_memory_reserved(),
             "peak_allocated_bytes": torch.cuda.max_memory_allocated()}
@@ -239,7 +246,7 @@ def main() -> int:
         for _ in range(3):
             step()
         torch.cuda.synchronize()
-        print(json.dumps({"model": args.model, "batch": args.batch, **memory_fields()}), flush=True)
+        emit({"model": args.model, "batch": args.batch, **memory_fields()})
         return 0
 
     if args.idle_after_steps > 0:
@@ -247,8 +254,8 @@ def main() -> int:
         for _ in range(args.idle_after_steps):
             step()
         torch.cuda.synchronize()
-        print(json.dumps({"label": args.label, "model": args.model, "batch": args.batch,
-                          "idle_after_steps": args.idle_after_steps, **memory_fields()}), flush=True)
+        emit({"label": args.label, "model": args.model, "batch": args.batch,
+              "idle_after_steps": args.idle_after_steps, **memory_fields()})
         while not stop_requested:
             time.sleep(0.1)
         return 0
@@ -275,10 +282,9 @@ def main() -> int:
         if stop_requested:  # ended early: up to the last second that ran
             last = min(last, int(time.time() - args.start_at) + 1)
         timeline = [counts.get(t, 0) for t in range(first, last)]
-        print(json.dumps({"label": args.label, "model": args.model, "batch": args.batch,
-                          "first_second": first, "loop_start_s": loop_start, "paused": paused, "per_second": timeline,
-                          "stopped_early": stop_requested, **memory_fields()}),
-              flush=True)
+        emit({"label": args.label, "model": args.model, "batch": args.batch,
+              "first_second": first, "loop_start_s": loop_start, "paused": paused, "per_second": timeline,
+              "stopped_early": stop_requested, **memory_fields()})
         return 0
 
     # Warm up until the shared start, then count iterations in windows on the shared clock, so
@@ -301,9 +307,9 @@ def main() -> int:
     if ready - args.start_at > 1.0:
         print(f"{args.label}: ready {ready - args.start_at:.1f} s after the shared start",
               file=sys.stderr)
-    print(json.dumps({"label": args.label, "model": args.model, "batch": args.batch, "pid": os.getpid(),
-                      "ready_late_s": max(0.0, ready - args.start_at), "it_per_s": rates,
-                      "reserved_bytes": torch.cuda.memory_reserved(), **memory_fields()}), flush=True)
+    emit({"label": args.label, "model": args.model, "batch": args.batch, "pid": os.getpid(),
+          "ready_late_s": max(0.0, ready - args.start_at), "it_per_s": rates,
+          "reserved_bytes": torch.cuda.memory_reserved(), **memory_fields()})
     if args.keep_running_s > 0:
         signal.signal(signal.SIGTERM, on_term)
         end = args.start_at + args.windows * args.window_s + args.keep_running_s

@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+"""bench/gpu/memory.sh's summary (its embedded Python helper), without a GPU: two jobs that append
+their result lines at the same moment can leave two records on one line, and the summary must
+still count both runs; a line that is not JSON is reported, not fatal."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SCRIPT = os.path.join(ROOT, "bench", "gpu", "memory.sh")
+
+
+def helper_source() -> str:
+    """The helper memory.sh writes to its work folder (the heredoc after `cat > "$helper"`)."""
+    with open(SCRIPT) as f:
+        text = f.read()
+    m = re.search(r"cat > \"\$helper\" <<'PY'\n(.*?)\nPY\n", text, re.S)
+    if not m:
+        raise AssertionError("memory.sh no longer embeds its helper as a 'PY' heredoc")
+    return m.group(1)
+
+
+def record(label, model, rates):
+    return json.dumps({"label": label, "model": model, "batch": 32, "it_per_s": rates,
+                       "peak_reserved_bytes": 1 << 30})
+
+
+class MemorySummary(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.d = self.tmp.name
+        with open(self.path("memhelper.py"), "w") as f:
+            f.write(helper_source())
+        self.write("budgets.tsv", "low resnet50 1922 16334 12171 3970 8201\n")
+        self.write("footprints.jsonl", '{"model": "resnet50", "peak_reserved_bytes": 2015363072}\n'
+                                       '{"model": "dlrm", "peak_reserved_bytes": 17127440384}\n')
+        for name in ("exits.tsv", "faults.jsonl", "tgsruns.tsv", "warnings.txt", "samples.jsonl"):
+            self.write(name, "")
+
+    def path(self, name):
+        return os.path.join(self.d, name)
+
+    def write(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+
+    def summarize(self, runs_text):
+        self.write("runs.jsonl", runs_text)
+        env = dict(os.environ, GPU_SCRIPTS=os.path.join(ROOT, "bench", "gpu"), DEVICE="GPU X", DRIVER="1",
+                   STARTED="2026-11-25", COMMAND="SCENARIOS=low bench/gpu/memory.sh", WINDOWS="3",
+                   WINDOW_S="4", RATIO="1.5", RESERVE_MIB="1024", FREE_MIB="80000", SCENARIO_LIST="low",
+                   DLRM_TABLES="8", DLRM_ROWS="2000000", DLRM_DIM="256", DLRM_BAG="32", DLRM_BATCH="2048",
+                   DLRM_ZIPF="1.0", RESIDENCY_SPLIT="even", FIXED_MODES="fixed-4000000 4000000 50 0\n",
+                   RUNS_FILE=self.path("runs.jsonl"), SAMPLES=self.path("samples.jsonl"),
+                   JSON_OUT=self.path("out.json"), EXITS=self.path("exits.tsv"), BUDGETS=self.path("budgets.tsv"),
+                   FOOTPRINTS=self.path("footprints.jsonl"), FAULTS=self.path("faults.jsonl"),
+                   TGSRUNS=self.path("tgsruns.tsv"), PROBE_LOG=self.path("probe.log"),
+                   WARNINGS=self.path("warnings.txt"))
+        proc = subprocess.run([sys.executable, self.path("memhelper.py"), "summarize"], env=env,
+                              capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(self.path("out.json")) as f:
+            return json.load(f), proc.stderr
+
+    def lines(self):
+        return [record("alone/resnet50/1", "resnet50", [40.0, 40.0, 40.0]),
+                record("alone/dlrm/1", "dlrm", [200.0, 200.0, 200.0]),
+                record("low/fixed-4000000/1/production", "resnet50", [36.0, 36.0, 36.0]),
+                record("low/fixed-4000000/1/opportunistic", "dlrm", [120.0, 120.0, 120.0])]
+
+    def test_two_records_on_one_line_both_count(self):
+        a, b, p, o = self.lines()
+        out, err = self.summarize("\n".join([a, b, p + o, "", ""]) + "\n")
+        cell = out["scenarios"]["low"]["modes"]["fixed-4000000"]
+        self.assertEqual(cell["runs"], 1)
+        self.assertAlmostEqual(cell["production"], 0.9)
+        self.assertAlmostEqual(cell["opportunistic"], 0.6)
+        self.assertEqual(err, "")
+
+    def test_a_broken_line_is_reported_and_the_rest_summarized(self):
+        a, b, p, o = self.lines()
+        out, err = self.summarize("\n".join([a, b, p, o[:40], o]) + "\n")
+        self.assertIn("runs.jsonl:4: not JSON", err)
+        cell = out["scenarios"]["low"]["modes"]["fixed-4000000"]
+        self.assertAlmostEqual(cell["production"], 0.9)
+        self.assertAlmostEqual(cell["opportunistic"], 0.6)
+
+
+if __name__ == "__main__":
+    unittest.main()
