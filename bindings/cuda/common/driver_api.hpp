@@ -65,6 +65,8 @@ CUresult cuStreamCreate(CUstream* stream, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream stream);
 CUresult cuStreamSynchronize(CUstream stream);
 CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status);
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode);
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph);
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode);
 CUresult cuEventCreate(CUevent* event, unsigned flags);
 CUresult cuEventDestroy_v2(CUevent event);

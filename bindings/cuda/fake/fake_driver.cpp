@@ -11,8 +11,11 @@
 // blocks until half of it drained, so a busy job is paced by the device as on a real GPU.
 // Synchronisation sleeps until the stream's (or the context's) last kernel ends. A CUDA graph
 // holds kernel and child-graph nodes; its launch enqueues its kernels as so many launches would.
-// An event holds the end of its stream's queued work when it was recorded; no stream ever
-// captures (graphs are built through the graph API only).
+// An event holds the end of its stream's queued work when it was recorded. A created stream can
+// capture (cuStreamBeginCapture_v2 .. cuStreamEndCapture): its kernel launches become a chain of
+// kernel nodes instead of running; copies and prefetches are not captured (they run). Querying or
+// waiting for an event last recorded in a capturing stream is CUDA_ERROR_CAPTURED_EVENT, and the
+// fake also invalidates that capture, so a tool that does it is seen when the capture ends.
 //
 // Memory: address space only (never backed), but with a device-wide capacity of
 // TGS_FAKE_MEMORY_MIB shared by every process of the device, as on a real GPU. The same segment
@@ -42,6 +45,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -50,6 +54,12 @@
 #include "cuda_subset.hpp"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Graph calls the stream capture uses before their definitions.
+FAKE_EXPORT CUresult cuGraphCreate(CUgraph* graph, unsigned flags);
+FAKE_EXPORT CUresult cuGraphDestroy(CUgraph graph);
+FAKE_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                             std::size_t ndeps, const CUDA_KERNEL_NODE_PARAMS_v2* params);
 
 namespace {
 
@@ -283,6 +293,11 @@ struct fake_stream {
   std::mutex mutex;
   std::deque<std::uint64_t> ends;
   std::uint64_t last_end = 0;
+  // Capture: set while the stream captures, read without the lock by every launch.
+  std::atomic<bool> capturing{false};
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;  // the rest under `mutex`
+  CUgraph captured = nullptr;
+  CUgraphNode capture_last = nullptr;
 };
 
 fake_stream default_stream;
@@ -331,8 +346,13 @@ std::uint64_t kernel_duration(std::uint64_t blocks) {
 }
 
 /// Queues a kernel of `blocks` blocks on `stream` and reserves its device time.
+CUresult capture_launch(fake_stream& stream, std::uint64_t blocks);
+
 CUresult enqueue(CUstream s, std::uint64_t blocks) {
   if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (fake_stream& cs = stream_of(s); cs.capturing.load(std::memory_order_acquire)) [[unlikely]] {
+    return capture_launch(cs, blocks);
+  }
   const std::uint64_t duration = kernel_duration(blocks);
   if (duration == 0) return CUDA_SUCCESS;  // zero-cost kernels: the benchmark's driver floor
   device_state* dev = device(current_device);
@@ -866,7 +886,18 @@ FAKE_EXPORT CUresult cuCtxSynchronize() {
 namespace {
 struct fake_event {
   std::atomic<std::uint64_t> at{0};
+  std::atomic<fake_stream*> captured_in{nullptr};  ///< last recorded in this capturing stream
 };
+
+/// The answer for an event last recorded in a capturing stream (none when it was not): an error,
+/// and that capture is invalidated.
+std::optional<CUresult> captured_event(fake_event* e) {
+  fake_stream* s = e->captured_in.load(std::memory_order_acquire);
+  if (s == nullptr) return std::nullopt;
+  std::lock_guard lock(s->mutex);
+  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  return CUDA_ERROR_CAPTURED_EVENT;
+}
 thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 }  // namespace
 FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned) {
@@ -883,25 +914,67 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream s) {
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   fake_stream& stream = stream_of(s);
   std::lock_guard lock(stream.mutex);
-  reinterpret_cast<fake_event*>(event)->at.store(stream.last_end, std::memory_order_release);
+  auto* e = reinterpret_cast<fake_event*>(event);
+  if (stream.capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    e->captured_in.store(&stream, std::memory_order_release);
+    return CUDA_SUCCESS;
+  }
+  e->captured_in.store(nullptr, std::memory_order_release);
+  e->at.store(stream.last_end, std::memory_order_release);
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuEventRecord_ptsz(CUevent event, CUstream s) { return cuEventRecord(event, s); }
 FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (const auto r = captured_event(reinterpret_cast<fake_event*>(event))) return *r;
   return now_ns() >= reinterpret_cast<fake_event*>(event)->at.load(std::memory_order_acquire) ? CUDA_SUCCESS
                                                                                               : CUDA_ERROR_NOT_READY;
 }
 FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (const auto r = captured_event(reinterpret_cast<fake_event*>(event))) return *r;
   sleep_until_ns(reinterpret_cast<fake_event*>(event)->at.load(std::memory_order_acquire));
   return CUDA_SUCCESS;
 }
-// Stream capture is not simulated (the fake builds graphs through the graph API only): no stream
-// is ever capturing. The thread's capture mode is kept, so a caller can exchange it and back.
-FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+// Stream capture into a graph. The default stream cannot capture (the legacy stream cannot on a
+// real GPU either). The thread's capture mode is kept, so a caller can exchange it and back; the
+// fake does not enforce it.
+FAKE_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode) {
+  if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  fake_stream& stream = stream_of(s);
+  if (&stream == &default_stream) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  std::lock_guard lock(stream.mutex);
+  if (stream.capture != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
+  if (const CUresult r = cuGraphCreate(&stream.captured, 0); r != CUDA_SUCCESS) return r;
+  stream.capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  stream.capture_last = nullptr;
+  stream.capturing.store(true, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream& stream = stream_of(s);
+  std::lock_guard lock(stream.mutex);
+  if (stream.capture == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
+  const bool invalidated = stream.capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  CUgraph captured = stream.captured;
+  stream.capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  stream.captured = nullptr;
+  stream.capture_last = nullptr;
+  stream.capturing.store(false, std::memory_order_release);
+  if (invalidated) {
+    (void)cuGraphDestroy(captured);
+    *graph = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  *graph = captured;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  fake_stream& stream = stream_of(s);
+  std::lock_guard lock(stream.mutex);
+  *status = stream.capture;
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
@@ -1391,3 +1464,22 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int ver
 FAKE_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
   return lookup(symbol, pfn, version, flags, nullptr);
 }
+
+namespace {
+/// A launch into a capturing stream: a kernel node after the stream's last captured one. A launch
+/// into an invalidated capture fails, as on a real GPU.
+CUresult capture_launch(fake_stream& stream, std::uint64_t blocks) {
+  static const char captured_kernel[] = "captured";
+  std::lock_guard lock(stream.mutex);
+  if (stream.capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  CUDA_KERNEL_NODE_PARAMS_v2 params{};
+  params.func = reinterpret_cast<CUfunction>(const_cast<char*>(captured_kernel));
+  params.gridDimX = static_cast<unsigned>(std::clamp<std::uint64_t>(blocks, 1, 0xffffffffULL));
+  params.gridDimY = params.gridDimZ = params.blockDimX = params.blockDimY = params.blockDimZ = 1;
+  CUgraphNode node = nullptr;
+  const CUgraphNode* deps = stream.capture_last != nullptr ? &stream.capture_last : nullptr;
+  const CUresult r = cuGraphAddKernelNode_v2(&node, stream.captured, deps, deps != nullptr ? 1 : 0, &params);
+  if (r == CUDA_SUCCESS) stream.capture_last = node;
+  return r;
+}
+}  // namespace

@@ -9,7 +9,9 @@
 // `--graph` runs each iteration as one CUDA graph launch instead: a graph of the same kernels
 // (half of them in a child graph, so nesting is exercised), built once at start and instantiated
 // as the runtime does it: cuGetProcAddress("cuGraphInstantiate", 13000) hands out the WithFlags
-// form, and cuGraphLaunch comes from cuGetProcAddress too.
+// form, and cuGraphLaunch comes from cuGetProcAddress too. `--capture` builds that graph by
+// stream capture instead, as PyTorch's CUDA graphs do: the iteration's kernels are launched into
+// a capturing stream (through the same cuLaunchKernel), which makes them nodes, not work.
 //
 // Memory scenarios for the end-to-end tests: `--alloc-mib` takes device memory at `--alloc-at`
 // (and `--free-at` gives it back), `--late-mib` one more allocation at `--late-at` (as a job's
@@ -155,6 +157,22 @@ int build_graph(unsigned kernels, unsigned blocks, CUfunction kernel, CUgraph& g
   return r == CUDA_SUCCESS ? 0 : fail("cuGraphAddChildGraphNode", r);
 }
 
+/// One iteration's kernels as a graph made by stream capture: `kernels` launches through `launch`
+/// into `stream` between cuStreamBeginCapture_v2 and cuStreamEndCapture.
+int capture_graph(launch_kernel launch, CUstream stream, unsigned kernels, unsigned blocks, CUfunction kernel,
+                  CUgraph& graph) {
+  if (const CUresult r = cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS) {
+    return fail("cuStreamBeginCapture_v2", r);
+  }
+  CUresult launched = CUDA_SUCCESS;
+  for (unsigned k = 0; k < kernels && launched == CUDA_SUCCESS; ++k) {
+    launched = launch(kernel, blocks, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
+  }
+  const CUresult ended = cuStreamEndCapture(stream, &graph);  // ends the capture either way
+  if (launched != CUDA_SUCCESS) return fail("cuLaunchKernel (capturing)", launched);
+  return ended == CUDA_SUCCESS ? 0 : fail("cuStreamEndCapture", ended);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -181,6 +199,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "device ordinal");
   bool use_graph = false;
   app.add_flag("--graph", use_graph, "launch each iteration's kernels as one CUDA graph");
+  bool use_capture = false;
+  app.add_flag("--capture", use_capture, "with --graph: build the graph by stream capture, not the graph API")
+      ->needs("--graph");
   unsigned long long alloc_mib = 0;
   double alloc_at = 0;
   unsigned long long chunk_mib = 64;
@@ -254,7 +275,9 @@ int main(int argc, char** argv) {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   if (use_graph) {
-    if (const int rc = build_graph(kernels, blocks, kernel, graph); rc != 0) return rc;
+    const int rc = use_capture ? capture_graph(launch, stream, kernels, blocks, kernel, graph)
+                               : build_graph(kernels, blocks, kernel, graph);
+    if (rc != 0) return rc;
     if (const CUresult r = instantiate(&exec, graph, 0); r != CUDA_SUCCESS) return fail("cuGraphInstantiate", r);
   }
 

@@ -139,6 +139,22 @@ TEST_F(EndToEnd, GraphLaunchesCountTheirBlocksAndAreThrottledLikeKernels) {
   EXPECT_GT(opp_rate, 1.0) << "the opportunistic job should use what the production job leaves";
 }
 
+TEST_F(EndToEnd, AWindowedJobCanStillCaptureAGraph) {
+  // PyTorch makes its CUDA graphs by stream capture: a launch into a capturing stream becomes a
+  // node, and nothing runs. The launch window must leave such launches alone: an event recorded
+  // in a capture cannot be waited for, and the fake (like a strict driver) then invalidates the
+  // capture, so the job could not build its graph. Its graph launches are windowed as usual.
+  start_node({"--policy", "co-execution", "--max-inflight-launches", "2"});
+  process& opp =
+      start_job({"--graph", "--capture", "--kernels", "16", "--blocks", "20", "--host-ms", "0"}, "opportunistic", true);
+  std::this_thread::sleep_for(1s);
+  const double rate = measure_rate(opp, 1s);
+  EXPECT_GT(rate, 5.0) << "the captured graph should run\n" << opp.stderr_text();
+  const std::string s = status();
+  EXPECT_EQ(count(s, R"("max_inflight_launches":2)"), 1) << s;
+  EXPECT_EQ(count(s, R"("window_timeouts":0})"), 1) << s;
+}
+
 TEST_F(EndToEnd, AFixedShareHoldsTheOpportunisticJobToItsBudgetWhateverTheProductionJobDoes) {
   // --policy token-bucket --fixed-budget-blocks: the static share the GPU memory scenarios sweep
   // to map what each opportunistic rate costs the production job. The opportunistic job launches

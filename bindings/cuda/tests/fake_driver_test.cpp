@@ -451,16 +451,72 @@ TEST_F(FakeDriver, AnEventIsReadyWhenTheWorkBeforeItOnItsStreamHasRun) {
   EXPECT_EQ(cuEventQuery(nullptr), CUDA_ERROR_INVALID_HANDLE);
 }
 
-TEST_F(FakeDriver, NoStreamCapturesAndTheCaptureModeIsExchanged) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
-  EXPECT_EQ(cuStreamIsCapturing(CU_STREAM_PER_THREAD, &status), CUDA_SUCCESS);
-  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
-  EXPECT_EQ(cuStreamIsCapturing(nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+TEST_F(FakeDriver, TheCaptureModeIsExchanged) {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
   EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL) << "the default";
   ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
   EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_RELAXED) << "back as it was set";
+}
+
+TEST_F(FakeDriver, ACapturingStreamMakesLaunchesGraphNodesNotWork) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  EXPECT_EQ(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  EXPECT_EQ(cuStreamIsCapturing(nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBeginCapture_v2(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+      << "the default stream cannot capture";
+
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+  EXPECT_EQ(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  const auto t0 = clock_type::now();
+  for (int i = 0; i < 3; ++i) {  // 3 x 100 ms if they ran
+    ASSERT_EQ(cuLaunchKernel(some_kernel(), 100'000, 1, 1, 128, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_LT(seconds_since(t0), 0.1) << "captured kernels do not run";
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  ASSERT_NE(g, nullptr);
+  std::size_t count = 0;
+  ASSERT_EQ(cuGraphGetNodes(g, nullptr, &count), CUDA_SUCCESS);
+  EXPECT_EQ(count, 3U);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE) << "no capture left to end";
+  EXPECT_EQ(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+TEST_F(FakeDriver, WaitingForAnEventRecordedInACaptureIsAnErrorThatEndsTheCapture) {
+  // What the launch window must never do: on a real GPU such an event cannot be queried, and
+  // the fake invalidates the capture too, so a tool that tries is seen when the capture ends.
+  CUstream s = nullptr;
+  CUevent e = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(some_kernel(), 1000, 1, 1, 128, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(e, s), CUDA_SUCCESS) << "recording into a capture is allowed";
+  EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_CAPTURED_EVENT);
+  EXPECT_EQ(cuEventSynchronize(e), CUDA_ERROR_CAPTURED_EVENT);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  EXPECT_EQ(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  EXPECT_EQ(cuLaunchKernel(some_kernel(), 1000, 1, 1, 128, 1, 1, 0, s, nullptr, nullptr),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CUgraph g = reinterpret_cast<CUgraph>(&s);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(g, nullptr);
+  // Recorded again outside a capture, the event is an ordinary one.
+  ASSERT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventSynchronize(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 TEST_F(FakeDriver, TheProcessCounterKeepsTheDeepestQueueOfUnfinishedKernels) {
