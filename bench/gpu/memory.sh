@@ -1124,9 +1124,13 @@ summary_files=(RUNS_FILE="$runs" SAMPLES="$samples" JSON_OUT="$OUT/gpu-memory.js
   echo ': "${GPU_SCRIPTS:?set GPU_SCRIPTS to the bench/gpu folder of the repository}"'
   echo 'export GPU_SCRIPTS'
   printf 'env'
-  printf ' %q' "${summary_env[@]}" RUNS_FILE=../memory-runs.jsonl SAMPLES=../status-samples.jsonl \
-    JSON_OUT=../gpu-memory.json EXITS=exits.tsv BUDGETS=budgets.tsv FOOTPRINTS=footprints.jsonl \
-    FAULTS=faults.jsonl TGSRUNS=tgsruns.tsv PROBE_LOG=probe.log WARNINGS=warnings.txt
+  printf ' %q' "${summary_env[@]}"
+  # The same files, relative to summary-inputs: the work folder's copies there, $OUT's one up.
+  for kv in "${summary_files[@]}"; do
+    f=${kv#*=}
+    case $f in "$work"/*) rel=${f#"$work"/} ;; *) rel=../${f#"$OUT"/} ;; esac
+    printf ' %q' "${kv%%=*}=$rel"
+  done
   printf ' python3 memhelper.py summarize\n'
 } > "$work/redo-summary.sh"
 env "${summary_env[@]}" "${summary_files[@]}" python3 "$helper" summarize

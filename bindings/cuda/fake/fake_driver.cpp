@@ -350,14 +350,12 @@ CUresult capture_launch(fake_stream& stream, std::uint64_t blocks);
 
 CUresult enqueue(CUstream s, std::uint64_t blocks) {
   if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (fake_stream& cs = stream_of(s); cs.capturing.load(std::memory_order_acquire)) [[unlikely]] {
-    return capture_launch(cs, blocks);
-  }
+  fake_stream& stream = stream_of(s);
+  if (stream.capturing.load(std::memory_order_acquire)) [[unlikely]] return capture_launch(stream, blocks);
   const std::uint64_t duration = kernel_duration(blocks);
   if (duration == 0) return CUDA_SUCCESS;  // zero-cost kernels: the benchmark's driver floor
   device_state* dev = device(current_device);
   if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  fake_stream& stream = stream_of(s);
   std::lock_guard lock(stream.mutex);
   std::uint64_t now = now_ns();
   while (!stream.ends.empty() && stream.ends.front() <= now) stream.ends.pop_front();
@@ -890,7 +888,8 @@ struct fake_event {
 };
 
 /// The answer for an event last recorded in a capturing stream (none when it was not): an error,
-/// and that capture is invalidated.
+/// and that capture is invalidated. The event keeps a pointer to that stream, so the stream must
+/// outlive such a query (the fake's tests and tgs-fake-train keep their streams).
 std::optional<CUresult> captured_event(fake_event* e) {
   fake_stream* s = e->captured_in.load(std::memory_order_acquire);
   if (s == nullptr) return std::nullopt;

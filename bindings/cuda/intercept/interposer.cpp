@@ -303,6 +303,15 @@ Fn driver_fn(const char* name) noexcept {
   return (dl == nullptr || h == nullptr) ? nullptr : reinterpret_cast<Fn>(dl(h, name));
 }
 
+/// Looks `name` up into `fn`; false when the driver lacks it. A table of such entry points is
+/// complete when every lookup succeeded (`ok &= lookup(...)`), so its completeness is derived
+/// from the lookups and cannot miss a member added later.
+template <typename Fn>
+bool lookup(Fn& fn, const char* name) noexcept {
+  fn = driver_fn<Fn>(name);
+  return fn != nullptr;
+}
+
 struct unified_memory_api {
   CUresult (*ctx_get_current)(CUcontext*) = nullptr;
   CUresult (*ctx_set_current)(CUcontext) = nullptr;
@@ -312,26 +321,22 @@ struct unified_memory_api {
   CUresult (*mem_advise)(CUdeviceptr, std::size_t, CUmem_advise, CUmemLocation) = nullptr;
   CUresult (*mem_prefetch)(CUdeviceptr, std::size_t, CUmemLocation, unsigned, CUstream) = nullptr;
   CUresult (*mem_get_info)(std::size_t*, std::size_t*) = nullptr;
-
-  [[nodiscard]] bool complete() const noexcept {
-    return ctx_get_current != nullptr && ctx_set_current != nullptr && ctx_get_device != nullptr &&
-           stream_create != nullptr && stream_synchronize != nullptr && mem_advise != nullptr &&
-           mem_prefetch != nullptr && mem_get_info != nullptr;
-  }
+  bool complete = false;  ///< every entry point was found
 };
 
 /// The unified-memory entry points (CUDA 12.2+ `_v2` forms, which take a `CUmemLocation`).
 const unified_memory_api& um_api() noexcept {
   static const unified_memory_api api = [] {
     unified_memory_api a;
-    a.ctx_get_current = driver_fn<decltype(a.ctx_get_current)>("cuCtxGetCurrent");
-    a.ctx_set_current = driver_fn<decltype(a.ctx_set_current)>("cuCtxSetCurrent");
-    a.ctx_get_device = driver_fn<decltype(a.ctx_get_device)>("cuCtxGetDevice");
-    a.stream_create = driver_fn<decltype(a.stream_create)>("cuStreamCreate");
-    a.stream_synchronize = driver_fn<decltype(a.stream_synchronize)>("cuStreamSynchronize");
-    a.mem_advise = driver_fn<decltype(a.mem_advise)>("cuMemAdvise_v2");
-    a.mem_prefetch = driver_fn<decltype(a.mem_prefetch)>("cuMemPrefetchAsync_v2");
-    a.mem_get_info = driver_fn<decltype(a.mem_get_info)>("cuMemGetInfo_v2");
+    bool ok = lookup(a.ctx_get_current, "cuCtxGetCurrent");
+    ok &= lookup(a.ctx_set_current, "cuCtxSetCurrent");
+    ok &= lookup(a.ctx_get_device, "cuCtxGetDevice");
+    ok &= lookup(a.stream_create, "cuStreamCreate");
+    ok &= lookup(a.stream_synchronize, "cuStreamSynchronize");
+    ok &= lookup(a.mem_advise, "cuMemAdvise_v2");
+    ok &= lookup(a.mem_prefetch, "cuMemPrefetchAsync_v2");
+    ok &= lookup(a.mem_get_info, "cuMemGetInfo_v2");
+    a.complete = ok;
     return a;
   }();
   return api;
@@ -361,24 +366,20 @@ struct event_api {
   CUresult (*event_destroy)(CUevent) = nullptr;
   CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
-
-  [[nodiscard]] bool complete() const noexcept {
-    return ctx_get_current != nullptr && event_create != nullptr && event_record != nullptr &&
-           event_query != nullptr && event_destroy != nullptr && stream_is_capturing != nullptr &&
-           exchange_capture_mode != nullptr;
-  }
+  bool complete = false;  ///< every entry point was found
 };
 
 const event_api& events_api() noexcept {
   static const event_api api = [] {
     event_api a;
-    a.ctx_get_current = driver_fn<decltype(a.ctx_get_current)>("cuCtxGetCurrent");
-    a.event_create = driver_fn<decltype(a.event_create)>("cuEventCreate");
-    a.event_record = driver_fn<decltype(a.event_record)>("cuEventRecord");
-    a.event_query = driver_fn<decltype(a.event_query)>("cuEventQuery");
-    a.event_destroy = driver_fn<decltype(a.event_destroy)>("cuEventDestroy_v2");
-    a.stream_is_capturing = driver_fn<decltype(a.stream_is_capturing)>("cuStreamIsCapturing");
-    a.exchange_capture_mode = driver_fn<decltype(a.exchange_capture_mode)>("cuThreadExchangeStreamCaptureMode");
+    bool ok = lookup(a.ctx_get_current, "cuCtxGetCurrent");
+    ok &= lookup(a.event_create, "cuEventCreate");
+    ok &= lookup(a.event_record, "cuEventRecord");
+    ok &= lookup(a.event_query, "cuEventQuery");
+    ok &= lookup(a.event_destroy, "cuEventDestroy_v2");
+    ok &= lookup(a.stream_is_capturing, "cuStreamIsCapturing");
+    ok &= lookup(a.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
+    a.complete = ok;
     return a;
   }();
   return api;
@@ -459,7 +460,7 @@ std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std:
 [[gnu::noinline]] void enter_window(paced_launch_token& t, abi::job_segment* seg, std::uint32_t limit, CUstream stream,
                                     bool per_thread) noexcept {
   const event_api& api = events_api();
-  if (!api.complete()) {
+  if (!api.complete) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true)) {
       log(log_level::warn, "the driver lacks the event calls a launch window needs: launches are not windowed");
@@ -696,7 +697,7 @@ void evictor() noexcept {
 
 void start_evictor() noexcept {
   if (evictor_started.exchange(true)) return;
-  if (!um_api().complete()) {
+  if (!um_api().complete) {
     log(log_level::warn, "the driver lacks the unified-memory calls (CUDA 12.2+): managed memory is not evicted");
     return;
   }
@@ -747,7 +748,7 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
   const unified_memory_api& api = um_api();
   alloc_record rec{bytes, memory_kind::managed, seg, next_seq.fetch_add(1, std::memory_order_relaxed), nullptr, 0,
                    bytes};
-  const bool movable = api.complete() && api.ctx_get_current(&rec.context) == CUDA_SUCCESS &&
+  const bool movable = api.complete && api.ctx_get_current(&rec.context) == CUDA_SUCCESS &&
                        rec.context != nullptr && api.ctx_get_device(&rec.device) == CUDA_SUCCESS;
   // Without a node memory policy nothing is evicted or prefetched: the memory stays where the
   // driver puts it, as for a job without tgs.
