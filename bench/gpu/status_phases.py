@@ -4,13 +4,16 @@
 memory.sh samples `tgs-node status --json` once a second during its tgs runs and writes one JSON
 line per sample: {"run": ..., "t": unix time, "gpus": [...], "jobs": [...]}. This reads such a
 file and prints, for every run and every rate-control phase of GPU 0 while both a production and
-an opportunistic job were registered, the number of samples and the medians of:
+an opportunistic job were registered (and as the phase "production-alone" while only the
+production job was: the same job under the interposer with the GPU to itself), the number of
+samples and the medians of:
   budget       the opportunistic budget (blocks per budget window)
   R            the controller's maximum production rate (blocks/s)
   prod_bps     the production job's launched blocks per second
   prod_wait    the production job's sync_wait_fraction (share of its time blocked on its GPU work)
   opp_bps      the opportunistic job's launched blocks per second
   opp_res_gib  the opportunistic job's resident bytes, GiB
+  prod_launch_us, opp_launch_us  each job's mean time inside the driver's launch call (launch_call_us)
 
 Usage: python3 bench/gpu/status_phases.py FILE [--json]
 """
@@ -19,7 +22,7 @@ import json
 import statistics
 import sys
 
-FIELDS = ("budget", "R", "prod_bps", "prod_wait", "opp_bps", "opp_res_gib")
+FIELDS = ("budget", "R", "prod_bps", "prod_wait", "opp_bps", "opp_res_gib", "prod_launch_us", "opp_launch_us")
 
 
 def rows(path: str):
@@ -46,14 +49,20 @@ def number(v):
 
 
 def parse(d: dict):
-    """(run, phase, values) of one sample, or None while GPU 0 lacks either job class."""
+    """(run, phase, values) of one sample, or None while GPU 0 has no production job."""
     gpus, jobs, run = d["gpus"], d["jobs"], str(d["run"])
     if not gpus:
         return None
     by_class = {j["class"]: j for j in jobs if j.get("gpu", 0) == 0}
     p, o = by_class.get("production"), by_class.get("opportunistic")
-    if p is None or o is None:
+    if p is None:
         return None
+    if o is None:
+        return run, "production-alone", {
+            "prod_bps": number(p.get("blocks_per_s")),
+            "prod_wait": number(p.get("sync_wait_fraction")),
+            "prod_launch_us": number(p.get("launch_call_us")),
+        }
     g = next(g for g in gpus if g.get("gpu", 0) == 0)
     resident = number(o.get("resident_bytes"))
     return run, str(g.get("phase", "?")), {
@@ -63,6 +72,8 @@ def parse(d: dict):
         "prod_wait": number(p.get("sync_wait_fraction")),
         "opp_bps": number(o.get("blocks_per_s")),
         "opp_res_gib": resident / 2**30 if resident is not None else None,
+        "prod_launch_us": number(p.get("launch_call_us")),
+        "opp_launch_us": number(o.get("launch_call_us")),
     }
 
 
@@ -70,12 +81,14 @@ def summarize(path: str) -> list:
     groups = {}
     for run, phase, values in rows(path):
         g = groups.setdefault((run, phase), {k: [] for k in FIELDS})
+        g.setdefault("_n", 0)
+        g["_n"] += 1
         for k, v in values.items():
             if v is not None:
                 g[k].append(v)
     out = []
     for (run, phase), g in groups.items():  # insertion order: runs, then phases as first seen
-        entry = {"run": run, "phase": phase, "samples": max(len(v) for v in g.values())}
+        entry = {"run": run, "phase": phase, "samples": g["_n"]}
         for k in FIELDS:
             entry[k] = statistics.median(g[k]) if g[k] else None
         out.append(entry)
@@ -97,7 +110,7 @@ def main() -> int:
             print(json.dumps(entry))
         return 0
     print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'prod_bps':>11} "
-          f"{'prod_wait':>9} {'opp_bps':>11} {'opp_res_gib':>11}")
+          f"{'prod_wait':>9} {'opp_bps':>11} {'opp_res_gib':>11} {'prod_launch_us':>14} {'opp_launch_us':>13}")
 
     def fmt(v, spec):
         return format(v, spec) if v is not None else "-"
@@ -105,7 +118,8 @@ def main() -> int:
         print(f"{e['run']:<16} {e['phase']:<22} {e['samples']:>3} {fmt(e['budget'], '9.0f'):>9} "
               f"{fmt(e['R'], '11.0f'):>11} {fmt(e['prod_bps'], '11.0f'):>11} "
               f"{fmt(e['prod_wait'], '9.3f'):>9} {fmt(e['opp_bps'], '11.0f'):>11} "
-              f"{fmt(e['opp_res_gib'], '11.2f'):>11}")
+              f"{fmt(e['opp_res_gib'], '11.2f'):>11} {fmt(e['prod_launch_us'], '14.2f'):>14} "
+              f"{fmt(e['opp_launch_us'], '13.2f'):>13}")
     return 0
 
 

@@ -295,20 +295,29 @@ def main() -> int:
         step()
     ready = time.time()
     rates = []
+    # The process's CPU time per counted iteration (all its threads): beside the wall time, it
+    # tells a job slowed on its host side (less CPU time per second, e.g. descheduled) from one
+    # that spins in its synchronisation calls while the GPU is busy (the default for a process
+    # with fewer contexts than cores).
+    cpu_ms_per_it = []
     for w in range(args.windows):
         begin = args.start_at + w * args.window_s
         end = begin + args.window_s
         count = 0
+        cpu_begin = None
         while time.time() < end:
             step()
             if time.time() >= begin:
                 count += 1
+                if cpu_begin is None:  # the CPU time of the iterations after this one
+                    cpu_begin = time.process_time()
         rates.append(count / args.window_s)
+        cpu_ms_per_it.append((time.process_time() - cpu_begin) * 1e3 / (count - 1) if count > 1 else None)
     if ready - args.start_at > 1.0:
         print(f"{args.label}: ready {ready - args.start_at:.1f} s after the shared start",
               file=sys.stderr)
     emit({"label": args.label, "model": args.model, "batch": args.batch, "pid": os.getpid(),
-          "ready_late_s": max(0.0, ready - args.start_at), "it_per_s": rates,
+          "ready_late_s": max(0.0, ready - args.start_at), "it_per_s": rates, "cpu_ms_per_it": cpu_ms_per_it,
           "reserved_bytes": torch.cuda.memory_reserved(), **memory_fields()})
     if args.keep_running_s > 0:
         signal.signal(signal.SIGTERM, on_term)

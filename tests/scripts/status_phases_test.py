@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""bench/gpu/status_phases.py: medians per run and phase, samples without both jobs left out,
-and a bad line named by file and line."""
+"""bench/gpu/status_phases.py: medians per run and phase, samples with the production job alone
+as their own phase, samples without it left out, and a bad line named by file and line."""
 import json
 import os
 import subprocess
@@ -12,11 +12,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", 
 import status_phases  # noqa: E402
 
 
-def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_opp=True):
-    jobs = [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps, "sync_wait_fraction": wait}]
+def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_opp=True, launch_us=None):
+    jobs = [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps, "sync_wait_fraction": wait,
+             "launch_call_us": launch_us}]
     if with_opp:
         jobs.append({"gpu": 0, "class": "opportunistic", "blocks_per_s": opp_bps,
-                     "resident_bytes": opp_resident})
+                     "resident_bytes": opp_resident, "launch_call_us": None})
     return {"run": run, "t": 0.0, "gpus": [{"gpu": 0, "phase": phase, "budget_blocks": budget,
                                             "max_rate_blocks_per_s": 100}], "jobs": jobs}
 
@@ -34,9 +35,12 @@ class StatusPhases(unittest.TestCase):
     def test_medians_per_run_and_phase(self):
         path = self.write([
             {"run": "a", "t": 0.0, "gpus": [], "jobs": []},       # before the node knows a job
-            sample("a", "profiling", 0, 90, 0.0, 0, with_opp=False),  # production alone: left out
-            sample("a", "profiling", 0, 100, 0.01, 0, 2**30),
-            sample("a", "profiling", 0, 110, 0.03, 0, 2**30),
+            {"run": "a", "t": 0.0, "gpus": [{"gpu": 0}],            # only the opportunistic job: left out
+             "jobs": [{"gpu": 0, "class": "opportunistic", "blocks_per_s": 1}]},
+            sample("a", "profiling", 0, 90, 0.0, 0, with_opp=False, launch_us=2.0),  # production alone
+            sample("a", "profiling", 0, 94, 0.0, 0, with_opp=False, launch_us=None),
+            sample("a", "profiling", 0, 100, 0.01, 0, 2**30, launch_us=3.0),
+            sample("a", "profiling", 0, 110, 0.03, 0, 2**30, launch_us=5.0),
             sample("a", "congestion_avoidance", 10, 80, 0.1, 5, 2 * 2**30),
             sample("a", "congestion_avoidance", 30, 90, 0.2, 7, 2 * 2**30),
             sample("a", "congestion_avoidance", 20, 70, 0.3, 6, 2 * 2**30),
@@ -45,15 +49,23 @@ class StatusPhases(unittest.TestCase):
         ])
         table = status_phases.summarize(path)
         self.assertEqual([(e["run"], e["phase"], e["samples"]) for e in table],
-                         [("a", "profiling", 2), ("a", "congestion_avoidance", 3), ("b", "profiling", 1)])
-        self.assertEqual(table[0]["prod_bps"], 105)
-        self.assertAlmostEqual(table[0]["prod_wait"], 0.02)
-        self.assertEqual(table[0]["opp_res_gib"], 1.0)
-        self.assertEqual(table[1]["budget"], 20)
-        self.assertEqual(table[1]["prod_bps"], 80)
-        self.assertEqual(table[1]["opp_bps"], 6)
-        self.assertEqual(table[1]["opp_res_gib"], 2.0)
-        self.assertIsNone(table[2]["opp_res_gib"])
+                         [("a", "production-alone", 2), ("a", "profiling", 2), ("a", "congestion_avoidance", 3),
+                          ("b", "profiling", 1)])
+        alone = table[0]
+        self.assertEqual(alone["prod_bps"], 92)
+        self.assertEqual(alone["prod_launch_us"], 2.0)  # a sample that timed no launch does not count
+        self.assertIsNone(alone["budget"])
+        self.assertIsNone(alone["opp_bps"])
+        self.assertEqual(table[1]["prod_bps"], 105)
+        self.assertAlmostEqual(table[1]["prod_wait"], 0.02)
+        self.assertEqual(table[1]["opp_res_gib"], 1.0)
+        self.assertEqual(table[1]["prod_launch_us"], 4.0)
+        self.assertIsNone(table[1]["opp_launch_us"])
+        self.assertEqual(table[2]["budget"], 20)
+        self.assertEqual(table[2]["prod_bps"], 80)
+        self.assertEqual(table[2]["opp_bps"], 6)
+        self.assertEqual(table[2]["opp_res_gib"], 2.0)
+        self.assertIsNone(table[3]["opp_res_gib"])
 
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])

@@ -452,6 +452,7 @@ struct paced_launch_token {
   context_window* window = nullptr;
   CUstream stream = nullptr;
   std::unique_lock<std::mutex> lock;
+  std::uint64_t timed_from_ns = 0;  ///< set on a sampled launch: when the driver call began
 };
 std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std::nullopt; }
 
@@ -502,12 +503,20 @@ std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std:
 /// window, room in the window. `per_thread` is set for the `_ptsz` forms, whose null stream is
 /// the calling thread's default stream.
 inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream stream, bool per_thread) noexcept {
-  paced_launch_token t{gate_launch(blocks), nullptr, nullptr, {}};
+  paced_launch_token t{gate_launch(blocks), nullptr, nullptr, {}, 0};
   abi::job_segment* seg = t.launch.segment;
+  if (seg == nullptr) return t;
   // The class first (the rate gate read it): a production job never reads the node's refill line.
-  if (seg == nullptr || !t.launch.opportunistic) return t;
-  const std::uint32_t limit = seg->max_inflight_launches.load(std::memory_order_relaxed);
-  if (limit != 0) [[unlikely]] enter_window(t, seg, limit, stream, per_thread);
+  if (t.launch.opportunistic) {
+    const std::uint32_t limit = seg->max_inflight_launches.load(std::memory_order_relaxed);
+    if (limit != 0) [[unlikely]] enter_window(t, seg, limit, stream, per_thread);
+  }
+  // Last, so the sample is the driver's call alone (not the gate's or the window's waits).
+  thread_local std::uint32_t launches_since_sample = 0;
+  if (++launches_since_sample >= abi::launch_time_sample_every) [[unlikely]] {
+    launches_since_sample = 0;
+    t.timed_from_ns = monotonic_ns();
+  }
   return t;
 }
 
@@ -523,9 +532,13 @@ inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream strea
   }
 }
 
-/// After the launch: undo the count if the driver refused it, else mark it outstanding in the
-/// window.
+/// After the launch: a sampled launch adds its driver time; undo the count if the driver refused
+/// it, else mark it outstanding in the window.
 inline void account_paced_launch(const paced_launch_token& t, CUresult r) noexcept {
+  if (t.timed_from_ns != 0) [[unlikely]] {
+    t.launch.segment->timed_launches.fetch_add(1, std::memory_order_relaxed);
+    t.launch.segment->timed_launch_ns.fetch_add(monotonic_ns() - t.timed_from_ns, std::memory_order_relaxed);
+  }
   account_launch(t.launch, r);
   if (t.window != nullptr && r == CUDA_SUCCESS) [[unlikely]] record_in_window(t);
 }

@@ -35,6 +35,10 @@ struct job_report {
   double launches_per_s = 0;  ///< kernel launches, over the last rate period
   double sync_wait_fraction = 0;  ///< of the last rate period, time blocked in synchronisation calls
   std::optional<std::uint64_t> budget_blocks;  ///< per budget window; empty = unthrottled
+  /// Mean time inside the driver's launch call of the launches the job timed (one in
+  /// `abi::launch_time_sample_every`) over the last rate period, in microseconds; empty when it
+  /// timed none (an idle job, or an interposer that predates the sample).
+  std::optional<double> launch_call_us;
 };
 
 /// Drives one GPU's `Controller` against the jobs' shared-memory segments.
@@ -56,8 +60,11 @@ class gpu_control_loop {
   /// Adds a job (an arrival: the controller is stepped at once). `segment` must outlive the job.
   void add_job(std::uint32_t id, job_class cls, abi::job_segment* segment, instant now) {
     const std::uint64_t counter = segment->launch_counter.load(std::memory_order_acquire);
-    job j{id, cls, segment, counter, counter & abi::block_mask, counter, {}};
+    job j{.id = id, .cls = cls, .segment = segment, .step_counter = counter,
+          .passed = counter & abi::block_mask, .rate_counter = counter};
     j.sync_wait_ns = j.step_sync_wait_ns = segment->sync_wait_ns.load(std::memory_order_relaxed);
+    j.timed_launches = segment->timed_launches.load(std::memory_order_relaxed);
+    j.timed_launch_ns = segment->timed_launch_ns.load(std::memory_order_relaxed);
     if (cls == job_class::opportunistic) {
       // Held until the first decision, which the arrival step makes right away.
       segment->allowance.store(counter & abi::block_mask, std::memory_order_release);
@@ -100,7 +107,7 @@ class gpu_control_loop {
     std::vector<job_report> out;
     out.reserve(jobs_.size());
     for (const job& j : jobs_) {
-      job_report r{j.id, j.cls, j.blocks_per_s, j.launches_per_s, j.sync_wait_fraction, std::nullopt};
+      job_report r{j.id, j.cls, j.blocks_per_s, j.launches_per_s, j.sync_wait_fraction, std::nullopt, j.launch_call_us};
       if (j.cls == job_class::opportunistic) r.budget_blocks = per_job_budget();
       out.push_back(r);
     }
@@ -120,6 +127,9 @@ class gpu_control_loop {
     std::uint64_t sync_wait_ns = 0;  ///< the segment's sync wait at the previous rate update
     double sync_wait_fraction = 0;
     std::uint64_t step_sync_wait_ns = 0;  ///< the segment's sync wait at the previous step
+    std::uint64_t timed_launches = 0;     ///< the segment's timed launches at the previous rate update
+    std::uint64_t timed_launch_ns = 0;    ///< and their driver time
+    std::optional<double> launch_call_us = std::nullopt;
   };
 
   [[nodiscard]] bool has_opportunistic() const noexcept {
@@ -202,6 +212,16 @@ class gpu_control_loop {
       const std::uint64_t waited = j.segment->sync_wait_ns.load(std::memory_order_relaxed);
       j.sync_wait_fraction = static_cast<double>(waited - j.sync_wait_ns) / 1e9 / seconds;
       j.sync_wait_ns = waited;
+      // The count is read before the time: a launch that adds between the two loads lands its
+      // time in this period and its count in the next, a bias of one sample at most.
+      const std::uint64_t timed = j.segment->timed_launches.load(std::memory_order_relaxed);
+      const std::uint64_t timed_ns = j.segment->timed_launch_ns.load(std::memory_order_relaxed);
+      j.launch_call_us = timed > j.timed_launches
+                             ? std::optional<double>(static_cast<double>(timed_ns - j.timed_launch_ns) / 1e3 /
+                                                     static_cast<double>(timed - j.timed_launches))
+                             : std::nullopt;
+      j.timed_launches = timed;
+      j.timed_launch_ns = timed_ns;
     }
     rate_time_ = now;
   }

@@ -419,7 +419,7 @@ void node_server::send_status(connection& c, bool json) {
             R"("evicted_bytes_total":{},"restored_bytes_total":{},"evict_s_total":{:.3f},"restore_s_total":{:.3f},)"
             R"("denied_allocs":{},"converted_allocs":{},"host_placed_bytes":{},"sync_calls":{},)"
             R"("sync_wait_fraction":{:.3f},"max_inflight_launches":{},"window_waits":{},"window_wait_s":{:.3f},)"
-            R"("window_timeouts":{}}})",
+            R"("window_timeouts":{},"launch_call_us":{}}})",
             j.id, gpu, j.pid, j.uid, to_string(j.cls), j.name, alive_s, r.blocks_per_s, r.launches_per_s,
             r.budget_blocks ? job_budget : "null", mem_mib, throttled_s, seg.device_bytes.load(), managed,
             seg.alloc_calls.load(), seg.free_calls.load(), seg.map_calls.load(), managed_resident,
@@ -430,7 +430,8 @@ void node_server::send_status(connection& c, bool json) {
             static_cast<double>(seg.evict_ns_total.load()) / 1e9, static_cast<double>(seg.restore_ns_total.load()) / 1e9,
             seg.denied_allocs.load(), seg.converted_allocs.load(), seg.host_placed_bytes.load(), seg.sync_calls.load(),
             r.sync_wait_fraction, seg.max_inflight_launches.load(), seg.window_waits.load(),
-            static_cast<double>(seg.window_wait_ns.load()) / 1e9, seg.window_timeouts.load()));
+            static_cast<double>(seg.window_wait_ns.load()) / 1e9, seg.window_timeouts.load(),
+            r.launch_call_us ? fmt::format("{:.2f}", *r.launch_call_us) : std::string("null")));
       } else {
         const std::uint32_t window = seg.max_inflight_launches.load();
         lines.push_back(fmt::format("  job {} pid {} {} '{}': {:.0f} blocks/s, {:.0f} launches/s, budget {}, "

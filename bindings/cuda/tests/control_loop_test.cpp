@@ -98,6 +98,23 @@ TEST(ControlLoop, ObservesTheTimeEachClassBlockedInSynchronisation) {
   EXPECT_EQ(loop.controller().last.production->sync_wait, std::optional<tgs::duration>{0ms});
 }
 
+TEST(ControlLoop, ReportsTheMeanDriverTimeOfTheLaunchesEachJobTimedPerRatePeriod) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
+  auto prod = make_segment();
+  prod->timed_launches = 50;  // before it joined: not part of any period
+  prod->timed_launch_ns = 9'000'000;
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  ASSERT_EQ(loop.report().size(), 1u);
+  EXPECT_FALSE(loop.report()[0].launch_call_us) << "nothing timed yet";
+  prod->timed_launches += 4;
+  prod->timed_launch_ns += 12'000;
+  loop.run(t0 + 1s, 0);
+  ASSERT_TRUE(loop.report()[0].launch_call_us);
+  EXPECT_DOUBLE_EQ(*loop.report()[0].launch_call_us, 3.0);
+  loop.run(t0 + 2s, 0);
+  EXPECT_FALSE(loop.report()[0].launch_call_us) << "no launch timed in the last period";
+}
+
 TEST(ControlLoop, NoProductionJobMeansNoProductionActivity) {
   gpu_control_loop<fixed_budget> loop{fixed_budget{{}}, t0};
   auto opp = make_segment();
