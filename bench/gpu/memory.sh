@@ -29,9 +29,9 @@
 #               to itself; the ceiling of its tgs share (RUNS)
 #   fixed       one run per entry of FIXED_BUDGETS (RUNS each): tgs-node --policy token-bucket
 #               --fixed-budget-blocks B --budget-window-ms W (entries B, B:W or B:W:D; W defaults
-#               to FIXED_WINDOW_MS) --memory-policy tgs, started as a tgs run (production first, the
-#               DLRM job OPP_DELAY_S later, no settling: the share is fixed from the start). A
-#               fixed share never reacts to the production job, so the sweep maps what each
+#               to FIXED_WINDOW_MS) --memory-policy tgs, started as a tgs run (production first,
+#               the DLRM job OPP_DELAY_S later; windows after WARMUP_S + PAIR_SETTLE_S, no
+#               controller to settle: the share is fixed from the start). A fixed share never reacts to the production job, so the sweep maps what each
 #               opportunistic launch rate costs the production job under the interposer's
 #               enforcement: the trade-off an adaptive controller moves along. D > 0 adds
 #               --max-inflight-launches D (the DLRM job's launch window: at most D of its launches
@@ -51,6 +51,9 @@
 #   SCENARIOS ("low high"), PROBE (1: run bench/gpu/memory_reuse.py first), PROBE_GIB (8),
 #   RUNS (3) runs of coexec-um and tgs, ALONE_RUNS (2), WINDOWS (3) windows of WINDOW_S (4)
 #   seconds, WARMUP_S (15) before the first window, TGS_SETTLE_S (20) more in tgs runs,
+#   PAIR_SETTLE_S (10) more in the other runs of two jobs (coexec-um, coexec-budget, fixed,
+#   hard-limit: under the budget the DLRM job needs 14-20 s to place its 16 GiB and train; with
+#   WARMUP_S alone its first window was partial, and the summary's *_ready_late_max_s says so),
 #   OPP_DELAY_S (5), TGS_PRODUCTION_WINDOW_MS (1000), RATIO (1.5), BUDGET_MIB (unset: from the
 #   footprints), RESERVE_MIB (1024), LOW_MODEL (resnet50: the low scenario's production model,
 #   any torchvision classifier train.py knows, e.g. mobilenet_v2 for a production job that leaves
@@ -110,6 +113,7 @@ WINDOW_S=${WINDOW_S:-4}
 WARMUP_S=${WARMUP_S:-15}
 TGS_SETTLE_S=${TGS_SETTLE_S:-20}
 OPP_DELAY_S=${OPP_DELAY_S:-5}
+PAIR_SETTLE_S=${PAIR_SETTLE_S:-10}
 TGS_PRODUCTION_WINDOW_MS=${TGS_PRODUCTION_WINDOW_MS:-1000}
 RATIO=${RATIO:-1.5}
 BUDGET_MIB=${BUDGET_MIB:-}
@@ -183,7 +187,7 @@ FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # li
 # Not $([ ... ] && echo ...): under set -e a false test there ends the script without a word.
 mps_words=""
 if [ "$MPS" = 1 ]; then mps_words=" MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT"; fi
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -504,6 +508,11 @@ def cmd_summarize():
                 m[cls + "_it_per_s"] = med([r for r in rates if r is not None])
                 m[cls + "_missing_runs"] = missing
                 m[cls + "_exit_codes"] = [exits.get(f"{l}/{cls}", {}).get("rc") for l in labels]
+                # A job not yet training at the shared start loses part of its first window (and
+                # leaves its co-runner that part alone): the latest it was ready, over the runs.
+                late = [by_label[f"{l}/{cls}"].get("ready_late_s") for l in labels if f"{l}/{cls}" in by_label]
+                late = [x for x in late if isinstance(x, (int, float))]
+                m[cls + "_ready_late_max_s"] = round(max(late), 1) if late else None
             if mode in fixed:
                 m["budget_blocks"], m["budget_window_ms"], m["max_inflight_launches"] = fixed[mode]
             if mode == "hard-limit":
@@ -616,6 +625,10 @@ def cmd_summarize():
                 extra = f"  opp died {m['opportunistic_died']}, OOM in stderr {m['opportunistic_oom_in_stderr']}"
             elif m.get("opportunistic_missing_runs"):
                 extra = f"  opp missing in {m['opportunistic_missing_runs']} run(s)"
+            late = [f"{c} {m[c + '_ready_late_max_s']:.1f} s" for c in ("production", "opportunistic")
+                    if (m.get(c + "_ready_late_max_s") or 0) > 0.5]
+            if late:
+                extra += "  ready late (first window partial): " + ", ".join(late)
             print(f"  {mode:18} {fx(m['production']) + sp(m['production_spread']):>20} "
                   f"{fx(m['opportunistic']) + sp(m['opportunistic_spread']):>20} {m['runs']:>4}{extra}")
         mm = e["memory"].get("median") if e["memory"] else None
@@ -911,7 +924,7 @@ run_coexec() {  # run_coexec SCENARIO INDEX MODE (coexec-um | coexec-budget)
     start_node "$base" --policy co-execution --memory-policy unified-memory --memory-budget-mib "${BUDGET[$scen]}"
   fi
   start_sampler "$base"
-  start=$(( $(date +%s) + WARMUP_S ))
+  start=$(( $(date +%s) + WARMUP_S + PAIR_SETTLE_S ))
   win_args "$start"
   launch "$base/production" production "$prod" 1 "$runs" "${WA[@]}"
   p1=$last_pid
@@ -970,11 +983,11 @@ run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
 }
 
 # staggered_pair BASE PROD, with the run's node started: the production job first, the DLRM job
-# OPP_DELAY_S later, both measured from WARMUP_S on; then the node is stopped.
+# OPP_DELAY_S later, both measured from WARMUP_S + PAIR_SETTLE_S on; then the node is stopped.
 staggered_pair() {
   local base=$1 prod=$2 start p1 p2
   start_sampler "$base"
-  start=$(( $(date +%s) + WARMUP_S ))
+  start=$(( $(date +%s) + WARMUP_S + PAIR_SETTLE_S ))
   win_args "$start"
   launch "$base/production" production "$prod" 1 "$runs" "${WA[@]}"
   p1=$last_pid
@@ -1041,6 +1054,7 @@ run_hard_limit() {  # run_hard_limit SCENARIO
 # Time guard: rough seconds per run (start-up and teardown included).
 est_plain=$(( WARMUP_S + WINDOWS * WINDOW_S + 6 ))
 est_tgs=$(( est_plain + TGS_SETTLE_S ))
+est_pair=$(( est_plain + PAIR_SETTLE_S ))
 est_opp_limited=$(( est_plain + 15 ))  # and the idle production job's start-up and 3 steps
 est_demo=$(( 2 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 15 ))
 if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
@@ -1067,7 +1081,7 @@ for scen in $SCENARIOS; do
   for mode in coexec-um coexec-budget; do
     has_mode "$mode" || continue
     for i in $(seq "$RUNS"); do
-      if fits "$est_plain"; then run_coexec "$scen" "$i" "$mode"; else skip "$scen/$mode/$i"; fi
+      if fits "$est_pair"; then run_coexec "$scen" "$i" "$mode"; else skip "$scen/$mode/$i"; fi
     done
   done
   if has_mode opp-limited; then
@@ -1076,13 +1090,13 @@ for scen in $SCENARIOS; do
     done
   fi
   if has_mode hard-limit; then
-    if fits "$est_plain"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
+    if fits "$est_pair"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
   fi
   if has_mode fixed; then
     while read -r fname fb fw fd; do
       [ -n "$fname" ] || continue
       for i in $(seq "$RUNS"); do
-        if fits "$est_plain"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw" "$fd"; else skip "$scen/$fname/$i"; fi
+        if fits "$est_pair"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw" "$fd"; else skip "$scen/$fname/$i"; fi
       done
     done <<< "$fixed_modes"
   fi

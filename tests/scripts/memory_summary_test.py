@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """bench/gpu/memory.sh's summary (its embedded Python helper), without a GPU: two jobs that append
 their result lines at the same moment can leave two records on one line, and the summary must
-still count both runs; a line that is not JSON is reported, not fatal."""
+still count both runs; a line that is not JSON is reported, not fatal; a job that was not ready at
+the first window is reported per mode."""
 import json
 import os
 import re
@@ -24,9 +25,9 @@ def helper_source() -> str:
     return m.group(1)
 
 
-def record(label, model, rates):
+def record(label, model, rates, ready_late_s=0.0):
     return json.dumps({"label": label, "model": model, "batch": 32, "it_per_s": rates,
-                       "peak_reserved_bytes": 1 << 30})
+                       "ready_late_s": ready_late_s, "peak_reserved_bytes": 1 << 30})
 
 
 class MemorySummary(unittest.TestCase):
@@ -64,6 +65,7 @@ class MemorySummary(unittest.TestCase):
         proc = subprocess.run([sys.executable, self.path("memhelper.py"), "summarize"], env=env,
                               capture_output=True, text=True)
         self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.table = proc.stdout
         with open(self.path("out.json")) as f:
             return json.load(f), proc.stderr
 
@@ -90,6 +92,14 @@ class MemorySummary(unittest.TestCase):
         self.assertAlmostEqual(cell["production"], 0.9)
         self.assertAlmostEqual(cell["opportunistic"], 0.6)
 
+    def test_a_job_ready_after_the_first_window_began_is_reported(self):
+        a, b, p, _ = self.lines()
+        late = record("low/fixed-4000000/1/opportunistic", "dlrm", [10.0, 120.0, 120.0], ready_late_s=3.44)
+        out, _ = self.summarize("\n".join([a, b, p, late]) + "\n")
+        cell = out["scenarios"]["low"]["modes"]["fixed-4000000"]
+        self.assertEqual(cell["opportunistic_ready_late_max_s"], 3.4)
+        self.assertEqual(cell["production_ready_late_max_s"], 0.0)
+        self.assertIn("ready late (first window partial): opportunistic 3.4 s", self.table)
 
 if __name__ == "__main__":
     unittest.main()
