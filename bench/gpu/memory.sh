@@ -79,7 +79,10 @@
 #   plain GPU; MPS=1 adds the mode alone-mps: each job alone under a fresh MPS daemon,
 #   ALONE_RUNS runs per scenario, normalized like a pair to the plain alone runs, so a row shows
 #   what MPS alone does to each job's rate), MPS_OPP_PCT (100: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-#   of the opportunistic job under MPS=1; the production job always gets 100).
+#   of the opportunistic job under MPS=1; the production job always gets 100), PIN_CPUS (1: every
+#   job runs under taskset on one half of the CPUs local to the GPU, bench/gpu/gpu_cpus.py: the
+#   DLRM job on the second half, alone too, a production model on the first, as containers get
+#   their own CPUs; 0: unpinned, as every call before PIN_CPUS was).
 # Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
 # fixed runs, tgs runs (the fault demonstration ends the last one).
 # Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
@@ -114,6 +117,8 @@ WARMUP_S=${WARMUP_S:-15}
 TGS_SETTLE_S=${TGS_SETTLE_S:-20}
 OPP_DELAY_S=${OPP_DELAY_S:-5}
 PAIR_SETTLE_S=${PAIR_SETTLE_S:-10}
+PIN_CPUS=${PIN_CPUS:-1}
+case $PIN_CPUS in 0 | 1) ;; *) echo "PIN_CPUS must be 0 or 1 (got '$PIN_CPUS')"; exit 2 ;; esac
 TGS_PRODUCTION_WINDOW_MS=${TGS_PRODUCTION_WINDOW_MS:-1000}
 RATIO=${RATIO:-1.5}
 BUDGET_MIB=${BUDGET_MIB:-}
@@ -187,7 +192,7 @@ FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # li
 # Not $([ ... ] && echo ...): under set -e a false test there ends the script without a word.
 mps_words=""
 if [ "$MPS" = 1 ]; then mps_words=" MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT"; fi
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -693,6 +698,17 @@ device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 case $free_mib in ''|*[!0-9]*) echo "cannot read the GPU's free memory from nvidia-smi ('$free_mib')"; exit 1 ;; esac
 say "$device, driver $driver, $free_mib MiB free"
+# The CPUs local to GPU 0, split in two halves (bench/gpu/gpu_cpus.py): one per job.
+cpus_production="" cpus_opportunistic=""
+if [ "$PIN_CPUS" = 1 ]; then
+  read -r cpus_production cpus_opportunistic < <(python3 "$repo/bench/gpu/gpu_cpus.py" --halves) || true
+  if [ -z "$cpus_opportunistic" ]; then
+    echo "!! WARNING: PIN_CPUS=1 but the GPU's local CPUs could not be split in two: no pinning" | tee -a "$work/warnings.txt"
+    cpus_production=""
+  else
+    say "CPUs: production jobs $cpus_production, the DLRM job $cpus_opportunistic"
+  fi
+fi
 
 # JA: train.py's model arguments for model $1.
 job_args() {
@@ -721,7 +737,15 @@ launch() {
     envs+=(CUDA_MPS_PIPE_DIRECTORY="$work/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$work/mps-log")
     if [ "$cls" = opportunistic ]; then envs+=(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="$MPS_OPP_PCT"); fi
   fi
-  env "${envs[@]}" python3 "$repo/bench/gpu/train.py" "${JA[@]}" --label "$label" "$@" >> "$out" 2> "$(errfile "$label")" &
+  # Each job on its own half of the GPU's local CPUs, as containers get their own CPUs: the DLRM
+  # job's half whenever it runs (alone too, so its alone rate is taken on the CPUs it shares
+  # with), the production job's half otherwise.
+  local pin=()
+  if [ -n "$cpus_opportunistic" ]; then
+    if [ "$model" = dlrm ]; then pin=(taskset -c "$cpus_opportunistic"); else pin=(taskset -c "$cpus_production"); fi
+  fi
+  env "${envs[@]}" ${pin[@]+"${pin[@]}"} python3 "$repo/bench/gpu/train.py" "${JA[@]}" --label "$label" "$@" \
+    >> "$out" 2> "$(errfile "$label")" &
   last_pid=$!
   job_pids+=("$last_pid")
 }

@@ -22,7 +22,7 @@ import sys
 
 CELL_FIELDS = ("runs", "production", "production_spread", "production_it_per_s", "opportunistic",
                "opportunistic_spread", "opportunistic_it_per_s", "production_missing_runs",
-               "opportunistic_missing_runs")
+               "opportunistic_missing_runs", "production_ready_late_max_s", "opportunistic_ready_late_max_s")
 
 
 def node_flags(command: str) -> str:
