@@ -194,7 +194,7 @@ struct job_segment {
   std::atomic<std::uint64_t> window_wait_ns;
   std::atomic<std::uint64_t> window_timeouts;
   // Written by the job's launch paths, in the last spare bytes of the synchronisation line: one
-  // launch in `launch_time_sample_every` per thread is timed inside the driver's launch call
+  // launch in `launch_time_sample_every` (by `launch_counter`) is timed inside the driver's launch call
   // (after the rate gate and the window), so the node can show what a launch costs the job's
   // host side with and without a co-runner. Diagnostics: no policy reads them.
   std::atomic<std::uint64_t> timed_launches;
@@ -219,9 +219,10 @@ static_assert(offsetof(job_segment, sync_calls) == 448);
 static_assert(offsetof(job_segment, max_inflight_launches) + sizeof(std::uint32_t) <= 192, "the refill line's spare bytes");
 static_assert(offsetof(job_segment, timed_launch_ns) + sizeof(std::uint64_t) <= 512, "the sync line's spare bytes");
 
-/// One launch in this many (per thread) is timed into `timed_launches` / `timed_launch_ns`: two
-/// clock reads on every launch would add about 1% to a 3 us launch call.
-inline constexpr std::uint32_t launch_time_sample_every = 16;
+/// One launch in this many (every one whose `launch_counter` count before it is a multiple) is
+/// timed into `timed_launches` / `timed_launch_ns`: two clock reads on every launch would add
+/// about 1% to a 3 us launch call.
+inline constexpr std::uint32_t launch_time_sample_every = 64;
 
 /// A waiting launch gives up on the node (fails open) when no refill came for this long.
 inline constexpr std::uint64_t stale_after_ns = 1'000'000'000;

@@ -452,8 +452,20 @@ struct paced_launch_token {
   context_window* window = nullptr;
   CUstream stream = nullptr;
   std::unique_lock<std::mutex> lock;
-  std::uint64_t timed_from_ns = 0;  ///< set on a sampled launch: when the driver call began
 };
+
+/// When the calling thread's sampled launch (`launch_token::timed`) entered the driver. A
+/// thread-local rather than a field of the token: the token of every launch stays as small as
+/// it was, and only the sampled one in `abi::launch_time_sample_every` pays for the TLS access.
+thread_local std::uint64_t sampled_launch_from_ns = 0;
+
+/// The sampled launch's clock reads, out of line and cold: the common launch path keeps only
+/// the test of `launch_token::timed`.
+[[gnu::noinline, gnu::cold]] void begin_launch_sample() noexcept { sampled_launch_from_ns = monotonic_ns(); }
+[[gnu::noinline, gnu::cold]] void end_launch_sample(abi::job_segment* seg) noexcept {
+  seg->timed_launches.fetch_add(1, std::memory_order_relaxed);
+  seg->timed_launch_ns.fetch_add(monotonic_ns() - sampled_launch_from_ns, std::memory_order_relaxed);
+}
 std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std::nullopt; }
 
 /// Room in the window of the current context for an opportunistic job's launch (the slow part
@@ -503,7 +515,7 @@ std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std:
 /// window, room in the window. `per_thread` is set for the `_ptsz` forms, whose null stream is
 /// the calling thread's default stream.
 inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream stream, bool per_thread) noexcept {
-  paced_launch_token t{gate_launch(blocks), nullptr, nullptr, {}, 0};
+  paced_launch_token t{gate_launch(blocks), nullptr, nullptr, {}};
   abi::job_segment* seg = t.launch.segment;
   if (seg == nullptr) return t;
   // The class first (the rate gate read it): a production job never reads the node's refill line.
@@ -512,11 +524,7 @@ inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream strea
     if (limit != 0) [[unlikely]] enter_window(t, seg, limit, stream, per_thread);
   }
   // Last, so the sample is the driver's call alone (not the gate's or the window's waits).
-  thread_local std::uint32_t launches_since_sample = 0;
-  if (++launches_since_sample >= abi::launch_time_sample_every) [[unlikely]] {
-    launches_since_sample = 0;
-    t.timed_from_ns = monotonic_ns();
-  }
+  if (t.launch.timed) [[unlikely]] begin_launch_sample();
   return t;
 }
 
@@ -535,10 +543,7 @@ inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream strea
 /// After the launch: a sampled launch adds its driver time; undo the count if the driver refused
 /// it, else mark it outstanding in the window.
 inline void account_paced_launch(const paced_launch_token& t, CUresult r) noexcept {
-  if (t.timed_from_ns != 0) [[unlikely]] {
-    t.launch.segment->timed_launches.fetch_add(1, std::memory_order_relaxed);
-    t.launch.segment->timed_launch_ns.fetch_add(monotonic_ns() - t.timed_from_ns, std::memory_order_relaxed);
-  }
+  if (t.launch.timed) [[unlikely]] end_launch_sample(t.launch.segment);
   account_launch(t.launch, r);
   if (t.window != nullptr && r == CUDA_SUCCESS) [[unlikely]] record_in_window(t);
 }

@@ -47,6 +47,9 @@ struct launch_token {
   abi::job_segment* segment = nullptr;
   std::uint64_t packed = 0;
   bool opportunistic = false;  ///< the job's class, for what follows the gate (its launch window)
+  /// Every `abi::launch_time_sample_every`-th launch of the job (by its launch counter, which the
+  /// gate reads anyway): the launch whose driver call is timed.
+  bool timed = false;
 };
 
 /// The launch hot path: one atomic add on shared memory, plus one load for an opportunistic job;
@@ -66,7 +69,8 @@ struct launch_token {
       wait_for_allowance(*link, position);
     }
   }
-  return {link->segment, packed, link->opportunistic};
+  const bool timed = ((before >> abi::block_bits) % abi::launch_time_sample_every) == 0;
+  return {link->segment, packed, link->opportunistic, timed};
 }
 
 /// A launch the driver refused never ran: take it out of the count again.
