@@ -82,7 +82,11 @@
 #   of the opportunistic job under MPS=1; the production job always gets 100), PIN_CPUS (1: every
 #   job runs under taskset on one half of the CPUs local to the GPU, bench/gpu/gpu_cpus.py: the
 #   DLRM job on the second half, alone too, a production model on the first, as containers get
-#   their own CPUs; 0: unpinned, as every call before PIN_CPUS was).
+#   their own CPUs; 0: unpinned, as every call before PIN_CPUS was), ORDER (grouped: per scenario
+#   all alone runs, then each mode's runs in turn; interleaved: round i makes the i-th alone runs
+#   and then the i-th run of every mode, so drift of the machine during a call hits the modes
+#   alike; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order and stop, without
+#   a GPU).
 # Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
 # fixed runs, tgs runs (the fault demonstration ends the last one).
 # Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
@@ -186,13 +190,135 @@ for f in $FIXED_BUDGETS; do
   fixed_modes+="$fname $fb $fw $fd"$'\n'
 done
 case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DEMO')"; exit 2 ;; esac
+ORDER=${ORDER:-grouped}
+PLAN_ONLY=${PLAN_ONLY:-0}
+case $ORDER in grouped | interleaved) ;; *) echo "ORDER must be grouped or interleaved (got '$ORDER')"; exit 2 ;; esac
+case $PLAN_ONLY in 0 | 1) ;; *) echo "PLAN_ONLY must be 0 or 1 (got '$PLAN_ONLY')"; exit 2 ;; esac
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+if [ "$ORDER" = interleaved ] && [ "$FAULT_DEMO" = 1 ] && has_mode tgs; then
+  echo "ORDER=interleaved measures only: set FAULT_DEMO=0 (the fault demonstration ends the last tgs run of a grouped call)"; exit 2
+fi
+# Time guard: rough seconds per run (start-up and teardown included).
+est_plain=$(( WARMUP_S + WINDOWS * WINDOW_S + 6 ))
+est_tgs=$(( est_plain + TGS_SETTLE_S ))
+est_pair=$(( est_plain + PAIR_SETTLE_S ))
+est_opp_limited=$(( est_plain + 15 ))  # and the idle production job's start-up and 3 steps
+est_demo=$(( 2 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 15 ))
+if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
+fits() { [ $(( SECONDS + $1 )) -le "$MAX_S" ]; }
+skip() { echo "!! WARNING: skipped $1: it would end past MAX_S=$MAX_S s" | tee -a "$work/warnings.txt"; }
+
+# ORDER=grouped: per scenario every alone run first, then each mode's runs one after another.
+run_grouped() {
+  local dlrm_alone_done=0
+  for scen in $SCENARIOS; do
+    prod=$(prod_model_of "$scen")
+    for i in $(seq "$ALONE_RUNS"); do
+      if fits "$est_plain"; then run_alone "$prod" "$i"; else skip "alone/$prod/$i"; fi
+    done
+    if [ "$dlrm_alone_done" = 0 ]; then
+      for i in $(seq "$ALONE_RUNS"); do
+        if fits "$est_plain"; then run_alone dlrm "$i"; else skip "alone/dlrm/$i"; fi
+      done
+      dlrm_alone_done=1
+    fi
+    if [ "$MPS" = 1 ]; then
+      for i in $(seq "$ALONE_RUNS"); do
+        if fits $(( 2 * est_plain )); then run_alone_mps "$scen" "$i"; else skip "$scen/alone-mps/$i"; fi
+      done
+    fi
+    for mode in coexec-um coexec-budget; do
+      has_mode "$mode" || continue
+      for i in $(seq "$RUNS"); do
+        if fits "$est_pair"; then run_coexec "$scen" "$i" "$mode"; else skip "$scen/$mode/$i"; fi
+      done
+    done
+    if has_mode opp-limited; then
+      for i in $(seq "$RUNS"); do
+        if fits "$est_opp_limited"; then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
+      done
+    fi
+    if has_mode hard-limit; then
+      if fits "$est_pair"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
+    fi
+    if has_mode fixed; then
+      while read -r fname fb fw fd; do
+        [ -n "$fname" ] || continue
+        for i in $(seq "$RUNS"); do
+          if fits "$est_pair"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw" "$fd"; else skip "$scen/$fname/$i"; fi
+        done
+      done <<< "$fixed_modes"
+    fi
+    for i in $(seq "$RUNS"); do
+      has_mode tgs || break
+      if ! fits $(( est_tgs + est_demo )); then skip "$scen/tgs/$i and after"; break; fi
+      last=0
+      if [ "$i" = "$RUNS" ] || ! fits $(( 2 * est_tgs + est_demo )); then last=1; fi
+      if [ "$FAULT_DEMO" = 0 ]; then
+        fits $(( 2 * est_tgs )) || last=1
+        run_tgs "$scen" "$i" 0
+      else
+        run_tgs "$scen" "$i" "$last"
+      fi
+      if [ "$last" = 1 ]; then
+        if [ "$i" != "$RUNS" ]; then skip "$scen/tgs/$(( i + 1 ))..$RUNS"; fi
+        break
+      fi
+    done
+  done
+}
+
+# ORDER=interleaved: per scenario, rounds; round i runs the i-th alone runs and then the i-th run
+# of every mode, so a machine whose speed drifts during the call (alone rates moved 13% within
+# three minutes on one H100 host) shifts every mode alike instead of the modes run last.
+run_interleaved() {
+  local scen prod i mode fname fb fw fd first=1
+  local rounds=$(( RUNS > ALONE_RUNS ? RUNS : ALONE_RUNS ))
+  for scen in $SCENARIOS; do
+    prod=$(prod_model_of "$scen")
+    for i in $(seq "$rounds"); do
+      if [ "$i" -le "$ALONE_RUNS" ]; then
+        if fits "$est_plain"; then run_alone "$prod" "$i"; else skip "alone/$prod/$i"; fi
+        if [ "$first" = 1 ]; then
+          if fits "$est_plain"; then run_alone dlrm "$i"; else skip "alone/dlrm/$i"; fi
+        fi
+        if [ "$MPS" = 1 ]; then
+          if fits $(( 2 * est_plain )); then run_alone_mps "$scen" "$i"; else skip "$scen/alone-mps/$i"; fi
+        fi
+      fi
+      [ "$i" -le "$RUNS" ] || continue
+      for mode in coexec-um coexec-budget; do
+        has_mode "$mode" || continue
+        if fits "$est_pair"; then run_coexec "$scen" "$i" "$mode"; else skip "$scen/$mode/$i"; fi
+      done
+      if has_mode opp-limited; then
+        if fits "$est_opp_limited"; then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
+      fi
+      if has_mode hard-limit && [ "$i" = 1 ]; then
+        if fits "$est_pair"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
+      fi
+      if has_mode fixed; then
+        while read -r fname fb fw fd; do
+          [ -n "$fname" ] || continue
+          if fits "$est_pair"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw" "$fd"; else skip "$scen/$fname/$i"; fi
+        done <<< "$fixed_modes"
+      fi
+      if has_mode tgs; then
+        if fits "$est_tgs"; then run_tgs "$scen" "$i" 0; else skip "$scen/tgs/$i"; fi
+      fi
+    done
+    first=0
+  done
+}
+
+run_scenarios() { if [ "$ORDER" = interleaved ]; then run_interleaved; else run_grouped; fi; }
+
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
 # Not $([ ... ] && echo ...): under set -e a false test there ends the script without a word.
 mps_words=""
 if [ "$MPS" = 1 ]; then mps_words=" MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT"; fi
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS ORDER=$ORDER${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -683,6 +809,23 @@ for s in $SCENARIOS; do
 done
 prod_model_of() { case $1 in low) echo "$LOW_MODEL" ;; high) echo bert_base ;; esac; }
 
+# PLAN_ONLY=1: print the runs this call would make, in order, and stop (no GPU, no build).
+if [ "$PLAN_ONLY" = 1 ]; then
+  plan() { echo "plan: $*"; }
+  run_alone() { plan "alone/$1/$2"; }
+  run_alone_mps() { plan "$1/alone-mps/$2"; }
+  run_coexec() { plan "$1/$3/$2"; }
+  run_opp_limited() { plan "$1/opp-limited/$2"; }
+  run_hard_limit() { plan "$1/hard-limit/1"; }
+  run_fixed() { plan "$1/$3/$2"; }
+  run_tgs() {
+    if [ "$3" = 1 ]; then plan "$1/tgs/$2 (then the fault demonstration)"; else plan "$1/tgs/$2"; fi
+  }
+  fits() { return 0; }  # the whole plan, whatever MAX_S allows
+  run_scenarios
+  exit 0
+fi
+
 say "build (against the real libcuda; no CUDA toolkit headers needed)"
 . "$repo/bench/gpu/build_backend.sh"
 build_backend
@@ -1075,72 +1218,7 @@ run_hard_limit() {  # run_hard_limit SCENARIO
   staggered_pair "$base" "$(prod_model_of "$scen")"
 }
 
-# Time guard: rough seconds per run (start-up and teardown included).
-est_plain=$(( WARMUP_S + WINDOWS * WINDOW_S + 6 ))
-est_tgs=$(( est_plain + TGS_SETTLE_S ))
-est_pair=$(( est_plain + PAIR_SETTLE_S ))
-est_opp_limited=$(( est_plain + 15 ))  # and the idle production job's start-up and 3 steps
-est_demo=$(( 2 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 15 ))
-if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
-fits() { [ $(( SECONDS + $1 )) -le "$MAX_S" ]; }
-skip() { echo "!! WARNING: skipped $1: it would end past MAX_S=$MAX_S s" | tee -a "$work/warnings.txt"; }
-
-dlrm_alone_done=0
-for scen in $SCENARIOS; do
-  prod=$(prod_model_of "$scen")
-  for i in $(seq "$ALONE_RUNS"); do
-    if fits "$est_plain"; then run_alone "$prod" "$i"; else skip "alone/$prod/$i"; fi
-  done
-  if [ "$dlrm_alone_done" = 0 ]; then
-    for i in $(seq "$ALONE_RUNS"); do
-      if fits "$est_plain"; then run_alone dlrm "$i"; else skip "alone/dlrm/$i"; fi
-    done
-    dlrm_alone_done=1
-  fi
-  if [ "$MPS" = 1 ]; then
-    for i in $(seq "$ALONE_RUNS"); do
-      if fits $(( 2 * est_plain )); then run_alone_mps "$scen" "$i"; else skip "$scen/alone-mps/$i"; fi
-    done
-  fi
-  for mode in coexec-um coexec-budget; do
-    has_mode "$mode" || continue
-    for i in $(seq "$RUNS"); do
-      if fits "$est_pair"; then run_coexec "$scen" "$i" "$mode"; else skip "$scen/$mode/$i"; fi
-    done
-  done
-  if has_mode opp-limited; then
-    for i in $(seq "$RUNS"); do
-      if fits "$est_opp_limited"; then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
-    done
-  fi
-  if has_mode hard-limit; then
-    if fits "$est_pair"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
-  fi
-  if has_mode fixed; then
-    while read -r fname fb fw fd; do
-      [ -n "$fname" ] || continue
-      for i in $(seq "$RUNS"); do
-        if fits "$est_pair"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw" "$fd"; else skip "$scen/$fname/$i"; fi
-      done
-    done <<< "$fixed_modes"
-  fi
-  for i in $(seq "$RUNS"); do
-    has_mode tgs || break
-    if ! fits $(( est_tgs + est_demo )); then skip "$scen/tgs/$i and after"; break; fi
-    last=0
-    if [ "$i" = "$RUNS" ] || ! fits $(( 2 * est_tgs + est_demo )); then last=1; fi
-    if [ "$FAULT_DEMO" = 0 ]; then
-      fits $(( 2 * est_tgs )) || last=1
-      run_tgs "$scen" "$i" 0
-    else
-      run_tgs "$scen" "$i" "$last"
-    fi
-    if [ "$last" = 1 ]; then
-      if [ "$i" != "$RUNS" ]; then skip "$scen/tgs/$(( i + 1 ))..$RUNS"; fi
-      break
-    fi
-  done
-done
+run_scenarios
 
 say "summary"
 # The summary's environment, written beside its inputs first (cleanup copies them to

@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: Apache-2.0
+"""bench/gpu/memory.sh PLAN_ONLY=1, without a GPU: the order of the runs a call would make.
+ORDER=grouped keeps every alone run before the modes; ORDER=interleaved makes round i's alone
+runs and then run i of every mode, so drift of the machine during a call hits the modes alike;
+ORDER=interleaved refuses the fault demonstration (it ends the last tgs run of a grouped call)."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SCRIPT = os.path.join(ROOT, "bench", "gpu", "memory.sh")
+
+
+def plan(**knobs):
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, PLAN_ONLY="1", OUT=out, **knobs)
+        proc = subprocess.run(["bash", SCRIPT], env=env, capture_output=True, text=True, timeout=60)
+    lines = [line[len("plan: "):] for line in proc.stdout.splitlines() if line.startswith("plan: ")]
+    return proc.returncode, lines, proc.stdout + proc.stderr
+
+
+class MemoryPlan(unittest.TestCase):
+    def test_grouped_runs_every_alone_run_first_and_ends_with_the_fault_demonstration(self):
+        rc, runs, out = plan(SCENARIOS="low", RUNS="2", ALONE_RUNS="2", MODES="coexec-um tgs")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs, ["alone/resnet50/1", "alone/resnet50/2", "alone/dlrm/1", "alone/dlrm/2",
+                                "low/coexec-um/1", "low/coexec-um/2", "low/tgs/1",
+                                "low/tgs/2 (then the fault demonstration)"])
+
+    def test_interleaved_makes_rounds_and_the_dlrm_alone_runs_once(self):
+        rc, runs, out = plan(ORDER="interleaved", FAULT_DEMO="0", SCENARIOS="low high", RUNS="3", ALONE_RUNS="2",
+                             MODES="fixed hard-limit tgs", FIXED_BUDGETS="4000000 1000000000:50:16")
+        self.assertEqual(rc, 0, out)
+        low = ["alone/resnet50/1", "alone/dlrm/1", "low/hard-limit/1", "low/fixed-4000000/1",
+               "low/fixed-1000000000-inflight-16/1", "low/tgs/1",
+               "alone/resnet50/2", "alone/dlrm/2", "low/fixed-4000000/2", "low/fixed-1000000000-inflight-16/2",
+               "low/tgs/2",
+               "low/fixed-4000000/3", "low/fixed-1000000000-inflight-16/3", "low/tgs/3"]
+        self.assertEqual(runs[:len(low)], low)
+        high = runs[len(low):]
+        self.assertEqual(high[:2], ["alone/bert_base/1", "high/hard-limit/1"])
+        self.assertNotIn("alone/dlrm/1", high, "the DLRM job's alone runs serve every scenario of a call")
+        self.assertEqual(len(high), len(low) - 2)
+
+    def test_interleaved_refuses_the_fault_demonstration(self):
+        rc, runs, out = plan(ORDER="interleaved", MODES="tgs")
+        self.assertEqual(rc, 2)
+        self.assertEqual(runs, [])
+        self.assertIn("set FAULT_DEMO=0", out)
+
+    def test_an_unknown_order_is_named(self):
+        rc, _, out = plan(ORDER="sideways")
+        self.assertEqual(rc, 2)
+        self.assertIn("ORDER must be grouped or interleaved (got 'sideways')", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
