@@ -169,7 +169,9 @@ MPS_OPP_PCT=${MPS_OPP_PCT:-100}
 case $MPS in 0 | 1) ;; *) echo "MPS must be 0 or 1 (got '$MPS')"; exit 2 ;; esac
 case $MPS_OPP_PCT in '' | *[!0-9]*) echo "MPS_OPP_PCT must be a whole number in [1, 100] (got '$MPS_OPP_PCT')"; exit 2 ;; esac
 if [ "$MPS_OPP_PCT" -lt 1 ] || [ "$MPS_OPP_PCT" -gt 100 ]; then echo "MPS_OPP_PCT must be in [1, 100] (got '$MPS_OPP_PCT')"; exit 2; fi
-if [ "$MPS" = 1 ] && ! command -v nvidia-cuda-mps-control > /dev/null; then echo "MPS=1 needs nvidia-cuda-mps-control on the PATH"; exit 1; fi
+if [ "$MPS" = 1 ] && [ "${PLAN_ONLY:-0}" != 1 ] && ! command -v nvidia-cuda-mps-control > /dev/null; then
+  echo "MPS=1 needs nvidia-cuda-mps-control on the PATH"; exit 1
+fi
 for m in $MODES; do
   case $m in coexec-um | coexec-budget | opp-limited | hard-limit | fixed | tgs) ;; *) echo "unknown mode '$m' in MODES (known: coexec-um coexec-budget opp-limited hard-limit fixed tgs)"; exit 2 ;; esac
 done
