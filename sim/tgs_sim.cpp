@@ -52,6 +52,8 @@ struct pairs_command {
   double warmup_s = 60;
   double memory_budget_gib = 0;
   std::string memory_policy;
+  double observation_noise = 0;
+  std::uint64_t seed = 1;
 
   void add_to(CLI::App& app) {
     app.add_option("--production", production,
@@ -80,6 +82,14 @@ struct pairs_command {
     app.add_option("--memory-policy", memory_policy,
                    "Memory policy for every pair (tgs, hard-limit, no-oversubscription, "
                    "unified-memory); default: tgs for the tgs policy, unified-memory otherwise");
+    app.add_option("--observation-noise", observation_noise,
+                   "Relative standard deviation of the launch counts a controller observes per step "
+                   "(0: steady rates, as the paper's means; a host-bound training job's 1 s rates "
+                   "vary by 5-10%, docs/results/gpu-memory.md)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    app.add_option("--seed", seed, "Seed of the observation noise (a run is a function of it)")
+        ->capture_default_str();
   }
 
   int run(const data_options& data) const {
@@ -102,6 +112,8 @@ struct pairs_command {
     options.warmup = tgs::from_seconds(warmup_s);
     if (memory_budget_gib > 0) options.memory_budget = tgs::from_gib(memory_budget_gib);
     options.memory_policy = memory_policy;
+    options.observation_noise = observation_noise;
+    options.seed = seed;
 
     // The fit always uses the paper's protocol (600 s, 60 s warm-up, card memory), whatever
     // this run simulates.

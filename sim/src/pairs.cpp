@@ -114,6 +114,8 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
   spec.interposed = r.policy == "tgs";
   spec.run_for = options.run_for;
   spec.warmup = options.warmup;
+  spec.observation_noise = options.observation_noise;
+  spec.seed = options.seed;
 
   pair_result result{r, memory_name, {}, std::nullopt};
   if (timeline != nullptr) {

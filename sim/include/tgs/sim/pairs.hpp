@@ -4,6 +4,7 @@
 /// models) under any sharing policy, with the policy objects chosen at run time.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,11 @@ struct pair_options {
   std::optional<bytes> memory_budget{};
   /// Memory policy registry name; empty: the sharing policy's own (`default_memory_policy`).
   std::string memory_policy;
+  /// `pair_spec::observation_noise`: relative standard deviation of the launch counts the
+  /// controller observes per step (0: the steady means the paper's cells are).
+  double observation_noise = 0;
+  /// `pair_spec::seed` of that noise.
+  std::uint64_t seed = 1;
 };
 
 /// The result of one pair, with the measured target when the catalog has one.
