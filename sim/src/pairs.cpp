@@ -96,6 +96,13 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
     throw input_error(fmt::format("unknown policy \"{}\" (known: {})", r.policy,
                                   rate_controller_list()));
   }
+  if (options.tgs && r.policy == tgs_rate_control::name) {
+    try {
+      controller.emplace(any_rate_controller::config{*options.tgs});
+    } catch (const config_error& e) {
+      throw input_error(e.what());
+    }
+  }
   const std::string memory_name =
       options.memory_policy.empty() ? default_memory_policy(r.policy) : options.memory_policy;
   std::optional<any_memory_policy> memory;

@@ -11,9 +11,12 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <string>
+#include <type_traits>
+#include <variant>
 
 #include "node_abi.hpp"
 #include "node_server.hpp"
+#include "tgs/rate/tgs_rate_control_settings.hpp"
 
 namespace {
 
@@ -118,54 +121,19 @@ int main(int argc, char** argv) {
                  "window; 0: no bound, as without tgs)")
       ->check(CLI::Range(std::uint32_t{0}, tgs::cuda::abi::max_launch_window))
       ->capture_default_str();
-  app.add_option("--profile-windows", tgs_cfg.profile_windows, "tgs: minimum profiling windows")->capture_default_str();
-  app.add_option("--max-profile-windows", tgs_cfg.max_profile_windows, "tgs: maximum profiling windows")
-      ->capture_default_str();
-  app.add_option("--initial-budget", tgs_cfg.initial_budget, "tgs: first budget, blocks per budget window")
-      ->capture_default_str();
-  app.add_option("--warmup-windows", tgs_cfg.warmup_windows, "tgs: control windows before the idle rules apply")
-      ->capture_default_str();
-  app.add_option("--dead-band", tgs_cfg.dead_band, "tgs: dead band around the production rate")->capture_default_str();
-  app.add_option("--rate-smoothing", tgs_cfg.rate_smoothing,
-                 "tgs: weight of the previous production rate in a moving average (the released code's alpha, "
-                 "0); raise it for production jobs whose launch rate is noisy")
-      ->capture_default_str();
-  app.add_option("--noise-band-multiple", tgs_cfg.noise_band_multiple,
-                 "tgs: widen the dead band to this multiple of the production rate's noise measured while "
-                 "profiling (0: the released fixed band)")
-      ->capture_default_str();
-  app.add_option("--max-noise-band", tgs_cfg.max_noise_band, "tgs: upper bound of the widened dead band")
-      ->capture_default_str();
-  app.add_option("--min-budget", tgs_cfg.min_budget,
-                 "tgs: the budget never falls below this many blocks per budget window (released code 0)")
-      ->capture_default_str();
-  app.add_flag("--sync-wait-correction", tgs_cfg.sync_wait_correction,
-               "tgs: correct the production job's rate for its own host-side noise with the time it waits in "
-               "synchronisation calls (not yet measured on a GPU)");
-  app.add_flag("--max-rate-from-profile-mean", tgs_cfg.max_rate_from_profile_mean,
-               "tgs: take the production job's standalone rate R as the mean of its profiling windows and "
-               "keep it in control (the released code takes the largest mean of two adjacent windows and "
-               "lets R rise: near the top of a noisy job's range)");
-  // The released code's growth constants, for opportunistic jobs whose block rate is far from the
-  // production job's (a DLRM-like job launches many cheap blocks: docs/results/gpu-memory.md).
-  app.add_option("--additive-increase", tgs_cfg.additive_increase,
-                 "tgs: budget increase per control step in congestion avoidance, as a fraction of the "
-                 "production rate (released code 0.00025)")
-      ->capture_default_str();
-  app.add_option("--multiplicative-decrease", tgs_cfg.multiplicative_decrease,
-                 "tgs: budget decrease per control step above the dead band, as a fraction of the budget")
-      ->capture_default_str();
-  app.add_option("--reset-band-multiple", tgs_cfg.reset_band_multiple,
-                 "tgs: a slowdown of this many dead bands restarts slow start (released code 3)")
-      ->capture_default_str();
-  // The released code caps the budget at 3x the opportunistic job's rate but never below 2^32
-  // (2^40 in slow start), so a budget that grew past what the job launches stays far above it, and
-  // each 8% decrease takes dozens of windows to bind (docs/results/gpu-memory.md). A small floor
-  // keeps the budget within a few windows' growth of what the job really uses.
-  app.add_option("--cap-rate-multiple", tgs_cfg.cap_rate_multiple,
-                 "tgs: the budget is capped at this multiple of the opportunistic job's launch rate, or at "
-                 "--cap-floor if that is larger (released code 3)")
-      ->capture_default_str();
+  // The controller's plain settings, from the table tgs-sim's pairs share.
+  for (const tgs::tgs_rate_control_setting& setting : tgs::tgs_rate_control_settings) {
+    const std::string flag = "--" + std::string(setting.flag);
+    std::visit(
+        [&](auto member) {
+          if constexpr (std::is_same_v<std::remove_reference_t<decltype(tgs_cfg.*member)>, bool>) {
+            app.add_flag(flag, tgs_cfg.*member, std::string(setting.help));
+          } else {
+            app.add_option(flag, tgs_cfg.*member, std::string(setting.help))->capture_default_str();
+          }
+        },
+        setting.member);
+  }
   std::uint64_t cap_floor = 0;
   app.add_option("--cap-floor", cap_floor,
                  "tgs: floor of that cap, blocks per budget window (0: the released code's 2^32, and 2^40 in "

@@ -11,6 +11,7 @@
 
 #include "tgs/sim/catalog.hpp"
 #include "tgs/sim/fit.hpp"
+#include "tgs/rate/tgs_rate_control.hpp"
 #include "tgs/sim/gpu_pair.hpp"
 
 namespace tgs::sim {
@@ -37,6 +38,8 @@ struct pair_options {
   double observation_noise = 0;
   /// `pair_spec::seed` of that noise.
   std::uint64_t seed = 1;
+  /// Settings of the "tgs" policy; empty: its defaults (the released code's constants).
+  std::optional<tgs_rate_control::config> tgs{};
 };
 
 /// The result of one pair, with the measured target when the catalog has one.
