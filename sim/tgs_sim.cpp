@@ -10,8 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <type_traits>
-#include <variant>
 #include <vector>
 
 #include "tgs/core/config_error.hpp"
@@ -58,15 +56,7 @@ struct pairs_command {
   double observation_noise = 0;
   std::uint64_t seed = 1;
   tgs::tgs_rate_control::config tgs_settings;
-  double production_window_ms =
-      std::chrono::duration<double, std::milli>(tgs::tgs_rate_control::config{}.production_window).count();
-  double budget_window_ms =
-      std::chrono::duration<double, std::milli>(tgs::tgs_rate_control::config{}.budget_window).count();
-  std::uint64_t cap_floor = 0;
-  /// The tgs flags: the policy keeps its defaults exactly unless one of them is given.
-  std::vector<CLI::Option*> tgs_flags;
-  CLI::Option* production_window_flag = nullptr;
-  CLI::Option* budget_window_flag = nullptr;
+  tgs::tgs_rate_control_flag_values tgs_extra;  // the windows in ms and the cap floor
 
   void add_to(CLI::App& app) {
     app.add_option("--production", production,
@@ -104,31 +94,15 @@ struct pairs_command {
     app.add_option("--seed", seed, "Seed of the observation noise (a run is a function of it)")
         ->capture_default_str();
     // The tgs policy's settings, named as tgs-node names them (one table for both tools).
-    production_window_flag = app.add_option("--production-window-ms", production_window_ms,
-                                            "tgs: production window (controller step period)")
-                                 ->check(CLI::PositiveNumber)
-                                 ->capture_default_str();
-    budget_window_flag =
-        app.add_option("--budget-window-ms", budget_window_ms, "tgs: refill period of the opportunistic budget")
-            ->check(CLI::PositiveNumber)
-            ->capture_default_str();
-    tgs_flags = {production_window_flag, budget_window_flag};
-    for (const tgs::tgs_rate_control_setting& setting : tgs::tgs_rate_control_settings) {
-      const std::string flag = "--" + std::string(setting.flag);
-      std::visit(
-          [&](auto member) {
-            if constexpr (std::is_same_v<std::remove_reference_t<decltype(tgs_settings.*member)>, bool>) {
-              tgs_flags.push_back(app.add_flag(flag, tgs_settings.*member, std::string(setting.help)));
-            } else {
-              tgs_flags.push_back(
-                  app.add_option(flag, tgs_settings.*member, std::string(setting.help))->capture_default_str());
-            }
-          },
-          setting.member);
-    }
-    tgs_flags.push_back(app.add_option("--cap-floor", cap_floor,
-                                       "tgs: floor of the budget cap, blocks per budget window (0: the "
-                                       "released code's 2^32, and 2^40 in slow start)"));
+    app.add_option("--production-window-ms", tgs_extra.production_window_ms,
+                   "tgs: production window (controller step period)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--budget-window-ms", tgs_extra.budget_window_ms,
+                   "tgs: refill period of the opportunistic budget")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    tgs::add_tgs_rate_control_flags(app, tgs_settings, tgs_extra);
   }
 
   int run(const data_options& data) const {
@@ -153,18 +127,10 @@ struct pairs_command {
     options.memory_policy = memory_policy;
     options.observation_noise = observation_noise;
     options.seed = seed;
-    if (std::any_of(tgs_flags.begin(), tgs_flags.end(), [](const CLI::Option* o) { return o->count() > 0; })) {
-      tgs::tgs_rate_control::config tgs_cfg = tgs_settings;
-      if (production_window_flag->count() > 0) {
-        tgs_cfg.production_window = tgs::from_seconds(production_window_ms / 1e3);
-      }
-      if (budget_window_flag->count() > 0) tgs_cfg.budget_window = tgs::from_seconds(budget_window_ms / 1e3);
-      if (cap_floor > 0) {
-        tgs_cfg.slow_start_cap_floor = cap_floor;
-        tgs_cfg.congestion_cap_floor = cap_floor;
-      }
-      options.tgs = tgs_cfg;
-    }
+    // Without flags this is the policy's default configuration exactly.
+    tgs::tgs_rate_control::config tgs_cfg = tgs_settings;
+    tgs_extra.apply(tgs_cfg);
+    options.tgs = tgs_cfg;
 
     // The fit always uses the paper's protocol (600 s, 60 s warm-up, card memory), whatever
     // this run simulates.

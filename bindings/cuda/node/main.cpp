@@ -11,8 +11,6 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <string>
-#include <type_traits>
-#include <variant>
 
 #include "node_abi.hpp"
 #include "node_server.hpp"
@@ -85,8 +83,7 @@ int main(int argc, char** argv) {
   std::string level = "info";
   int liveness_ms = static_cast<int>(options.liveness_period.count());
   tgs::tgs_rate_control::config tgs_cfg;
-  double production_window_ms = std::chrono::duration<double, std::milli>(tgs_cfg.production_window).count();
-  double budget_window_ms = std::chrono::duration<double, std::milli>(tgs_cfg.budget_window).count();
+  tgs::tgs_rate_control_flag_values tgs_extra;  // the windows in ms and the cap floor
 
   app.add_option("--socket", options.socket_path, "Unix socket jobs register on")->capture_default_str();
   app.add_option("--socket-mode", options.socket_mode, "file mode of the socket (octal as decimal, e.g. 438 = 0666)")
@@ -103,9 +100,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", level, "error, warn, info or debug")
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
       ->capture_default_str();
-  app.add_option("--production-window-ms", production_window_ms, "tgs: production window (controller step period)")
+  app.add_option("--production-window-ms", tgs_extra.production_window_ms, "tgs: production window (controller step period)")
       ->capture_default_str();
-  app.add_option("--budget-window-ms", budget_window_ms, "tgs and token-bucket: refill period of the opportunistic budget")
+  app.add_option("--budget-window-ms", tgs_extra.budget_window_ms, "tgs and token-bucket: refill period of the opportunistic budget")
       ->capture_default_str();
   // A fixed share maps how much a given opportunistic rate costs the production job, which no
   // adaptive controller can beat with the same enforcement (bench/gpu/memory.sh MODES=fixed).
@@ -121,23 +118,8 @@ int main(int argc, char** argv) {
                  "window; 0: no bound, as without tgs)")
       ->check(CLI::Range(std::uint32_t{0}, tgs::cuda::abi::max_launch_window))
       ->capture_default_str();
-  // The controller's plain settings, from the table tgs-sim's pairs share.
-  for (const tgs::tgs_rate_control_setting& setting : tgs::tgs_rate_control_settings) {
-    const std::string flag = "--" + std::string(setting.flag);
-    std::visit(
-        [&](auto member) {
-          if constexpr (std::is_same_v<std::remove_reference_t<decltype(tgs_cfg.*member)>, bool>) {
-            app.add_flag(flag, tgs_cfg.*member, std::string(setting.help));
-          } else {
-            app.add_option(flag, tgs_cfg.*member, std::string(setting.help))->capture_default_str();
-          }
-        },
-        setting.member);
-  }
-  std::uint64_t cap_floor = 0;
-  app.add_option("--cap-floor", cap_floor,
-                 "tgs: floor of that cap, blocks per budget window (0: the released code's 2^32, and 2^40 in "
-                 "slow start)");
+  // The controller's settings, from the table tgs-sim's pairs shares.
+  tgs::add_tgs_rate_control_flags(app, tgs_cfg, tgs_extra);
 
   std::string memory_policy = "off";
   double memory_budget_mib = 0;
@@ -201,16 +183,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto* t = std::get_if<tgs::tgs_rate_control::config>(&*cfg)) {
-    tgs_cfg.production_window = tgs::from_seconds(production_window_ms / 1e3);
-    tgs_cfg.budget_window = tgs::from_seconds(budget_window_ms / 1e3);
-    if (cap_floor > 0) {
-      tgs_cfg.slow_start_cap_floor = cap_floor;
-      tgs_cfg.congestion_cap_floor = cap_floor;
-    }
+    tgs_extra.apply(tgs_cfg);
     *t = tgs_cfg;
   }
   if (auto* b = std::get_if<tgs::token_bucket::config>(&*cfg)) {
-    b->budget_window = tgs::from_seconds(budget_window_ms / 1e3);
+    b->budget_window = tgs::from_seconds(tgs_extra.budget_window_ms / 1e3);
     if (fixed_budget_blocks > 0) b->budget_blocks = fixed_budget_blocks;
   } else if (fixed_budget_blocks > 0) {
     fmt::print(stderr, "tgs-node: --fixed-budget-blocks has no effect without --policy token-bucket\n");

@@ -4,23 +4,31 @@
 /// every tool builds its flags from (`tgs-node` on real GPUs, `tgs-sim pairs` in simulation), so
 /// one name means one setting everywhere and a setting added here reaches both.
 ///
-/// The table holds names, help and member pointers only; it knows nothing of any CLI library.
-/// The two windows (durations, given in ms on command lines) and the pair of cap floors (one flag
-/// sets both) are not plain members, so each tool adds those itself.
+/// The table holds names, help and member pointers only; it includes no CLI library.
+/// `add_tgs_rate_control_flags` adds the table and `--cap-floor` (one flag for both cap floors)
+/// to any command line with CLI11's interface. The two windows are durations given in ms, and
+/// each tool says what its windows apply to, so each tool adds those flags itself and
+/// `tgs_rate_control_flag_values::apply` converts them.
 ///
 /// ```cpp
 /// tgs::tgs_rate_control::config cfg;
-/// for (const tgs::tgs_rate_control_setting& s : tgs::tgs_rate_control_settings) {
-///   std::visit([&](auto member) { use(s.flag, s.help, cfg.*member); }, s.member);
-/// }
+/// tgs::tgs_rate_control_flag_values extra;  // windows in ms, cap floor
+/// app.add_option("--production-window-ms", extra.production_window_ms, "...");
+/// tgs::add_tgs_rate_control_flags(app, cfg, extra);
+/// app.parse(argc, argv);
+/// extra.apply(cfg);
 /// ```
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 
+#include "tgs/core/units.hpp"
 #include "tgs/rate/tgs_rate_control.hpp"
 
 namespace tgs {
@@ -96,5 +104,49 @@ inline constexpr std::array tgs_rate_control_settings{
         "--cap-floor if that is larger (released code 3)",
         &tgs_rate_control::config::cap_rate_multiple},
 };
+
+/// The settings that are not plain members, in the units command lines give them.
+struct tgs_rate_control_flag_values {
+  double production_window_ms =
+      std::chrono::duration<double, std::milli>(tgs_rate_control::config{}.production_window).count();
+  double budget_window_ms =
+      std::chrono::duration<double, std::milli>(tgs_rate_control::config{}.budget_window).count();
+  /// Floor of both budget caps, blocks per budget window; 0 keeps the released floors.
+  std::uint64_t cap_floor = 0;
+
+  /// Writes these into `cfg`. Durations round to the nanosecond, so the defaults come back
+  /// exactly (5000 ms is the released 5 s, 50 ms the released 50 ms).
+  void apply(tgs_rate_control::config& cfg) const noexcept {
+    cfg.production_window = from_seconds(production_window_ms / 1e3);
+    cfg.budget_window = from_seconds(budget_window_ms / 1e3);
+    if (cap_floor > 0) {
+      cfg.slow_start_cap_floor = cap_floor;
+      cfg.congestion_cap_floor = cap_floor;
+    }
+  }
+};
+
+/// Adds a flag per table entry (a switch for a `bool` member, an option showing its default
+/// otherwise) and `--cap-floor` to `app`. `App` is anything with CLI11's `add_flag` and
+/// `add_option(...)->capture_default_str()`; taking it as a template keeps this header free of
+/// the CLI library, which only the tools link.
+template <typename App>
+void add_tgs_rate_control_flags(App& app, tgs_rate_control::config& cfg, tgs_rate_control_flag_values& extra) {
+  for (const tgs_rate_control_setting& setting : tgs_rate_control_settings) {
+    const std::string flag = "--" + std::string(setting.flag);
+    std::visit(
+        [&](auto member) {
+          if constexpr (std::is_same_v<std::remove_reference_t<decltype(cfg.*member)>, bool>) {
+            app.add_flag(flag, cfg.*member, std::string(setting.help));
+          } else {
+            app.add_option(flag, cfg.*member, std::string(setting.help))->capture_default_str();
+          }
+        },
+        setting.member);
+  }
+  app.add_option("--cap-floor", extra.cap_floor,
+                 "tgs: floor of that cap, blocks per budget window (0: the released code's 2^32, and 2^40 in "
+                 "slow start)");
+}
 
 }  // namespace tgs
