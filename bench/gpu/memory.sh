@@ -210,47 +210,70 @@ if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
 fits() { [ $(( SECONDS + $1 )) -le "$MAX_S" ]; }
 skip() { echo "!! WARNING: skipped $1: it would end past MAX_S=$MAX_S s" | tee -a "$work/warnings.txt"; }
 
-# ORDER=grouped: per scenario every alone run first, then each mode's runs one after another.
+# attempt EST LABEL COMMAND...: runs COMMAND when a run of about EST seconds still fits in
+# MAX_S, else records LABEL as skipped.
+attempt() {
+  local est=$1 label=$2
+  shift 2
+  if fits "$est"; then "$@"; else skip "$label"; fi
+}
+
+# pair_entries: the modes of two jobs other than tgs this call runs, in order, one line each:
+# "MODE" or, for a fixed share, "MODE_NAME BLOCKS WINDOW_MS INFLIGHT".
+pair_entries() {
+  local m
+  for m in coexec-um coexec-budget opp-limited hard-limit; do
+    if has_mode "$m"; then echo "$m"; fi
+  done
+  if has_mode fixed; then printf '%s' "$fixed_modes"; fi
+}
+# runs_of MODE: how many runs of MODE a scenario gets (hard-limit: one).
+runs_of() { if [ "$1" = hard-limit ]; then echo 1; else echo "$RUNS"; fi; }
+
+# pair_run SCEN I MODE [BLOCKS WINDOW_MS INFLIGHT]: run I of MODE, or its skip.
+pair_run() {
+  local scen=$1 i=$2 mode=$3
+  case $mode in
+    coexec-um | coexec-budget) attempt "$est_pair" "$scen/$mode/$i" run_coexec "$scen" "$i" "$mode" ;;
+    opp-limited) attempt "$est_opp_limited" "$scen/opp-limited/$i" run_opp_limited "$scen" "$i" ;;
+    hard-limit) attempt "$est_pair" "$scen/hard-limit/1" run_hard_limit "$scen" ;;
+    *) attempt "$est_pair" "$scen/$mode/$i" run_fixed "$scen" "$i" "$mode" "$4" "$5" "$6" ;;
+  esac
+}
+
+# alone_run SCEN I KIND: the I-th alone run of SCEN's production job (KIND production), of the
+# DLRM job (dlrm: in a call's first scenario only, its alone runs serve them all) or of both
+# under MPS (mps, MPS=1 only).
+alone_run() {
+  local scen=$1 i=$2 prod
+  prod=$(prod_model_of "$scen")
+  case $3 in
+    production) attempt "$est_plain" "alone/$prod/$i" run_alone "$prod" "$i" ;;
+    dlrm) attempt "$est_plain" "alone/dlrm/$i" run_alone dlrm "$i" ;;
+    mps) attempt $(( 2 * est_plain )) "$scen/alone-mps/$i" run_alone_mps "$scen" "$i" ;;
+  esac
+}
+# alone_kinds FIRST: the alone runs a scenario makes (FIRST=1: the call's first scenario).
+alone_kinds() {
+  echo production
+  if [ "$1" = 1 ]; then echo dlrm; fi
+  if [ "$MPS" = 1 ]; then echo mps; fi
+}
+
+# ORDER=grouped: per scenario every alone run first, then each mode's runs one after another; the
+# fault demonstration (FAULT_DEMO=1) ends the last tgs run that fits.
 run_grouped() {
-  local dlrm_alone_done=0
+  local scen i first=1 last kind entry mode fb fw fd entries=()
+  mapfile -t entries < <(pair_entries)
   for scen in $SCENARIOS; do
-    prod=$(prod_model_of "$scen")
-    for i in $(seq "$ALONE_RUNS"); do
-      if fits "$est_plain"; then run_alone "$prod" "$i"; else skip "alone/$prod/$i"; fi
+    for kind in $(alone_kinds "$first"); do
+      for i in $(seq "$ALONE_RUNS"); do alone_run "$scen" "$i" "$kind"; done
     done
-    if [ "$dlrm_alone_done" = 0 ]; then
-      for i in $(seq "$ALONE_RUNS"); do
-        if fits "$est_plain"; then run_alone dlrm "$i"; else skip "alone/dlrm/$i"; fi
-      done
-      dlrm_alone_done=1
-    fi
-    if [ "$MPS" = 1 ]; then
-      for i in $(seq "$ALONE_RUNS"); do
-        if fits $(( 2 * est_plain )); then run_alone_mps "$scen" "$i"; else skip "$scen/alone-mps/$i"; fi
-      done
-    fi
-    for mode in coexec-um coexec-budget; do
-      has_mode "$mode" || continue
-      for i in $(seq "$RUNS"); do
-        if fits "$est_pair"; then run_coexec "$scen" "$i" "$mode"; else skip "$scen/$mode/$i"; fi
-      done
+    first=0
+    for entry in ${entries[@]+"${entries[@]}"}; do
+      read -r mode fb fw fd <<< "$entry"
+      for i in $(seq "$(runs_of "$mode")"); do pair_run "$scen" "$i" "$mode" "$fb" "$fw" "$fd"; done
     done
-    if has_mode opp-limited; then
-      for i in $(seq "$RUNS"); do
-        if fits "$est_opp_limited"; then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
-      done
-    fi
-    if has_mode hard-limit; then
-      if fits "$est_pair"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
-    fi
-    if has_mode fixed; then
-      while read -r fname fb fw fd; do
-        [ -n "$fname" ] || continue
-        for i in $(seq "$RUNS"); do
-          if fits "$est_pair"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw" "$fd"; else skip "$scen/$fname/$i"; fi
-        done
-      done <<< "$fixed_modes"
-    fi
     for i in $(seq "$RUNS"); do
       has_mode tgs || break
       if ! fits $(( est_tgs + est_demo )); then skip "$scen/tgs/$i and after"; break; fi
@@ -274,40 +297,19 @@ run_grouped() {
 # of every mode, so a machine whose speed drifts during the call (alone rates moved 13% within
 # three minutes on one H100 host) shifts every mode alike instead of the modes run last.
 run_interleaved() {
-  local scen prod i mode fname fb fw fd first=1
+  local scen i first=1 kind entry mode fb fw fd entries=()
   local rounds=$(( RUNS > ALONE_RUNS ? RUNS : ALONE_RUNS ))
+  mapfile -t entries < <(pair_entries)
   for scen in $SCENARIOS; do
-    prod=$(prod_model_of "$scen")
     for i in $(seq "$rounds"); do
       if [ "$i" -le "$ALONE_RUNS" ]; then
-        if fits "$est_plain"; then run_alone "$prod" "$i"; else skip "alone/$prod/$i"; fi
-        if [ "$first" = 1 ]; then
-          if fits "$est_plain"; then run_alone dlrm "$i"; else skip "alone/dlrm/$i"; fi
-        fi
-        if [ "$MPS" = 1 ]; then
-          if fits $(( 2 * est_plain )); then run_alone_mps "$scen" "$i"; else skip "$scen/alone-mps/$i"; fi
-        fi
+        for kind in $(alone_kinds "$first"); do alone_run "$scen" "$i" "$kind"; done
       fi
-      [ "$i" -le "$RUNS" ] || continue
-      for mode in coexec-um coexec-budget; do
-        has_mode "$mode" || continue
-        if fits "$est_pair"; then run_coexec "$scen" "$i" "$mode"; else skip "$scen/$mode/$i"; fi
+      for entry in ${entries[@]+"${entries[@]}"}; do
+        read -r mode fb fw fd <<< "$entry"
+        if [ "$i" -le "$(runs_of "$mode")" ]; then pair_run "$scen" "$i" "$mode" "$fb" "$fw" "$fd"; fi
       done
-      if has_mode opp-limited; then
-        if fits "$est_opp_limited"; then run_opp_limited "$scen" "$i"; else skip "$scen/opp-limited/$i"; fi
-      fi
-      if has_mode hard-limit && [ "$i" = 1 ]; then
-        if fits "$est_pair"; then run_hard_limit "$scen"; else skip "$scen/hard-limit/1"; fi
-      fi
-      if has_mode fixed; then
-        while read -r fname fb fw fd; do
-          [ -n "$fname" ] || continue
-          if fits "$est_pair"; then run_fixed "$scen" "$i" "$fname" "$fb" "$fw" "$fd"; else skip "$scen/$fname/$i"; fi
-        done <<< "$fixed_modes"
-      fi
-      if has_mode tgs; then
-        if fits "$est_tgs"; then run_tgs "$scen" "$i" 0; else skip "$scen/tgs/$i"; fi
-      fi
+      if has_mode tgs && [ "$i" -le "$RUNS" ]; then attempt "$est_tgs" "$scen/tgs/$i" run_tgs "$scen" "$i" 0; fi
     done
     first=0
   done
