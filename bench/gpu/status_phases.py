@@ -78,17 +78,16 @@ def parse(d: dict):
 
 
 def summarize(path: str) -> list:
-    groups = {}
+    groups, samples = {}, {}
     for run, phase, values in rows(path):
         g = groups.setdefault((run, phase), {k: [] for k in FIELDS})
-        g.setdefault("_n", 0)
-        g["_n"] += 1
+        samples[(run, phase)] = samples.get((run, phase), 0) + 1
         for k, v in values.items():
             if v is not None:
                 g[k].append(v)
     out = []
     for (run, phase), g in groups.items():  # insertion order: runs, then phases as first seen
-        entry = {"run": run, "phase": phase, "samples": g["_n"]}
+        entry = {"run": run, "phase": phase, "samples": samples[(run, phase)]}
         for k in FIELDS:
             entry[k] = statistics.median(g[k]) if g[k] else None
         out.append(entry)
