@@ -22,7 +22,11 @@ import sys
 
 CELL_FIELDS = ("runs", "production", "production_spread", "production_it_per_s", "opportunistic",
                "opportunistic_spread", "opportunistic_it_per_s", "production_missing_runs",
-               "opportunistic_missing_runs", "production_ready_late_max_s", "opportunistic_ready_late_max_s")
+               "opportunistic_missing_runs", "production_ready_late_max_s", "opportunistic_ready_late_max_s",
+               # A cell pool_memory.py pooled over calls: the same-round normalization, the
+               # median's order-statistic intervals and the calls' own medians.
+               *(c + k for c in ("production", "opportunistic")
+                 for k in ("_paired", "_paired_spread", "_ci", "_paired_ci")), "calls")
 
 
 def node_flags(command: str) -> str:
@@ -80,7 +84,8 @@ def merge(out_path: str, specs: list[str]) -> dict:
     merged["date"] = max(s["date"] for s in merged["sources"])
     merged["command"] = "python3 bench/gpu/merge_memory.py " + " ".join([out_path] + specs)
     merged["note"] = ("production / opportunistic: medians over runs of each run's median window, normalized to "
-                      "the alone runs of the cell's own call; *_spread: [min, max] over runs")
+                      "the alone runs of the cell's own call (a cell pooled over calls, pool_memory.py: each run to its "
+                      "own call's); *_spread: [min, max] over runs")
     return {k: merged[k] for k in ("device", "driver", "date", "command", "note", "scenarios", "sources")}
 
 

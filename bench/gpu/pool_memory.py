@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Pools the runs of one cell (SCENARIO/MODE) over several memory.sh calls.
+
+One call holds two or three runs per mode, and on the H100 hosts a host-bound production job's
+run median moved 10-15% from one run to the next, so a single call cannot tell 0.95 of alone
+from 0.90. This script puts the runs of several calls that ran the same cell with the same
+knobs side by side. Every run is normalized within its own call, two ways:
+
+  call      to the median of the call's alone runs of that model (what memory.sh's summary does);
+  paired    to the alone run of the same round (ORDER=interleaved calls only: round i ran the i-th
+            alone runs right before the i-th run of every mode, so a machine that drifts during the
+            call moves both alike); null for grouped calls.
+
+For each normalization it reports the pooled median over all runs, the min-max spread, a
+distribution-free confidence interval of the median (order statistics of the binomial: the
+narrowest [x(k), x(n+1-k)] that covers the median with probability >= 0.95; with 5 runs or
+fewer no such pair exists and the interval is the min-max with its own coverage) and the
+median of each call.
+
+    python3 bench/gpu/pool_memory.py [--json OUT.json] [--name NAME] SCENARIO/MODE CALL.json [CALL.json ...]
+
+CALL.json is a memory.sh summary (gpu-memory.json); its runs are read from CALL-runs.jsonl
+beside it (the name docs/results gives them) or, failing that, memory-runs.jsonl in the same
+folder (a call's $OUT). The calls must name the same production model for SCENARIO. With --json
+the pooled cell is written in the summary's shape (scenarios/SCENARIO/modes/MODE), so
+merge_memory.py can file it beside single-call cells.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import statistics
+import sys
+
+CLASSES = ("production", "opportunistic")
+
+
+def runs_path(summary_path: str) -> str:
+    base, ext = os.path.splitext(summary_path)
+    beside = base + "-runs.jsonl"
+    if ext == ".json" and os.path.exists(beside):
+        return beside
+    return os.path.join(os.path.dirname(summary_path) or ".", "memory-runs.jsonl")
+
+
+def read_runs(path: str) -> dict:
+    """label -> median window rate (it/s) of every run line that has windows."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.startswith("{"):
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: not JSON ({e})") from None
+            if not (isinstance(r, dict) and "label" in r and r.get("it_per_s")):
+                continue
+            w = r["it_per_s"]
+            if not isinstance(w, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in w):
+                raise ValueError(f"{path}:{n}: it_per_s of {r['label']!r} is not a list of rates >= 0")
+            out[str(r["label"])] = statistics.median(w)
+    return out
+
+
+def command_word(command: str, key: str):
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for w in words:
+        if w.startswith(key + "="):
+            return w[len(key) + 1:]
+    return None
+
+
+def median_ci(values: list[float], level: float = 0.95):
+    """[x(k), x(n+1-k)] with the largest k whose coverage of the median is >= level, and that
+    coverage; with too few values for the level, min-max and its coverage."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        return None
+
+    def coverage(k):  # P(x(k) <= median <= x(n+1-k)) = 1 - 2 P(Binom(n, 1/2) <= k - 1)
+        return 1.0 - 2.0 * sum(math.comb(n, i) for i in range(k)) / 2.0 ** n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
+        k += 1
+    return {"low": xs[k - 1], "high": xs[n - k], "coverage": round(coverage(k), 4)}
+
+
+def pool(cell: str, calls: list[str]) -> dict:
+    m = re.fullmatch(r"([\w.-]+)/([\w.-]+)", cell)
+    if not m:
+        raise ValueError(f"bad cell '{cell}' (want SCENARIO/MODE)")
+    scen, mode = m.groups()
+    if mode.startswith("alone"):
+        raise ValueError(f"'{cell}': the alone runs are the normalization, not a cell to pool")
+    if not calls:
+        raise ValueError("name at least one call")
+    per_call, values, sources = [], {c: [] for c in CLASSES}, []
+    paired = {c: [] for c in CLASSES}
+    prod_model, scenario0 = None, None
+    for path in calls:
+        with open(path, encoding="utf-8") as f:
+            summary = json.load(f)
+        if not isinstance(summary, dict) or not isinstance(summary.get("scenarios"), dict) or \
+                not all(isinstance(summary.get(k), str) for k in ("command", "date", "device", "driver")):
+            raise ValueError(f"{path}: not a memory.sh summary (scenarios, command, date, device, driver)")
+        scenario = summary["scenarios"].get(scen)
+        if not isinstance(scenario, dict) or not isinstance(scenario.get("modes"), dict) or \
+                mode not in scenario["modes"]:
+            raise ValueError(f"{path}: no cell {scen}/{mode}")
+        model = scenario.get("production_model")
+        if not isinstance(model, str):
+            raise ValueError(f"{path}: {scen} names no production model")
+        if prod_model is None:
+            prod_model, scenario0 = model, scenario
+        elif model != prod_model:
+            raise ValueError(f"{path}: {scen} ran {model}, an earlier call {prod_model}: not the same cell")
+        rpath = runs_path(path)
+        rates = read_runs(rpath)
+        interleaved = command_word(summary["command"], "ORDER") == "interleaved"
+        models = {"production": model, "opportunistic": scenario.get("opportunistic_model", "dlrm")}
+        alone = {c: {int(m.group(1)): v for k, v in rates.items()
+                     if (m := re.fullmatch(rf"alone/{re.escape(models[c])}/(\d+)", k))} for c in CLASSES}
+        alone = {c: {i: v for i, v in alone[c].items() if v > 0} for c in CLASSES}  # 0 it/s normalizes nothing
+        alone_med = {c: statistics.median(alone[c].values()) if alone[c] else None for c in CLASSES}
+        idx = sorted({int(m.group(1)) for k in rates
+                      if (m := re.fullmatch(rf"{re.escape(scen)}/{re.escape(mode)}/(\d+)/(?:production|opportunistic)", k))})
+        entry = {"file": os.path.basename(path), "date": summary.get("date"), "command": summary.get("command"),
+                 "runs_file": os.path.basename(rpath), "order": "interleaved" if interleaved else "grouped",
+                 "runs": len(idx)}
+        for c in CLASSES:
+            if alone_med[c] is None:
+                raise ValueError(f"{rpath}: no alone runs of {models[c]} to normalize {scen}/{mode} to")
+            got = [(i, rates.get(f"{scen}/{mode}/{i}/{c}")) for i in idx]
+            # A job that printed nothing counts 0, as memory.sh's summary counts it.
+            norm = [(r or 0.0) / alone_med[c] for _, r in got]
+            values[c] += norm
+            entry[c] = statistics.median(norm) if norm else None
+            entry[c + "_alone_it_per_s"] = alone_med[c]
+            if interleaved:
+                pv = [(r or 0.0) / alone[c][i] for i, r in got if alone[c].get(i)]
+                paired[c] += pv
+                entry[c + "_paired"] = statistics.median(pv) if pv else None
+        per_call.append(entry)
+        sources.append(summary)
+    if not values["production"]:
+        raise ValueError(f"{cell}: the calls hold no runs of it")
+    all_paired = all(e["order"] == "interleaved" for e in per_call)
+    out = {"runs": len(values["production"]), "calls": per_call}
+    for c in CLASSES:
+        v = values[c]
+        out[c] = statistics.median(v)
+        out[c + "_spread"] = [min(v), max(v)]
+        out[c + "_ci"] = median_ci(v)
+        pv = paired[c] if all_paired else []
+        out[c + "_paired"] = statistics.median(pv) if pv else None
+        out[c + "_paired_spread"] = [min(pv), max(pv)] if pv else None
+        out[c + "_paired_ci"] = median_ci(pv) if pv else None
+    devices = sorted({s["device"] for s in sources})
+    drivers = sorted({s["driver"] for s in sources})
+    return {"device": devices[0] if len(devices) == 1 else devices,
+            "driver": drivers[0] if len(drivers) == 1 else drivers,
+            "date": max(s["date"] for s in sources), "ratio": sources[0].get("ratio"),
+            "scenarios": {scen: {k: scenario0.get(k) for k in ("production_model", "opportunistic_model",
+                                                                "budget_mib", "footprint_mib")}
+                          | {"modes": {mode: out}}}}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="See the module's docstring (or gpu-memory.md) for the normalizations.")
+    ap.add_argument("cell", help="SCENARIO/MODE, e.g. low/tgs")
+    ap.add_argument("calls", nargs="+", help="memory.sh summaries (gpu-memory.json) of the calls to pool")
+    ap.add_argument("--json", help="write the pooled cell here, in the summary's shape")
+    args = ap.parse_args(argv[1:])
+    try:
+        pooled = pool(args.cell, args.calls)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"pool_memory: {e}", file=sys.stderr)
+        return 2
+    pooled["command"] = "python3 bench/gpu/pool_memory.py " + " ".join(
+        shlex.quote(a) for a in ([args.cell] + args.calls + (["--json", args.json] if args.json else [])))
+    scen, mode = args.cell.split("/")
+    cell = pooled["scenarios"][scen]["modes"][mode]
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(pooled, f, indent=2)
+            f.write("\n")
+
+    def fx(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    def ci(c):
+        return "-" if not c else f"{c['low']:.2f}-{c['high']:.2f} ({c['coverage'] * 100:.0f}%)"
+    print(f"{args.cell}: {cell['runs']} runs in {len(cell['calls'])} calls")
+    print(f"  {'call':44} {'runs':>4} {'production':>10} {'paired':>7} {'opportunistic':>13} {'paired':>7}")
+    for e in cell["calls"]:
+        print(f"  {e['file']:44} {e['runs']:>4} {fx(e['production']):>10} {fx(e.get('production_paired')):>7} "
+              f"{fx(e['opportunistic']):>13} {fx(e.get('opportunistic_paired')):>7}")
+    for c in CLASSES:
+        print(f"  {c:13} pooled median {fx(cell[c])} (min-max {fx(cell[c + '_spread'][0])}-"
+              f"{fx(cell[c + '_spread'][1])}, median CI {ci(cell[c + '_ci'])}); paired {fx(cell[c + '_paired'])}"
+              f" (CI {ci(cell[c + '_paired_ci'])})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

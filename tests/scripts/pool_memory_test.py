@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: Apache-2.0
+"""bench/gpu/pool_memory.py: runs of one cell pooled over calls, each normalized within its own
+call (to the call's alone median, and for interleaved calls to the same round's alone run), a
+missing job counted 0, the median's order-statistic interval, and bad input refused with a
+message naming the file."""
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
+import pool_memory  # noqa: E402
+
+
+class PoolMemory(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+
+    def call(self, name, order, alone, pairs, model="resnet50", runs_name=None):
+        """A summary NAME.json and its runs file: alone = {i: (prod, dlrm)}, pairs = {i: (prod, opp)}
+        rates in it/s (None: the job printed nothing)."""
+        summary = {"device": "GPU X", "driver": "1.0", "date": f"2026-11-2{len(name) % 10}T00:00:00Z",
+                   "command": f'SCENARIOS="low" ORDER={order} MODES="tgs" bench/gpu/memory.sh', "ratio": 1.5,
+                   "scenarios": {"low": {"production_model": model, "opportunistic_model": "dlrm", "budget_mib": 100,
+                                         "footprint_mib": {"production": 20, "opportunistic": 130},
+                                         "modes": {"alone": {}, "tgs": {}}}}}
+        path = os.path.join(self.dir.name, name + ".json")
+        with open(path, "w") as f:
+            json.dump(summary, f)
+        lines = []
+        for i, (p, d) in alone.items():
+            lines.append({"label": f"alone/{model}/{i}", "it_per_s": [p, p * 1.1, p * 0.9]})
+            lines.append({"label": f"alone/dlrm/{i}", "it_per_s": [d]})
+        for i, (p, o) in pairs.items():
+            for cls, r in (("production", p), ("opportunistic", o)):
+                lines.append({"label": f"low/tgs/{i}/{cls}", **({"it_per_s": [r]} if r is not None else {})})
+        rpath = os.path.join(self.dir.name, runs_name or name + "-runs.jsonl")
+        with open(rpath, "w") as f:
+            f.write("not a result line\n")
+            for line in lines:
+                f.write(json.dumps(line) + "\n")
+        return path
+
+    def test_each_call_is_normalized_to_its_own_alone_runs_and_rounds(self):
+        # Call a: alone 40 then 30 (drift); the pair runs beside them at 36 and 27.
+        a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
+        # Call b, grouped: alone 20 and 20; pairs 19 and 18, opportunistic missing in run 2.
+        b = self.call("b", "grouped", {1: (20, 80), 2: (20, 80)}, {1: (19, 40), 2: (18, None)})
+        cell = pool_memory.pool("low/tgs", [a, b])["scenarios"]["low"]["modes"]["tgs"]
+        self.assertEqual(cell["runs"], 4)
+        ca, cb = cell["calls"]
+        # a: alone median 35 -> 36/35, 27/35; paired 36/40 = 0.9 and 27/30 = 0.9.
+        self.assertAlmostEqual(ca["production"], (36 / 35 + 27 / 35) / 2)
+        self.assertAlmostEqual(ca["production_paired"], 0.9)
+        self.assertAlmostEqual(ca["opportunistic_paired"], 0.5)
+        self.assertEqual(ca["order"], "interleaved")
+        self.assertNotIn("production_paired", cb)
+        # b: the missing opportunistic run counts 0.
+        self.assertAlmostEqual(cb["opportunistic"], (40 / 80 + 0) / 2)
+        self.assertAlmostEqual(cell["production"], (18 / 20 + 19 / 20) / 2)  # of 27/35, 0.9, 0.95, 36/35
+        self.assertEqual(cell["production_spread"], [27 / 35, 36 / 35])
+        # One grouped call: no pooled paired numbers.
+        self.assertIsNone(cell["production_paired"])
+        self.assertEqual(cell["production_ci"]["coverage"], 0.875)
+
+    def test_interleaved_calls_pool_their_paired_numbers(self):
+        a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
+        c = self.call("c", "interleaved", {1: (10, 10)}, {1: (10, 10), 2: (5, 5)})  # run 2 has no alone run 2
+        cell = pool_memory.pool("low/tgs", [a, c])["scenarios"]["low"]["modes"]["tgs"]
+        self.assertEqual(cell["runs"], 4)
+        self.assertAlmostEqual(cell["production_paired"], 0.9)  # 0.9, 0.9, 1.0
+        self.assertEqual(cell["production_paired_spread"], [0.9, 1.0])
+
+    def test_median_interval_takes_the_narrowest_order_statistics_that_cover_it(self):
+        self.assertIsNone(pool_memory.median_ci([]))
+        self.assertEqual(pool_memory.median_ci([3.0]), {"low": 3.0, "high": 3.0, "coverage": 0.0})
+        ci = pool_memory.median_ci([5, 1, 4, 2, 3, 6])  # n = 6: only min-max reaches 95%
+        self.assertEqual((ci["low"], ci["high"]), (1, 6))
+        self.assertAlmostEqual(ci["coverage"], 1 - 2 / 64, places=4)
+        ci = pool_memory.median_ci(list(range(1, 10)))  # n = 9: x(2)..x(8) covers 96.1%
+        self.assertEqual((ci["low"], ci["high"]), (2, 8))
+        self.assertAlmostEqual(ci["coverage"], 1 - 2 * 10 / 512, places=4)
+        ci = pool_memory.median_ci(list(range(1, 21)))  # n = 20: x(6)..x(15), 95.9%
+        self.assertEqual((ci["low"], ci["high"]), (6, 15))
+
+    def test_runs_file_falls_back_to_the_calls_out_folder(self):
+        a = self.call("gpu-memory", "grouped", {1: (40, 200)}, {1: (20, 100)}, runs_name="memory-runs.jsonl")
+        cell = pool_memory.pool("low/tgs", [a])["scenarios"]["low"]["modes"]["tgs"]
+        self.assertAlmostEqual(cell["production"], 0.5)
+        self.assertEqual(cell["calls"][0]["runs_file"], "memory-runs.jsonl")
+
+    def test_bad_input_is_refused_with_a_message(self):
+        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)})
+        bert = self.call("bert", "interleaved", {1: (20, 200)}, {1: (18, 100)}, model="bert_base")
+        for cell, calls, words in (("low", [a], "bad cell"), ("low/alone", [a], "normalization"),
+                                   ("low/coexec-um", [a], "no cell low/coexec-um"),
+                                   ("high/tgs", [a], "no cell high/tgs"),
+                                   ("low/tgs", [a, bert], "not the same cell"), ("low/tgs", [], "at least one")):
+            with self.assertRaises(ValueError) as e:
+                pool_memory.pool(cell, calls)
+            self.assertIn(words, str(e.exception))
+        with open(os.path.join(self.dir.name, "a-runs.jsonl"), "a") as f:
+            f.write("{broken\n")
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/tgs", [a])
+        self.assertIn("a-runs.jsonl:", str(e.exception))
+        err = io.StringIO()
+        with redirect_stderr(err):
+            self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", os.path.join(self.dir.name, "no.json")]), 2)
+        self.assertIn("pool_memory:", err.getvalue())
+
+    def test_main_prints_the_table_and_writes_a_cell_merge_memory_reads(self):
+        import merge_memory
+        a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
+        out = os.path.join(self.dir.name, "pooled.json")
+        text = io.StringIO()
+        with redirect_stdout(text):
+            self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", a, "--json", out]), 0)
+        self.assertIn("low/tgs: 2 runs in 1 calls", text.getvalue())
+        with open(out) as f:
+            pooled = json.load(f)
+        self.assertIn("pool_memory.py low/tgs", pooled["command"])
+        with redirect_stdout(io.StringIO()):
+            merged = merge_memory.merge("m.json", [f"{out}:low/tgs=r50/tgs-pooled"])
+        self.assertAlmostEqual(merged["scenarios"]["r50"]["modes"]["tgs-pooled"]["production_paired"], 0.9)
+
+
+if __name__ == "__main__":
+    unittest.main()
