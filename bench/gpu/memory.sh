@@ -95,6 +95,8 @@
 # with a header), $OUT/gpu-memory.log (this script's output; a short table last).
 # bench/gpu/status_phases.py $OUT/status-samples.jsonl summarizes the samples per run and
 # rate-control phase (budget, R, both jobs' block rates, the production job's sync wait).
+# bench/gpu/pool_memory.py SCENARIO/MODE CALL.json... pools one cell's runs over several calls
+# (each run normalized within its own call), for differences smaller than one call resolves.
 # A summary that fails (a bug, a killed call) leaves its inputs in $OUT/summary-inputs; redo it
 # without the GPU: GPU_SCRIPTS=<repo>/bench/gpu bash $OUT/summary-inputs/redo-summary.sh
 # Machines without the fmt and CLI11 packages: see rate_control.sh (.deps/include).
