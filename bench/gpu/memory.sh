@@ -38,6 +38,9 @@
 #               unfinished on the GPU), so one call compares a share with and without a window.
 #               Mode names fixed-B (fixed-B-Wms when W is not 50; -inflight-D appended when D is
 #               set); only run when named.
+#   tgs-NAME    one mode per TGS_VARIANTS entry NAME=FLAGS: a tgs run with FLAGS added to
+#               TGS_NODE_FLAGS (so one call compares controller settings on one machine, in
+#               one order); never the fault demonstration. Run when TGS_VARIANTS names them.
 #   hard-limit  tgs-node --memory-policy hard-limit with a production limit of P + 2048 MiB and
 #               the rest of the budget for the DLRM job, which should die out of memory at start
 #               (one run).
@@ -70,7 +73,8 @@
 #   one with the fault demonstration), TGS_GPU_BUILD (/tmp/tgs-gpu-build), TGS_NODE_FLAGS (empty)
 #   extra tgs-node rate-control flags for the tgs and hard-limit runs, MODES ("coexec-um opp-limited
 #   hard-limit tgs"; coexec-budget only when named) the modes to run (the alone runs always run:
-#   the numbers are normalized to them),
+#   the numbers are normalized to them), TGS_VARIANTS (empty: "NAME=FLAGS;NAME=FLAGS", NAME of
+#   lower-case letters, digits and dashes, FLAGS added to TGS_NODE_FLAGS; mode tgs-NAME each),
 #   FAULT_DEMO (1; 0: no fault demonstration, every tgs run is a plain one), FIXED_BUDGETS
 #   ("500000 1000000 2000000 4000000 8000000") and FIXED_WINDOW_MS (50) for MODES=fixed,
 #   MPS (0; 1: every run with a tgs-node, i.e. all but the alone runs, runs under an MPS control
@@ -88,7 +92,8 @@
 #   alike; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order and stop, without
 #   a GPU).
 # Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
-# fixed runs, tgs runs (the fault demonstration ends the last one).
+# fixed runs, tgs-NAME runs, tgs runs (the fault demonstration ends the last one); ORDER=interleaved
+# makes rounds of that order, with the tgs-NAME runs after the tgs run of each round.
 # Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
 # $OUT/memory-runs.jsonl (every train.py result line), $OUT/status-samples.jsonl (tgs-node
 # status samples, one line per sample and run), $OUT/node.log, $OUT/jobs.log (each job's stderr
@@ -194,6 +199,19 @@ for f in $FIXED_BUDGETS; do
   fixed_modes+="$fname $fb $fw $fd"$'\n'
 done
 case $FAULT_DEMO in 0 | 1) ;; *) echo "FAULT_DEMO must be 0 or 1 (got '$FAULT_DEMO')"; exit 2 ;; esac
+TGS_VARIANTS=${TGS_VARIANTS:-}
+# variant_modes: one "MODE_NAME<TAB>FLAGS" line per TGS_VARIANTS entry.
+variant_modes=""
+IFS=';' read -r -a variant_list <<< "$TGS_VARIANTS"
+for v in ${variant_list[@]+"${variant_list[@]}"}; do
+  v=$(echo "$v" | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
+  [ -n "$v" ] || continue
+  case $v in *=*) ;; *) echo "TGS_VARIANTS entries are NAME=FLAGS (got '$v')"; exit 2 ;; esac
+  vname=${v%%=*}
+  case $vname in '' | *[!a-z0-9-]*) echo "TGS_VARIANTS entry '$v': NAME is lower-case letters, digits and dashes"; exit 2 ;; esac
+  if grep -q "^tgs-$vname"$'\t' <<< "$variant_modes"; then echo "TGS_VARIANTS names '$vname' twice"; exit 2; fi
+  variant_modes+="tgs-$vname"$'\t'"${v#*=}"$'\n'
+done
 ORDER=${ORDER:-grouped}
 PLAN_ONLY=${PLAN_ONLY:-0}
 case $ORDER in grouped | interleaved) ;; *) echo "ORDER must be grouped or interleaved (got '$ORDER')"; exit 2 ;; esac
@@ -229,6 +247,9 @@ pair_entries() {
   done
   if has_mode fixed; then printf '%s' "$fixed_modes"; fi
 }
+# variant_entries: the tgs-NAME modes, in order, one "MODE_NAME<TAB>FLAGS" line each.
+variant_entries() { printf '%s' "$variant_modes"; }
+
 # runs_of MODE: how many runs of MODE a scenario gets (hard-limit: one).
 runs_of() { if [ "$1" = hard-limit ]; then echo 1; else echo "$RUNS"; fi; }
 
@@ -265,8 +286,9 @@ alone_kinds() {
 # ORDER=grouped: per scenario every alone run first, then each mode's runs one after another; the
 # fault demonstration (FAULT_DEMO=1) ends the last tgs run that fits.
 run_grouped() {
-  local scen i first=1 last kind entry mode fb fw fd entries=()
+  local scen i first=1 last kind entry mode fb fw fd vmode vflags entries=() variants=()
   mapfile -t entries < <(pair_entries)
+  mapfile -t variants < <(variant_entries)
   for scen in $SCENARIOS; do
     for kind in $(alone_kinds "$first"); do
       for i in $(seq "$ALONE_RUNS"); do alone_run "$scen" "$i" "$kind"; done
@@ -275,6 +297,10 @@ run_grouped() {
     for entry in ${entries[@]+"${entries[@]}"}; do
       read -r mode fb fw fd <<< "$entry"
       for i in $(seq "$(runs_of "$mode")"); do pair_run "$scen" "$i" "$mode" "$fb" "$fw" "$fd"; done
+    done
+    for entry in ${variants[@]+"${variants[@]}"}; do
+      IFS=$'\t' read -r vmode vflags <<< "$entry"
+      for i in $(seq "$RUNS"); do attempt "$est_tgs" "$scen/$vmode/$i" run_tgs "$scen" "$i" 0 "$vmode" "$vflags"; done
     done
     for i in $(seq "$RUNS"); do
       has_mode tgs || break
@@ -299,9 +325,10 @@ run_grouped() {
 # of every mode, so a machine whose speed drifts during the call (alone rates moved 13% within
 # three minutes on one H100 host) shifts every mode alike instead of the modes run last.
 run_interleaved() {
-  local scen i first=1 kind entry mode fb fw fd entries=()
+  local scen i first=1 kind entry mode fb fw fd vmode vflags entries=() variants=()
   local rounds=$(( RUNS > ALONE_RUNS ? RUNS : ALONE_RUNS ))
   mapfile -t entries < <(pair_entries)
+  mapfile -t variants < <(variant_entries)
   for scen in $SCENARIOS; do
     for i in $(seq "$rounds"); do
       if [ "$i" -le "$ALONE_RUNS" ]; then
@@ -312,6 +339,10 @@ run_interleaved() {
         if [ "$i" -le "$(runs_of "$mode")" ]; then pair_run "$scen" "$i" "$mode" "$fb" "$fw" "$fd"; fi
       done
       if has_mode tgs && [ "$i" -le "$RUNS" ]; then attempt "$est_tgs" "$scen/tgs/$i" run_tgs "$scen" "$i" 0; fi
+      for entry in ${variants[@]+"${variants[@]}"}; do
+        IFS=$'\t' read -r vmode vflags <<< "$entry"
+        if [ "$i" -le "$RUNS" ]; then attempt "$est_tgs" "$scen/$vmode/$i" run_tgs "$scen" "$i" 0 "$vmode" "$vflags"; fi
+      done
     done
     first=0
   done
@@ -324,7 +355,7 @@ FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # li
 # Not $([ ... ] && echo ...): under set -e a false test there ends the script without a word.
 mps_words=""
 if [ "$MPS" = 1 ]; then mps_words=" MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT"; fi
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS ORDER=$ORDER${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS ORDER=$ORDER${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"}${TGS_VARIANTS:+ TGS_VARIANTS=\"$TGS_VARIANTS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -624,7 +655,13 @@ def cmd_summarize():
             if line.split():
                 name, blocks, window, inflight = line.split()
                 fixed[name] = (int(blocks), int(window), int(inflight))
-        for mode in ("alone-mps", "coexec-um", "coexec-budget", "opp-limited", *fixed, "tgs", "hard-limit"):
+        variants = {}  # tgs-NAME -> tgs-node's rate flags of that mode's runs
+        for line in E.get("VARIANT_MODES", "").splitlines():
+            if line.strip():
+                name, _, flags = line.partition("\t")
+                variants[name] = " ".join(x for x in (E.get("TGS_NODE_FLAGS", ""), flags) if x.strip())
+        for mode in ("alone-mps", "coexec-um", "coexec-budget", "opp-limited", *fixed, "tgs", *variants,
+                     "hard-limit"):
             labels = sorted({l.rsplit("/", 1)[0] for l in list(by_label) + list(exits) if l.startswith(f"{scen}/{mode}/")})
             if not labels:
                 continue
@@ -652,6 +689,8 @@ def cmd_summarize():
                 m[cls + "_ready_late_max_s"] = round(max(late), 1) if late else None
             if mode in fixed:
                 m["budget_blocks"], m["budget_window_ms"], m["max_inflight_launches"] = fixed[mode]
+            if mode in variants:
+                m["tgs_node_flags"] = variants[mode]
             if mode == "hard-limit":
                 e = [exits.get(f"{l}/opportunistic", {}) for l in labels]
                 m["opportunistic_died"] = [x.get("rc") not in (None, 0) for x in e]
@@ -825,7 +864,7 @@ if [ "$PLAN_ONLY" = 1 ]; then
   run_hard_limit() { plan "$1/hard-limit/1"; }
   run_fixed() { plan "$1/$3/$2"; }
   run_tgs() {
-    if [ "$3" = 1 ]; then plan "$1/tgs/$2 (then the fault demonstration)"; else plan "$1/tgs/$2"; fi
+    if [ "$3" = 1 ]; then plan "$1/tgs/$2 (then the fault demonstration)"; else plan "$1/${4:-tgs}/$2${5:+ (+ $5)}"; fi
   }
   fits() { return 0; }  # the whole plan, whatever MAX_S allows
   run_scenarios
@@ -1127,12 +1166,16 @@ fault_demo() {  # fault_demo SCENARIO BASE P1 P2
   reap "$p3" "$scen/fault/production" $(( $(date +%s) + 20 ))
 }
 
-run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
-  local scen=$1 i=$2 last=$3 prod start p1 p2 base=$1/tgs/$2 keep=()
+# run_tgs SCENARIO INDEX LAST(0|1) [MODE FLAGS]: MODE (default tgs) names a TGS_VARIANTS run,
+# whose FLAGS follow the rate flags; only the tgs runs' memory numbers and faults are summarized.
+run_tgs() {
+  local scen=$1 i=$2 last=$3 mode=${4:-tgs} prod start p1 p2 base=$1/${4:-tgs}/$2 keep=() vflags=()
+  read -r -a vflags <<< "${5:-}"
   prod=$(prod_model_of "$scen")
-  say "$base"
+  say "$base${5:+ (+ $5)}"
   start_node "$base" --policy tgs --memory-policy tgs --memory-budget-mib "${BUDGET[$scen]}" \
-    --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT" "${rate_flags[@]}"
+    --memory-reserve-mib "$RESERVE_MIB" --residency-split "$RESIDENCY_SPLIT" "${rate_flags[@]}" \
+    ${vflags[@]+"${vflags[@]}"}
   start_sampler "$base"
   start=$(( $(date +%s) + WARMUP_S + TGS_SETTLE_S ))
   win_args "$start"
@@ -1142,7 +1185,7 @@ run_tgs() {  # run_tgs SCENARIO INDEX LAST(0|1)
   sleep "$OPP_DELAY_S"
   launch "$base/opportunistic" opportunistic dlrm 1 "$runs" "${WA[@]}" --no-core-dump ${keep[@]+"${keep[@]}"}
   p2=$last_pid
-  printf '%s %s %s %s %s %s\n' "$scen" "$i" "$base" "$start" "$p1" "$p2" >> "$work/tgsruns.tsv"
+  if [ "$mode" = tgs ]; then printf '%s %s %s %s %s %s\n' "$scen" "$i" "$base" "$start" "$p1" "$p2" >> "$work/tgsruns.tsv"; fi
   if [ "$last" = 1 ]; then
     # Both jobs run on after their windows: wait for the windows to end, then the faults.
     while [ "$(date +%s)" -lt $(( $(measured_end "$start") + 2 )) ]; do sleep 0.5; done
@@ -1234,7 +1277,7 @@ summary_env=(DEVICE="$device" DRIVER="$driver" STARTED="$started" COMMAND="$COMM
   WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" RATIO="$RATIO" RESERVE_MIB="$RESERVE_MIB" FREE_MIB="$free_mib"
   SCENARIO_LIST="$SCENARIOS" DLRM_TABLES="$DLRM_TABLES" DLRM_ROWS="$DLRM_ROWS" DLRM_DIM="$DLRM_DIM"
   DLRM_BAG="$DLRM_BAG" DLRM_BATCH="$DLRM_BATCH" DLRM_ZIPF="$DLRM_ZIPF" RESIDENCY_SPLIT="$RESIDENCY_SPLIT"
-  FIXED_MODES="$fixed_modes")
+  FIXED_MODES="$fixed_modes" VARIANT_MODES="$variant_modes" TGS_NODE_FLAGS="$TGS_NODE_FLAGS")
 summary_files=(RUNS_FILE="$runs" SAMPLES="$samples" JSON_OUT="$OUT/gpu-memory.json" EXITS="$work/exits.tsv"
   BUDGETS="$work/budgets.tsv" FOOTPRINTS="$work/footprints.jsonl" FAULTS="$work/faults.jsonl"
   TGSRUNS="$work/tgsruns.tsv" PROBE_LOG="$work/probe.log" WARNINGS="$work/warnings.txt")

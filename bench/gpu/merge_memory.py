@@ -69,7 +69,9 @@ def merge(out_path: str, specs: list[str]) -> dict:
             if mode_name in target["modes"]:
                 raise ValueError(f"{name}/{mode_name} is named twice (second time from {path})")
             cell = {k: scenario["modes"][mode][k] for k in CELL_FIELDS if k in scenario["modes"][mode]}
-            cell.update(source=source["file"], scenario_in_source=scen, tgs_node_flags=flags,
+            # A TGS_VARIANTS mode carries its own flags; every other cell has the call's.
+            cell.update(source=source["file"], scenario_in_source=scen,
+                        tgs_node_flags=scenario["modes"][mode].get("tgs_node_flags", flags),
                         budget_mib=scenario.get("budget_mib"), ratio=summary.get("ratio"),
                         footprint_mib=scenario.get("footprint_mib"),
                         production_model=scenario.get("production_model"),

@@ -126,6 +126,8 @@ def pool(cell: str, calls: list[str]) -> dict:
         rates = read_runs(rpath)
         interleaved = command_word(summary["command"], "ORDER") == "interleaved"
         models = {"production": model, "opportunistic": scenario.get("opportunistic_model", "dlrm")}
+        if not isinstance(models["opportunistic"], str):
+            raise ValueError(f"{path}: {scen}'s opportunistic_model is not a name")
         alone = {c: {int(m.group(1)): v for k, v in rates.items()
                      if (m := re.fullmatch(rf"alone/{re.escape(models[c])}/(\d+)", k))} for c in CLASSES}
         alone = {c: {i: v for i, v in alone[c].items() if v > 0} for c in CLASSES}  # 0 it/s normalizes nothing

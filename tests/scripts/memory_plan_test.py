@@ -49,6 +49,31 @@ class MemoryPlan(unittest.TestCase):
         self.assertEqual(runs, [])
         self.assertIn("set FAULT_DEMO=0", out)
 
+    def test_tgs_variants_run_beside_tgs_with_their_flags(self):
+        knobs = dict(SCENARIOS="low", RUNS="2", ALONE_RUNS="1", MODES="tgs",
+                     TGS_VARIANTS="band=--noise-band-multiple 2 --rate-smoothing 0.5; slow=--additive-increase 0.0005")
+        rc, runs, out = plan(**knobs)
+        self.assertEqual(rc, 0, out)
+        band, slow = " (+ --noise-band-multiple 2 --rate-smoothing 0.5)", " (+ --additive-increase 0.0005)"
+        # Grouped: the variants before tgs, whose last run keeps the fault demonstration.
+        self.assertEqual(runs, ["alone/resnet50/1", "alone/dlrm/1", "low/tgs-band/1" + band, "low/tgs-band/2" + band,
+                                "low/tgs-slow/1" + slow, "low/tgs-slow/2" + slow, "low/tgs/1",
+                                "low/tgs/2 (then the fault demonstration)"])
+        rc, runs, out = plan(ORDER="interleaved", FAULT_DEMO="0", **knobs)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs, ["alone/resnet50/1", "alone/dlrm/1", "low/tgs/1", "low/tgs-band/1" + band,
+                                "low/tgs-slow/1" + slow, "low/tgs/2", "low/tgs-band/2" + band,
+                                "low/tgs-slow/2" + slow])
+
+    def test_bad_tgs_variants_are_named(self):
+        for value, words in (("band", "entries are NAME=FLAGS (got 'band')"),
+                             ("Band=--x", "'Band=--x': NAME is lower-case letters"),
+                             ("a=--x; a=--y", "names 'a' twice")):
+            rc, runs, out = plan(TGS_VARIANTS=value)
+            self.assertEqual(rc, 2, value)
+            self.assertEqual(runs, [])
+            self.assertIn(words, out)
+
     def test_an_unknown_order_is_named(self):
         rc, _, out = plan(ORDER="sideways")
         self.assertEqual(rc, 2)

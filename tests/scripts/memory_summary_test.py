@@ -50,7 +50,7 @@ class MemorySummary(unittest.TestCase):
         with open(self.path(name), "w") as f:
             f.write(text)
 
-    def summarize(self, runs_text):
+    def summarize(self, runs_text, **extra_env):
         self.write("runs.jsonl", runs_text)
         env = dict(os.environ, GPU_SCRIPTS=os.path.join(ROOT, "bench", "gpu"), DEVICE="GPU X", DRIVER="1",
                    STARTED="2026-11-25", COMMAND="SCENARIOS=low bench/gpu/memory.sh", WINDOWS="3",
@@ -61,7 +61,7 @@ class MemorySummary(unittest.TestCase):
                    JSON_OUT=self.path("out.json"), EXITS=self.path("exits.tsv"), BUDGETS=self.path("budgets.tsv"),
                    FOOTPRINTS=self.path("footprints.jsonl"), FAULTS=self.path("faults.jsonl"),
                    TGSRUNS=self.path("tgsruns.tsv"), PROBE_LOG=self.path("probe.log"),
-                   WARNINGS=self.path("warnings.txt"))
+                   WARNINGS=self.path("warnings.txt"), **extra_env)
         proc = subprocess.run([sys.executable, self.path("memhelper.py"), "summarize"], env=env,
                               capture_output=True, text=True)
         self.assertEqual(proc.returncode, 0, proc.stderr)
@@ -100,6 +100,19 @@ class MemorySummary(unittest.TestCase):
         self.assertEqual(cell["opportunistic_ready_late_max_s"], 3.4)
         self.assertEqual(cell["production_ready_late_max_s"], 0.0)
         self.assertIn("ready late (first window partial): opportunistic 3.4 s", self.table)
+
+    def test_a_tgs_variant_is_summarized_with_its_flags(self):
+        a, b, _, _ = self.lines()
+        rows = [record("low/tgs-band/1/production", "resnet50", [38.0, 38.0, 38.0]),
+                record("low/tgs-band/1/opportunistic", "dlrm", [100.0, 100.0, 100.0])]
+        out, _ = self.summarize("\n".join([a, b] + rows) + "\n", VARIANT_MODES="tgs-band\t--noise-band-multiple 2\n",
+                                TGS_NODE_FLAGS="--sync-wait-correction")
+        cell = out["scenarios"]["low"]["modes"]["tgs-band"]
+        self.assertAlmostEqual(cell["production"], 0.95)
+        self.assertAlmostEqual(cell["opportunistic"], 0.5)
+        self.assertEqual(cell["tgs_node_flags"], "--sync-wait-correction --noise-band-multiple 2")
+        self.assertIn("tgs-band", self.table)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -50,6 +50,16 @@ class MergeMemory(unittest.TestCase):
         self.assertEqual([s["cells"] for s in m["sources"]],
                          [["low/alone=r50/alone", "low/tgs=r50/tgs"], ["low/tgs=r50/tgs-sync-wait"]])
 
+    def test_a_tgs_variant_cell_keeps_its_own_flags(self):
+        c = self.write("c.json", summary('TGS_NODE_FLAGS="--sync-wait-correction" TGS_VARIANTS="band=--noise-band-multiple 2" '
+                                         'bench/gpu/memory.sh', "low", {
+                                             "tgs": {"runs": 2, "production": 0.97, "opportunistic": 0.1},
+                                             "tgs-band": {"runs": 2, "production": 0.95, "opportunistic": 0.6,
+                                                          "tgs_node_flags": "--sync-wait-correction --noise-band-multiple 2"}}))
+        modes = merge_memory.merge("out.json", [f"{c}:low/tgs,low/tgs-band"])["scenarios"]["low"]["modes"]
+        self.assertEqual(modes["tgs"]["tgs_node_flags"], "--sync-wait-correction")
+        self.assertEqual(modes["tgs-band"]["tgs_node_flags"], "--sync-wait-correction --noise-band-multiple 2")
+
     def test_missing_and_twice_named_cells_are_refused(self):
         with self.assertRaisesRegex(ValueError, "no cell low/mps"):
             merge_memory.merge("out.json", [f"{self.a}:low/mps"])

@@ -113,6 +113,74 @@ class PoolMemory(unittest.TestCase):
             self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", os.path.join(self.dir.name, "no.json")]), 2)
         self.assertIn("pool_memory:", err.getvalue())
 
+    def test_mutated_inputs_are_refused_or_pooled_never_crash(self):
+        # A small fuzz of both inputs: bytes of a valid summary and runs file replaced by JSON
+        # punctuation and digits; every outcome is a pooled cell or a ValueError/OSError/KeyError.
+        import random
+        a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, None)})
+        rpath = os.path.join(self.dir.name, "a-runs.jsonl")
+        originals = {p: open(p, "rb").read() for p in (a, rpath)}
+        rng = random.Random(5)
+        refused = 0
+        for _ in range(600):
+            target = rng.choice(list(originals))
+            b = bytearray(originals[target])
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(len(b))] = rng.choice(b'0123456789.-,[]{}":e ')
+            with open(target, "wb") as f:
+                f.write(bytes(b))
+            try:
+                pool_memory.pool("low/tgs", [a])
+            except (ValueError, OSError, KeyError):
+                refused += 1
+            finally:
+                with open(target, "wb") as f:
+                    f.write(originals[target])
+        self.assertGreater(refused, 0)
+
+    def test_values_of_the_wrong_type_are_refused_never_crash(self):
+        # A structural fuzz: one value anywhere in the summary or in a runs line replaced by a
+        # value of another type.
+        import random
+        a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
+        rpath = os.path.join(self.dir.name, "a-runs.jsonl")
+        summary = json.load(open(a))
+        lines = [json.loads(line) for line in open(rpath) if line.startswith("{")]
+        junk = ["x", -1, None, [], {}, [1, "2"], {"a": 1}, True, 1e308]
+        rng = random.Random(7)
+
+        def paths(obj, prefix=()):
+            yield prefix
+            items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else []
+            for k, v in items:
+                yield from paths(v, prefix + (k,))
+
+        def replaced(obj, path, value):
+            if not path:
+                return value
+            obj = json.loads(json.dumps(obj))
+            node = obj
+            for k in path[:-1]:
+                node = node[k]
+            node[path[-1]] = value
+            return obj
+
+        for _ in range(400):
+            s2, l2 = summary, lines
+            if rng.random() < 0.5:
+                s2 = replaced(summary, rng.choice(list(paths(summary))), rng.choice(junk))
+            else:
+                i = rng.randrange(len(lines))
+                l2 = lines[:i] + [replaced(lines[i], rng.choice(list(paths(lines[i]))), rng.choice(junk))] + lines[i + 1:]
+            with open(a, "w") as f:
+                json.dump(s2, f)
+            with open(rpath, "w") as f:
+                f.writelines(json.dumps(x) + "\n" for x in l2)
+            try:
+                pool_memory.pool("low/tgs", [a])
+            except (ValueError, OSError, KeyError):
+                pass
+
     def test_main_prints_the_table_and_writes_a_cell_merge_memory_reads(self):
         import merge_memory
         a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
