@@ -21,7 +21,8 @@ median of each call.
 
 CALL.json is a memory.sh summary (gpu-memory.json); its runs are read from CALL-runs.jsonl
 beside it (the name docs/results gives them) or, failing that, memory-runs.jsonl in the same
-folder (a call's $OUT). The calls must name the same production model for SCENARIO. With --json
+folder (a call's $OUT). The calls must name the same production model for SCENARIO, and unless
+--mixed is given the same tgs-node flags for the cell and the same budget. With --json
 the pooled cell is written in the summary's shape (scenarios/SCENARIO/modes/MODE), so
 merge_memory.py can file it beside single-call cells.
 """
@@ -93,7 +94,15 @@ def median_ci(values: list[float], level: float = 0.95):
     return {"low": xs[k - 1], "high": xs[n - k], "coverage": round(coverage(k), 4)}
 
 
-def pool(cell: str, calls: list[str]) -> dict:
+def cell_knobs(summary: dict, scenario: dict, mode: str) -> dict:
+    """What must match for runs of two calls to be one cell: tgs-node's flags (a TGS_VARIANTS
+    mode's own, else the call's) and the scenario's budget."""
+    own = scenario["modes"][mode].get("tgs_node_flags") if isinstance(scenario["modes"][mode], dict) else None
+    return {"tgs_node_flags": own if isinstance(own, str) else command_word(summary["command"], "TGS_NODE_FLAGS") or "",
+            "budget_mib": scenario.get("budget_mib")}
+
+
+def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
     m = re.fullmatch(r"([\w.-]+)/([\w.-]+)", cell)
     if not m:
         raise ValueError(f"bad cell '{cell}' (want SCENARIO/MODE)")
@@ -118,22 +127,26 @@ def pool(cell: str, calls: list[str]) -> dict:
         model = scenario.get("production_model")
         if not isinstance(model, str):
             raise ValueError(f"{path}: {scen} names no production model")
+        knobs = cell_knobs(summary, scenario, mode)
         if prod_model is None:
-            prod_model, scenario0 = model, scenario
+            prod_model, scenario0, knobs0 = model, scenario, knobs
         elif model != prod_model:
             raise ValueError(f"{path}: {scen} ran {model}, an earlier call {prod_model}: not the same cell")
+        elif knobs != knobs0 and not mixed:
+            diff = ", ".join(f"{k} {knobs[k]!r} (first call: {knobs0[k]!r})" for k in knobs if knobs[k] != knobs0[k])
+            raise ValueError(f"{path}: {scen}/{mode} ran with {diff}; pass --mixed to pool it anyway")
         rpath = runs_path(path)
         rates = read_runs(rpath)
         interleaved = command_word(summary["command"], "ORDER") == "interleaved"
         models = {"production": model, "opportunistic": scenario.get("opportunistic_model", "dlrm")}
         if not isinstance(models["opportunistic"], str):
             raise ValueError(f"{path}: {scen}'s opportunistic_model is not a name")
-        alone = {c: {int(m.group(1)): v for k, v in rates.items()
-                     if (m := re.fullmatch(rf"alone/{re.escape(models[c])}/(\d+)", k))} for c in CLASSES}
+        alone = {c: {int(hit.group(1)): v for k, v in rates.items()
+                     if (hit := re.fullmatch(rf"alone/{re.escape(models[c])}/(\d+)", k))} for c in CLASSES}
         alone = {c: {i: v for i, v in alone[c].items() if v > 0} for c in CLASSES}  # 0 it/s normalizes nothing
         alone_med = {c: statistics.median(alone[c].values()) if alone[c] else None for c in CLASSES}
-        idx = sorted({int(m.group(1)) for k in rates
-                      if (m := re.fullmatch(rf"{re.escape(scen)}/{re.escape(mode)}/(\d+)/(?:production|opportunistic)", k))})
+        idx = sorted({int(hit.group(1)) for k in rates
+                      if (hit := re.fullmatch(rf"{re.escape(scen)}/{re.escape(mode)}/(\d+)/(?:production|opportunistic)", k))})
         entry = {"file": os.path.basename(path), "date": summary.get("date"), "command": summary.get("command"),
                  "runs_file": os.path.basename(rpath), "order": "interleaved" if interleaved else "grouped",
                  "runs": len(idx)}
@@ -155,7 +168,7 @@ def pool(cell: str, calls: list[str]) -> dict:
     if not values["production"]:
         raise ValueError(f"{cell}: the calls hold no runs of it")
     all_paired = all(e["order"] == "interleaved" for e in per_call)
-    out = {"runs": len(values["production"]), "calls": per_call}
+    out = {"runs": len(values["production"]), "calls": per_call, **({} if mixed else knobs0)}
     for c in CLASSES:
         v = values[c]
         out[c] = statistics.median(v)
@@ -181,14 +194,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("cell", help="SCENARIO/MODE, e.g. low/tgs")
     ap.add_argument("calls", nargs="+", help="memory.sh summaries (gpu-memory.json) of the calls to pool")
     ap.add_argument("--json", help="write the pooled cell here, in the summary's shape")
+    ap.add_argument("--mixed", action="store_true",
+                    help="pool calls whose tgs-node flags or budget differ (refused otherwise)")
     args = ap.parse_args(argv[1:])
     try:
-        pooled = pool(args.cell, args.calls)
+        pooled = pool(args.cell, args.calls, mixed=args.mixed)
     except (OSError, ValueError, KeyError) as e:
         print(f"pool_memory: {e}", file=sys.stderr)
         return 2
     pooled["command"] = "python3 bench/gpu/pool_memory.py " + " ".join(
-        shlex.quote(a) for a in ([args.cell] + args.calls + (["--json", args.json] if args.json else [])))
+        shlex.quote(a) for a in ([args.cell] + args.calls + (["--json", args.json] if args.json else [])
+                                 + (["--mixed"] if args.mixed else [])))
     scen, mode = args.cell.split("/")
     cell = pooled["scenarios"][scen]["modes"][mode]
     if args.json:

@@ -87,6 +87,23 @@ class PoolMemory(unittest.TestCase):
         ci = pool_memory.median_ci(list(range(1, 21)))  # n = 20: x(6)..x(15), 95.9%
         self.assertEqual((ci["low"], ci["high"]), (6, 15))
 
+    def test_calls_with_other_flags_or_budget_are_refused_unless_mixed(self):
+        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)})
+        b = self.call("b", "interleaved", {1: (40, 200)}, {1: (20, 100)})
+        summary = json.load(open(b))
+        summary["command"] = 'TGS_NODE_FLAGS="--noise-band-multiple 2" ' + summary["command"]
+        with open(b, "w") as f:
+            json.dump(summary, f)
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/tgs", [a, b])
+        self.assertIn("tgs_node_flags '--noise-band-multiple 2' (first call: '')", str(e.exception))
+        self.assertIn("--mixed", str(e.exception))
+        cell = pool_memory.pool("low/tgs", [a, b], mixed=True)["scenarios"]["low"]["modes"]["tgs"]
+        self.assertEqual(cell["runs"], 2)
+        self.assertNotIn("tgs_node_flags", cell)
+        cell = pool_memory.pool("low/tgs", [a, a])["scenarios"]["low"]["modes"]["tgs"]
+        self.assertEqual((cell["tgs_node_flags"], cell["budget_mib"]), ("", 100))
+
     def test_runs_file_falls_back_to_the_calls_out_folder(self):
         a = self.call("gpu-memory", "grouped", {1: (40, 200)}, {1: (20, 100)}, runs_name="memory-runs.jsonl")
         cell = pool_memory.pool("low/tgs", [a])["scenarios"]["low"]["modes"]["tgs"]
