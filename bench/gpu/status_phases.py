@@ -9,6 +9,8 @@ production job was: the same job under the interposer with the GPU to itself), t
 samples and the medians of:
   budget       the opportunistic budget (blocks per budget window)
   R            the controller's maximum production rate (blocks/s)
+  band         the dead band in force (with --noise-band-multiple: calibrated from the profiling
+               windows; a production rate within it of R counts as unslowed)
   prod_bps     the production job's launched blocks per second
   prod_wait    the production job's sync_wait_fraction (share of its time blocked on its GPU work)
   opp_bps      the opportunistic job's launched blocks per second
@@ -22,7 +24,7 @@ import json
 import statistics
 import sys
 
-FIELDS = ("budget", "R", "prod_bps", "prod_wait", "opp_bps", "opp_res_gib", "prod_launch_us", "opp_launch_us")
+FIELDS = ("budget", "R", "band", "prod_bps", "prod_wait", "opp_bps", "opp_res_gib", "prod_launch_us", "opp_launch_us")
 
 
 def rows(path: str):
@@ -68,6 +70,7 @@ def parse(d: dict):
     return run, str(g.get("phase", "?")), {
         "budget": number(g.get("budget_blocks")),
         "R": number(g.get("max_rate_blocks_per_s")),
+        "band": number(g.get("dead_band")),
         "prod_bps": number(p.get("blocks_per_s")),
         "prod_wait": number(p.get("sync_wait_fraction")),
         "opp_bps": number(o.get("blocks_per_s")),
@@ -108,14 +111,14 @@ def main() -> int:
         for entry in table:
             print(json.dumps(entry))
         return 0
-    print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'prod_bps':>11} "
+    print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'band':>6} {'prod_bps':>11} "
           f"{'prod_wait':>9} {'opp_bps':>11} {'opp_res_gib':>11} {'prod_launch_us':>14} {'opp_launch_us':>13}")
 
     def fmt(v, spec):
         return format(v, spec) if v is not None else "-"
     for e in table:
         print(f"{e['run']:<16} {e['phase']:<22} {e['samples']:>3} {fmt(e['budget'], '9.0f'):>9} "
-              f"{fmt(e['R'], '11.0f'):>11} {fmt(e['prod_bps'], '11.0f'):>11} "
+              f"{fmt(e['R'], '11.0f'):>11} {fmt(e['band'], '6.3f'):>6} {fmt(e['prod_bps'], '11.0f'):>11} "
               f"{fmt(e['prod_wait'], '9.3f'):>9} {fmt(e['opp_bps'], '11.0f'):>11} "
               f"{fmt(e['opp_res_gib'], '11.2f'):>11} {fmt(e['prod_launch_us'], '14.2f'):>14} "
               f"{fmt(e['opp_launch_us'], '13.2f'):>13}")

@@ -12,14 +12,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", 
 import status_phases  # noqa: E402
 
 
-def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_opp=True, launch_us=None):
+def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_opp=True, launch_us=None,
+           band=0.03):
     jobs = [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps, "sync_wait_fraction": wait,
              "launch_call_us": launch_us}]
     if with_opp:
         jobs.append({"gpu": 0, "class": "opportunistic", "blocks_per_s": opp_bps,
                      "resident_bytes": opp_resident, "launch_call_us": None})
     return {"run": run, "t": 0.0, "gpus": [{"gpu": 0, "phase": phase, "budget_blocks": budget,
-                                            "max_rate_blocks_per_s": 100}], "jobs": jobs}
+                                            "max_rate_blocks_per_s": 100, "dead_band": band}], "jobs": jobs}
 
 
 class StatusPhases(unittest.TestCase):
@@ -43,7 +44,7 @@ class StatusPhases(unittest.TestCase):
             sample("a", "profiling", 0, 110, 0.03, 0, 2**30, launch_us=5.0),
             sample("a", "congestion_avoidance", 10, 80, 0.1, 5, 2 * 2**30),
             sample("a", "congestion_avoidance", 30, 90, 0.2, 7, 2 * 2**30),
-            sample("a", "congestion_avoidance", 20, 70, 0.3, 6, 2 * 2**30),
+            sample("a", "congestion_avoidance", 20, 70, 0.3, 6, 2 * 2**30, band=0.09),
             "",
             sample("b", "profiling", 0, 50, 0.5, 0, None),
         ])
@@ -62,6 +63,8 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual(table[1]["prod_launch_us"], 4.0)
         self.assertIsNone(table[1]["opp_launch_us"])
         self.assertEqual(table[2]["budget"], 20)
+        self.assertEqual(table[2]["band"], 0.03)  # the median of 0.03, 0.03, 0.09
+        self.assertIsNone(alone["band"])  # no controller phase while the production job is alone
         self.assertEqual(table[2]["prod_bps"], 80)
         self.assertEqual(table[2]["opp_bps"], 6)
         self.assertEqual(table[2]["opp_res_gib"], 2.0)
