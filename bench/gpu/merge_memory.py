@@ -26,7 +26,7 @@ CELL_FIELDS = ("runs", "production", "production_spread", "production_it_per_s",
                # A cell pool_memory.py pooled over calls: the same-round normalization, the
                # median's order-statistic intervals and the calls' own medians.
                *(c + k for c in ("production", "opportunistic")
-                 for k in ("_paired", "_paired_spread", "_ci", "_paired_ci")), "calls")
+                 for k in ("_paired", "_paired_spread", "_ci", "_paired_ci", "_sd")), "calls")
 
 
 def node_flags(command: str) -> str:

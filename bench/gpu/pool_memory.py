@@ -46,24 +46,33 @@ def runs_path(summary_path: str) -> str:
     return os.path.join(os.path.dirname(summary_path) or ".", "memory-runs.jsonl")
 
 
-def read_runs(path: str) -> dict:
-    """label -> median window rate (it/s) of every run line that has windows."""
-    out = {}
+def read_runs(path: str) -> tuple[dict, list[str]]:
+    """label -> median window rate (it/s) of every result with windows, and the problems met.
+
+    As memory.sh's summary reads the file: two jobs append to it, so a line holding two objects
+    (an interleaved write) is split, and a fragment that is not JSON is reported and skipped, so
+    a pooled call counts the runs its own summary counted."""
+    out, problems, dec = {}, [], json.JSONDecoder()
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
-            if not line.startswith("{"):
+            text, i = line.strip(), 0
+            if not text.startswith("{"):
                 continue
-            try:
-                r = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-            if not (isinstance(r, dict) and "label" in r and r.get("it_per_s")):
-                continue
-            w = r["it_per_s"]
-            if not isinstance(w, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in w):
-                raise ValueError(f"{path}:{n}: it_per_s of {r['label']!r} is not a list of rates >= 0")
-            out[str(r["label"])] = statistics.median(w)
-    return out
+            while i < len(text):
+                try:
+                    r, i = dec.raw_decode(text, i)
+                except json.JSONDecodeError as e:
+                    problems.append(f"{path}:{n}: not JSON from column {i + 1}: {e.msg}")
+                    break
+                while i < len(text) and text[i].isspace():
+                    i += 1
+                if not (isinstance(r, dict) and "label" in r and r.get("it_per_s")):
+                    continue
+                w = r["it_per_s"]
+                if not isinstance(w, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in w):
+                    raise ValueError(f"{path}:{n}: it_per_s of {r['label']!r} is not a list of rates >= 0")
+                out[str(r["label"])] = statistics.median(w)
+    return out, problems
 
 
 def command_word(command: str, key: str):
@@ -136,7 +145,9 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
             diff = ", ".join(f"{k} {knobs[k]!r} (first call: {knobs0[k]!r})" for k in knobs if knobs[k] != knobs0[k])
             raise ValueError(f"{path}: {scen}/{mode} ran with {diff}; pass --mixed to pool it anyway")
         rpath = runs_path(path)
-        rates = read_runs(rpath)
+        rates, problems = read_runs(rpath)
+        for p in problems:
+            print(f"pool_memory: {p} (skipped)", file=sys.stderr)
         interleaved = command_word(summary["command"], "ORDER") == "interleaved"
         models = {"production": model, "opportunistic": scenario.get("opportunistic_model", "dlrm")}
         if not isinstance(models["opportunistic"], str):
@@ -149,7 +160,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
                       if (hit := re.fullmatch(rf"{re.escape(scen)}/{re.escape(mode)}/(\d+)/(?:production|opportunistic)", k))})
         entry = {"file": os.path.basename(path), "date": summary.get("date"), "command": summary.get("command"),
                  "runs_file": os.path.basename(rpath), "order": "interleaved" if interleaved else "grouped",
-                 "runs": len(idx)}
+                 "runs": len(idx), "skipped_lines": problems}
         for c in CLASSES:
             if alone_med[c] is None:
                 raise ValueError(f"{rpath}: no alone runs of {models[c]} to normalize {scen}/{mode} to")
@@ -174,6 +185,9 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
         out[c] = statistics.median(v)
         out[c + "_spread"] = [min(v), max(v)]
         out[c + "_ci"] = median_ci(v)
+        # The runs' standard deviation: what sizes the next measurement (runs needed to tell a
+        # difference d at one-sided 5% with 80% power: about (2.5 * sd / d) ** 2).
+        out[c + "_sd"] = statistics.stdev(v) if len(v) > 1 else None
         pv = paired[c] if all_paired else []
         out[c + "_paired"] = statistics.median(pv) if pv else None
         out[c + "_paired_spread"] = [min(pv), max(pv)] if pv else None
@@ -224,8 +238,8 @@ def main(argv: list[str]) -> int:
               f"{fx(e['opportunistic']):>13} {fx(e.get('opportunistic_paired')):>7}")
     for c in CLASSES:
         print(f"  {c:13} pooled median {fx(cell[c])} (min-max {fx(cell[c + '_spread'][0])}-"
-              f"{fx(cell[c + '_spread'][1])}, median CI {ci(cell[c + '_ci'])}); paired {fx(cell[c + '_paired'])}"
-              f" (CI {ci(cell[c + '_paired_ci'])})")
+              f"{fx(cell[c + '_spread'][1])}, median CI {ci(cell[c + '_ci'])}, sd {fx(cell[c + '_sd'])}); "
+              f"paired {fx(cell[c + '_paired'])} (CI {ci(cell[c + '_paired_ci'])})")
     return 0
 
 

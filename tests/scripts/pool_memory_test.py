@@ -6,6 +6,7 @@ message naming the file."""
 import io
 import json
 import os
+import statistics
 import sys
 import tempfile
 import unittest
@@ -66,6 +67,7 @@ class PoolMemory(unittest.TestCase):
         # One grouped call: no pooled paired numbers.
         self.assertIsNone(cell["production_paired"])
         self.assertEqual(cell["production_ci"]["coverage"], 0.875)
+        self.assertAlmostEqual(cell["production_sd"], statistics.stdev([36 / 35, 27 / 35, 19 / 20, 18 / 20]))
 
     def test_interleaved_calls_pool_their_paired_numbers(self):
         a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
@@ -104,6 +106,23 @@ class PoolMemory(unittest.TestCase):
         cell = pool_memory.pool("low/tgs", [a, a])["scenarios"]["low"]["modes"]["tgs"]
         self.assertEqual((cell["tgs_node_flags"], cell["budget_mib"]), ("", 100))
 
+    def test_runs_lines_are_read_as_memory_sh_reads_them(self):
+        # Two jobs append to one file: two records on one line both count; a broken fragment is
+        # reported and skipped, as the call's own summary skipped it.
+        a = self.call("a", "interleaved", {1: (40, 200)}, {})
+        with open(os.path.join(self.dir.name, "a-runs.jsonl"), "a") as f:
+            f.write(json.dumps({"label": "low/tgs/1/production", "it_per_s": [20.0]})
+                    + json.dumps({"label": "low/tgs/1/opportunistic", "it_per_s": [50.0]}) + "\n")
+            f.write('{"label": "low/tgs/2/produc\n')
+        err = io.StringIO()
+        with redirect_stderr(err):
+            cell = pool_memory.pool("low/tgs", [a])["scenarios"]["low"]["modes"]["tgs"]
+        self.assertEqual(cell["runs"], 1)
+        self.assertAlmostEqual(cell["production"], 0.5)
+        self.assertAlmostEqual(cell["opportunistic"], 0.25)
+        self.assertIn("a-runs.jsonl:5: not JSON", err.getvalue())  # the junk line, 2 alone and the double line before
+        self.assertEqual(len(cell["calls"][0]["skipped_lines"]), 1)
+
     def test_runs_file_falls_back_to_the_calls_out_folder(self):
         a = self.call("gpu-memory", "grouped", {1: (40, 200)}, {1: (20, 100)}, runs_name="memory-runs.jsonl")
         cell = pool_memory.pool("low/tgs", [a])["scenarios"]["low"]["modes"]["tgs"]
@@ -121,7 +140,7 @@ class PoolMemory(unittest.TestCase):
                 pool_memory.pool(cell, calls)
             self.assertIn(words, str(e.exception))
         with open(os.path.join(self.dir.name, "a-runs.jsonl"), "a") as f:
-            f.write("{broken\n")
+            f.write('{"label": "low/tgs/1/production", "it_per_s": "fast"}\n')
         with self.assertRaises(ValueError) as e:
             pool_memory.pool("low/tgs", [a])
         self.assertIn("a-runs.jsonl:", str(e.exception))
@@ -147,7 +166,8 @@ class PoolMemory(unittest.TestCase):
             with open(target, "wb") as f:
                 f.write(bytes(b))
             try:
-                pool_memory.pool("low/tgs", [a])
+                with redirect_stderr(io.StringIO()):
+                    pool_memory.pool("low/tgs", [a])
             except (ValueError, OSError, KeyError):
                 refused += 1
             finally:
@@ -194,7 +214,8 @@ class PoolMemory(unittest.TestCase):
             with open(rpath, "w") as f:
                 f.writelines(json.dumps(x) + "\n" for x in l2)
             try:
-                pool_memory.pool("low/tgs", [a])
+                with redirect_stderr(io.StringIO()):
+                    pool_memory.pool("low/tgs", [a])
             except (ValueError, OSError, KeyError):
                 pass
 
