@@ -14,10 +14,10 @@ knobs side by side. Every run is normalized within its own call, two ways:
 For each normalization it reports the pooled median over all runs, the min-max spread, a
 distribution-free confidence interval of the median (order statistics of the binomial: the
 narrowest [x(k), x(n+1-k)] that covers the median with probability >= 0.95; with 5 runs or
-fewer no such pair exists and the interval is the min-max with its own coverage) and the
-median of each call.
+fewer no such pair exists and the interval is the min-max with its own coverage), the runs'
+standard deviation (what sizes a next measurement) and the median of each call.
 
-    python3 bench/gpu/pool_memory.py [--json OUT.json] [--name NAME] SCENARIO/MODE CALL.json [CALL.json ...]
+    python3 bench/gpu/pool_memory.py SCENARIO/MODE CALL.json [CALL.json ...] [--json OUT.json] [--mixed]
 
 CALL.json is a memory.sh summary (gpu-memory.json); its runs are read from CALL-runs.jsonl
 beside it (the name docs/results gives them) or, failing that, memory-runs.jsonl in the same
@@ -203,8 +203,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 epilog="See the module's docstring (or gpu-memory.md) for the normalizations.")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cell", help="SCENARIO/MODE, e.g. low/tgs")
     ap.add_argument("calls", nargs="+", help="memory.sh summaries (gpu-memory.json) of the calls to pool")
     ap.add_argument("--json", help="write the pooled cell here, in the summary's shape")
