@@ -74,6 +74,13 @@ class MemoryPlan(unittest.TestCase):
             self.assertEqual(runs, [])
             self.assertIn(words, out)
 
+    def test_profile_windows_are_checked(self):
+        rc, runs, out = plan(PROFILE_WINDOWS="8", MAX_PROFILE_WINDOWS="6")
+        self.assertEqual((rc, runs), (2, []))
+        self.assertIn("need 1 <= PROFILE_WINDOWS <= MAX_PROFILE_WINDOWS (got 8, 6)", out)
+        rc, runs, out = plan(SCENARIOS="low", PROFILE_WINDOWS="10", MAX_PROFILE_WINDOWS="20")
+        self.assertEqual(rc, 0, out)
+
     def test_an_unknown_order_is_named(self):
         rc, _, out = plan(ORDER="sideways")
         self.assertEqual(rc, 2)
