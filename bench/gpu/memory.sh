@@ -379,7 +379,7 @@ samples=$OUT/status-samples.jsonl
 : > "$work/budgets.tsv"
 : > "$work/warnings.txt"
 export PYTHONUNBUFFERED=1
-export GPU_SCRIPTS="$repo/bench/gpu"  # the helper imports node_status.py from there
+export GPU_SCRIPTS="$repo/bench/gpu"  # the helper imports node_status.py and memory_call.py from there
 ulimit -c 0  # no core files from the SIGSEGV demonstration
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 helper=$work/memhelper.py
@@ -419,6 +419,7 @@ import json, math, os, signal, statistics, sys, time
 
 sys.path.insert(0, os.environ["GPU_SCRIPTS"])
 from node_status import sample, status  # noqa: E402  (bench/gpu/node_status.py)
+from memory_call import read_result_lines  # noqa: E402  (bench/gpu/memory_call.py)
 
 MIB, GIB = 1 << 20, 1 << 30
 
@@ -559,24 +560,12 @@ def med(v):
     return statistics.median(v) if v else None
 
 def read_records(path):
-    """Every JSON object in a file of result lines. Two jobs append to one file; a line that holds
-    more than one object (an interleaved write) is split, and one that is not JSON at all is
-    reported, not fatal, so one bad line cannot cost a call's whole summary."""
-    out, dec = [], json.JSONDecoder()
-    for n, line in enumerate(open(path), 1):
-        text, i = line.strip(), 0
-        if not text.startswith("{"):
-            continue
-        while i < len(text):
-            try:
-                obj, i = dec.raw_decode(text, i)
-            except json.JSONDecodeError as e:
-                print(f"{path}:{n}: not JSON from column {i + 1}: {e.msg}", file=sys.stderr)
-                break
-            out.append(obj)
-            while i < len(text) and text[i].isspace():
-                i += 1
-    return out
+    """Every JSON object in a file of result lines, as memory_call.py reads them; a line that is
+    not JSON is reported, not fatal."""
+    records, problems = read_result_lines(path)
+    for p in problems:
+        print(p, file=sys.stderr)
+    return [obj for _, obj in records]
 
 def cmd_summarize():
     E = os.environ

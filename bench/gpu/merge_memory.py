@@ -17,8 +17,9 @@ error.
 """
 import json
 import re
-import shlex
 import sys
+
+from memory_call import command_word
 
 CELL_FIELDS = ("runs", "production", "production_spread", "production_it_per_s", "opportunistic",
                "opportunistic_spread", "opportunistic_it_per_s", "production_missing_runs",
@@ -31,14 +32,7 @@ CELL_FIELDS = ("runs", "production", "production_spread", "production_it_per_s",
 
 def node_flags(command: str) -> str:
     """The TGS_NODE_FLAGS of a memory.sh command line ('' when it had none)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return ""
-    for w in words:
-        if w.startswith("TGS_NODE_FLAGS="):
-            return w[len("TGS_NODE_FLAGS="):]
-    return ""
+    return command_word(command, "TGS_NODE_FLAGS") or ""
 
 
 def parse_cell(text: str):

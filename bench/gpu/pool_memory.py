@@ -35,6 +35,8 @@ import shlex
 import statistics
 import sys
 
+from memory_call import command_word, read_result_lines
+
 CLASSES = ("production", "opportunistic")
 
 
@@ -47,43 +49,19 @@ def runs_path(summary_path: str) -> str:
 
 
 def read_runs(path: str) -> tuple[dict, list[str]]:
-    """label -> median window rate (it/s) of every result with windows, and the problems met.
-
-    As memory.sh's summary reads the file: two jobs append to it, so a line holding two objects
-    (an interleaved write) is split, and a fragment that is not JSON is reported and skipped, so
-    a pooled call counts the runs its own summary counted."""
-    out, problems, dec = {}, [], json.JSONDecoder()
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            text, i = line.strip(), 0
-            if not text.startswith("{"):
-                continue
-            while i < len(text):
-                try:
-                    r, i = dec.raw_decode(text, i)
-                except json.JSONDecodeError as e:
-                    problems.append(f"{path}:{n}: not JSON from column {i + 1}: {e.msg}")
-                    break
-                while i < len(text) and text[i].isspace():
-                    i += 1
-                if not (isinstance(r, dict) and "label" in r and r.get("it_per_s")):
-                    continue
-                w = r["it_per_s"]
-                if not isinstance(w, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in w):
-                    raise ValueError(f"{path}:{n}: it_per_s of {r['label']!r} is not a list of rates >= 0")
-                out[str(r["label"])] = statistics.median(w)
+    """label -> median window rate (it/s) of every result with windows, and the problems met
+    (read as memory.sh's summary reads the file, memory_call.py, so a pooled call counts the runs
+    its own summary counted)."""
+    records, problems = read_result_lines(path)
+    out = {}
+    for n, r in records:
+        if not (isinstance(r, dict) and "label" in r and r.get("it_per_s")):
+            continue
+        w = r["it_per_s"]
+        if not isinstance(w, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in w):
+            raise ValueError(f"{path}:{n}: it_per_s of {r['label']!r} is not a list of rates >= 0")
+        out[str(r["label"])] = statistics.median(w)
     return out, problems
-
-
-def command_word(command: str, key: str):
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    for w in words:
-        if w.startswith(key + "="):
-            return w[len(key) + 1:]
-    return None
 
 
 def median_ci(values: list[float], level: float = 0.95):
