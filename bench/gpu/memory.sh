@@ -257,6 +257,13 @@ pair_entries() {
 }
 # variant_entries: the tgs-NAME modes, in order, one "MODE_NAME<TAB>FLAGS" line each.
 variant_entries() { printf '%s' "$variant_modes"; }
+# variant_run SCEN I ENTRY: run I of the TGS_VARIANTS mode of ENTRY (a variant_entries line), or
+# its skip.
+variant_run() {
+  local vmode vflags
+  IFS=$'\t' read -r vmode vflags <<< "$3"
+  attempt "$est_tgs" "$1/$vmode/$2" run_tgs "$1" "$2" 0 "$vmode" "$vflags"
+}
 
 # runs_of MODE: how many runs of MODE a scenario gets (hard-limit: one).
 runs_of() { if [ "$1" = hard-limit ]; then echo 1; else echo "$RUNS"; fi; }
@@ -294,7 +301,7 @@ alone_kinds() {
 # ORDER=grouped: per scenario every alone run first, then each mode's runs one after another; the
 # fault demonstration (FAULT_DEMO=1) ends the last tgs run that fits.
 run_grouped() {
-  local scen i first=1 last kind entry mode fb fw fd vmode vflags entries=() variants=()
+  local scen i first=1 last kind entry mode fb fw fd entries=() variants=()
   mapfile -t entries < <(pair_entries)
   mapfile -t variants < <(variant_entries)
   for scen in $SCENARIOS; do
@@ -307,8 +314,7 @@ run_grouped() {
       for i in $(seq "$(runs_of "$mode")"); do pair_run "$scen" "$i" "$mode" "$fb" "$fw" "$fd"; done
     done
     for entry in ${variants[@]+"${variants[@]}"}; do
-      IFS=$'\t' read -r vmode vflags <<< "$entry"
-      for i in $(seq "$RUNS"); do attempt "$est_tgs" "$scen/$vmode/$i" run_tgs "$scen" "$i" 0 "$vmode" "$vflags"; done
+      for i in $(seq "$RUNS"); do variant_run "$scen" "$i" "$entry"; done
     done
     for i in $(seq "$RUNS"); do
       has_mode tgs || break
@@ -333,7 +339,7 @@ run_grouped() {
 # of every mode, so a machine whose speed drifts during the call (alone rates moved 13% within
 # three minutes on one H100 host) shifts every mode alike instead of the modes run last.
 run_interleaved() {
-  local scen i first=1 kind entry mode fb fw fd vmode vflags entries=() variants=()
+  local scen i first=1 kind entry mode fb fw fd entries=() variants=()
   local rounds=$(( RUNS > ALONE_RUNS ? RUNS : ALONE_RUNS ))
   mapfile -t entries < <(pair_entries)
   mapfile -t variants < <(variant_entries)
@@ -348,8 +354,7 @@ run_interleaved() {
       done
       if has_mode tgs && [ "$i" -le "$RUNS" ]; then attempt "$est_tgs" "$scen/tgs/$i" run_tgs "$scen" "$i" 0; fi
       for entry in ${variants[@]+"${variants[@]}"}; do
-        IFS=$'\t' read -r vmode vflags <<< "$entry"
-        if [ "$i" -le "$RUNS" ]; then attempt "$est_tgs" "$scen/$vmode/$i" run_tgs "$scen" "$i" 0 "$vmode" "$vflags"; fi
+        if [ "$i" -le "$RUNS" ]; then variant_run "$scen" "$i" "$entry"; fi
       done
     done
     first=0
