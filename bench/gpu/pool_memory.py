@@ -21,8 +21,11 @@ standard deviation (what sizes a next measurement) and the median of each call.
 
 CALL.json is a memory.sh summary (gpu-memory.json); its runs are read from CALL-runs.jsonl
 beside it (the name docs/results gives them) or, failing that, memory-runs.jsonl in the same
-folder (a call's $OUT). The calls must name the same production model for SCENARIO, and unless
---mixed is given the same tgs-node flags for the cell and the same budget. With --json
+folder (a call's $OUT); CALL.json:MODE takes that call's runs of MODE for the cell (a
+TGS_VARIANTS mode that ran what another call ran as plain tgs). The calls must name the same
+production model for SCENARIO, and unless --mixed is given the same tgs-node flags for the cell,
+the same budget and, for tgs modes, the same OPP_DELAY_S, TGS_SETTLE_S, TGS_PRODUCTION_WINDOW_MS,
+PROFILE_WINDOWS and MAX_PROFILE_WINDOWS (memory.sh's defaults where a command names none). With --json
 the pooled cell is written in the summary's shape (scenarios/SCENARIO/modes/MODE), so
 merge_memory.py can file it beside single-call cells.
 """
@@ -81,27 +84,52 @@ def median_ci(values: list[float], level: float = 0.95):
     return {"low": xs[k - 1], "high": xs[n - k], "coverage": round(coverage(k), 4)}
 
 
+# memory.sh's knobs that shape a tgs run's controller (its defaults when a call's command names
+# none: calls before a knob existed ran with its default). Two tgs cells that differ in one are
+# not the same measurement: a later arrival profiles a warmed-up production job, more profiling
+# windows calibrate R and the band on more of its noise.
+TGS_RUN_KNOBS = {"OPP_DELAY_S": "5", "TGS_SETTLE_S": "20", "TGS_PRODUCTION_WINDOW_MS": "1000",
+                 "PROFILE_WINDOWS": "3", "MAX_PROFILE_WINDOWS": "6"}
+
+
 def cell_knobs(summary: dict, scenario: dict, mode: str) -> dict:
     """What must match for runs of two calls to be one cell: tgs-node's flags (a TGS_VARIANTS
-    mode's own, else the call's) and the scenario's budget."""
+    mode's own, else the call's), the scenario's budget and, for tgs modes, the knobs of
+    TGS_RUN_KNOBS."""
     own = scenario["modes"][mode].get("tgs_node_flags") if isinstance(scenario["modes"][mode], dict) else None
-    return {"tgs_node_flags": own if isinstance(own, str) else command_word(summary["command"], "TGS_NODE_FLAGS") or "",
-            "budget_mib": scenario.get("budget_mib")}
+    knobs = {"tgs_node_flags": own if isinstance(own, str) else command_word(summary["command"], "TGS_NODE_FLAGS") or "",
+             "budget_mib": scenario.get("budget_mib")}
+    if mode == "tgs" or mode.startswith("tgs-"):
+        knobs |= {k: command_word(summary["command"], k) or d for k, d in TGS_RUN_KNOBS.items()}
+    return knobs
+
+
+def split_call(arg: str) -> tuple[str, str | None]:
+    """CALL.json or CALL.json:MODE (that call's runs of MODE stand for the cell: a TGS_VARIANTS
+    mode of one call that ran the flags another call ran as plain tgs)."""
+    path, sep, mode = arg.rpartition(":")
+    if sep and path.endswith(".json") and re.fullmatch(r"[\w.-]+", mode):
+        return path, mode
+    return arg, None
 
 
 def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
     m = re.fullmatch(r"([\w.-]+)/([\w.-]+)", cell)
     if not m:
         raise ValueError(f"bad cell '{cell}' (want SCENARIO/MODE)")
-    scen, mode = m.groups()
-    if mode.startswith("alone"):
+    scen, cell_mode = m.groups()
+    if cell_mode.startswith("alone"):
         raise ValueError(f"'{cell}': the alone runs are the normalization, not a cell to pool")
     if not calls:
         raise ValueError("name at least one call")
     per_call, values, sources = [], {c: [] for c in CLASSES}, []
     paired = {c: [] for c in CLASSES}
     prod_model, scenario0 = None, None
-    for path in calls:
+    for arg in calls:
+        path, own_mode = split_call(arg)
+        mode = own_mode or cell_mode
+        if mode.startswith("alone"):
+            raise ValueError(f"'{arg}': the alone runs are the normalization, not a cell to pool")
         with open(path, encoding="utf-8") as f:
             summary = json.load(f)
         if not isinstance(summary, dict) or not isinstance(summary.get("scenarios"), dict) or \
@@ -136,7 +164,8 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
         alone_med = {c: statistics.median(alone[c].values()) if alone[c] else None for c in CLASSES}
         idx = sorted({int(hit.group(1)) for k in rates
                       if (hit := re.fullmatch(rf"{re.escape(scen)}/{re.escape(mode)}/(\d+)/(?:production|opportunistic)", k))})
-        entry = {"file": os.path.basename(path), "date": summary.get("date"), "command": summary.get("command"),
+        entry = {"file": os.path.basename(path), **({"mode": mode} if own_mode else {}),
+                 "date": summary.get("date"), "command": summary.get("command"),
                  "runs_file": os.path.basename(rpath), "order": "interleaved" if interleaved else "grouped",
                  "runs": len(idx), "skipped_lines": problems}
         for c in CLASSES:
@@ -177,13 +206,14 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
             "date": max(s["date"] for s in sources), "ratio": sources[0].get("ratio"),
             "scenarios": {scen: {k: scenario0.get(k) for k in ("production_model", "opportunistic_model",
                                                                 "budget_mib", "footprint_mib")}
-                          | {"modes": {mode: out}}}}
+                          | {"modes": {cell_mode: out}}}}
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cell", help="SCENARIO/MODE, e.g. low/tgs")
-    ap.add_argument("calls", nargs="+", help="memory.sh summaries (gpu-memory.json) of the calls to pool")
+    ap.add_argument("calls", nargs="+", help="memory.sh summaries (gpu-memory.json) of the calls to pool; "
+                    "CALL.json:MODE takes that call's runs of MODE for the cell")
     ap.add_argument("--json", help="write the pooled cell here, in the summary's shape")
     ap.add_argument("--mixed", action="store_true",
                     help="pool calls whose tgs-node flags or budget differ (refused otherwise)")
@@ -211,7 +241,8 @@ def main(argv: list[str]) -> int:
     print(f"{args.cell}: {cell['runs']} runs in {len(cell['calls'])} calls")
     print(f"  {'call':44} {'runs':>4} {'production':>10} {'paired':>7} {'opportunistic':>13} {'paired':>7}")
     for e in cell["calls"]:
-        print(f"  {e['file']:44} {e['runs']:>4} {fx(e['production']):>10} {fx(e.get('production_paired')):>7} "
+        name = e["file"] + (":" + e["mode"] if "mode" in e else "")
+        print(f"  {name:44} {e['runs']:>4} {fx(e['production']):>10} {fx(e.get('production_paired')):>7} "
               f"{fx(e['opportunistic']):>13} {fx(e.get('opportunistic_paired')):>7}")
     for c in CLASSES:
         print(f"  {c:13} pooled median {fx(cell[c])} (min-max {fx(cell[c + '_spread'][0])}-"

@@ -21,14 +21,14 @@ class PoolMemory(unittest.TestCase):
         self.dir = tempfile.TemporaryDirectory()
         self.addCleanup(self.dir.cleanup)
 
-    def call(self, name, order, alone, pairs, model="resnet50", runs_name=None):
+    def call(self, name, order, alone, pairs, model="resnet50", runs_name=None, mode="tgs", knobs=""):
         """A summary NAME.json and its runs file: alone = {i: (prod, dlrm)}, pairs = {i: (prod, opp)}
-        rates in it/s (None: the job printed nothing)."""
+        rates in it/s (None: the job printed nothing) of MODE; KNOBS opens the command line."""
         summary = {"device": "GPU X", "driver": "1.0", "date": f"2026-11-2{len(name) % 10}T00:00:00Z",
-                   "command": f'SCENARIOS="low" ORDER={order} MODES="tgs" bench/gpu/memory.sh', "ratio": 1.5,
+                   "command": f'{knobs}SCENARIOS="low" ORDER={order} MODES="tgs" bench/gpu/memory.sh', "ratio": 1.5,
                    "scenarios": {"low": {"production_model": model, "opportunistic_model": "dlrm", "budget_mib": 100,
                                          "footprint_mib": {"production": 20, "opportunistic": 130},
-                                         "modes": {"alone": {}, "tgs": {}}}}}
+                                         "modes": {"alone": {}, mode: {}}}}}
         path = os.path.join(self.dir.name, name + ".json")
         with open(path, "w") as f:
             json.dump(summary, f)
@@ -38,7 +38,7 @@ class PoolMemory(unittest.TestCase):
             lines.append({"label": f"alone/dlrm/{i}", "it_per_s": [d]})
         for i, (p, o) in pairs.items():
             for cls, r in (("production", p), ("opportunistic", o)):
-                lines.append({"label": f"low/tgs/{i}/{cls}", **({"it_per_s": [r]} if r is not None else {})})
+                lines.append({"label": f"low/{mode}/{i}/{cls}", **({"it_per_s": [r]} if r is not None else {})})
         rpath = os.path.join(self.dir.name, runs_name or name + "-runs.jsonl")
         with open(rpath, "w") as f:
             f.write("not a result line\n")
@@ -105,6 +105,54 @@ class PoolMemory(unittest.TestCase):
         self.assertNotIn("tgs_node_flags", cell)
         cell = pool_memory.pool("low/tgs", [a, a])["scenarios"]["low"]["modes"]["tgs"]
         self.assertEqual((cell["tgs_node_flags"], cell["budget_mib"]), ("", 100))
+
+    def test_tgs_cells_must_share_the_knobs_that_shape_the_controller(self):
+        # A later arrival or more profiling windows make another measurement; a knob a command
+        # does not name is memory.sh's default (calls before the knob existed ran with it).
+        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)})
+        same = self.call("same", "interleaved", {1: (40, 200)}, {1: (38, 100)}, knobs="OPP_DELAY_S=5 PROFILE_WINDOWS=3 ")
+        late = self.call("late", "interleaved", {1: (40, 200)}, {1: (20, 100)},
+                         knobs="OPP_DELAY_S=15 MAX_PROFILE_WINDOWS=20 ")
+        cell = pool_memory.pool("low/tgs", [a, same])["scenarios"]["low"]["modes"]["tgs"]
+        self.assertEqual((cell["runs"], cell["OPP_DELAY_S"], cell["PROFILE_WINDOWS"]), (2, "5", "3"))
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/tgs", [a, late])
+        self.assertIn("OPP_DELAY_S '15' (first call: '5'), MAX_PROFILE_WINDOWS '20' (first call: '6')", str(e.exception))
+        self.assertEqual(pool_memory.pool("low/tgs", [a, late], mixed=True)["scenarios"]["low"]["modes"]["tgs"]["runs"], 2)
+        # Modes other than tgs do not run the controller: their cells pool across those knobs.
+        b = self.call("b", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget")
+        c = self.call("c", "interleaved", {1: (40, 200)}, {1: (30, 100)}, mode="coexec-budget", knobs="OPP_DELAY_S=15 ")
+        self.assertEqual(pool_memory.pool("low/coexec-budget", [b, c])["scenarios"]["low"]["modes"]["coexec-budget"]["runs"], 2)
+
+    def test_a_variant_mode_of_one_call_stands_for_the_cell(self):
+        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)}, knobs='TGS_NODE_FLAGS="--x 1 --y 2" ')
+        v = self.call("v", "interleaved", {1: (40, 200)}, {1: (20, 50)}, mode="tgs-y", knobs='TGS_NODE_FLAGS="--x 1" ')
+        summary = json.load(open(v))
+        summary["scenarios"]["low"]["modes"]["tgs-y"]["tgs_node_flags"] = "--x 1 --y 2"
+        with open(v, "w") as f:
+            json.dump(summary, f)
+        pooled = pool_memory.pool("low/tgs", [a, v + ":tgs-y"])
+        cell = pooled["scenarios"]["low"]["modes"]["tgs"]
+        self.assertEqual(list(pooled["scenarios"]["low"]["modes"]), ["tgs"])
+        self.assertEqual(cell["runs"], 2)
+        self.assertEqual(cell["calls"][1]["mode"], "tgs-y")
+        self.assertNotIn("mode", cell["calls"][0])
+        self.assertAlmostEqual(cell["production"], (36 / 40 + 20 / 40) / 2)
+        # Its own flags are the ones compared: the call's plain tgs flags differ.
+        summary["scenarios"]["low"]["modes"]["tgs-y"]["tgs_node_flags"] = "--x 1 --y 3"
+        with open(v, "w") as f:
+            json.dump(summary, f)
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/tgs", [a, v + ":tgs-y"])
+        self.assertIn("low/tgs-y ran with tgs_node_flags '--x 1 --y 3'", str(e.exception))
+        for bad, words in ((v + ":alone", "normalization"), (v + ":tgs", "no cell low/tgs"), (v + ":", "")):
+            with self.assertRaises((ValueError, OSError)) as e:
+                pool_memory.pool("low/tgs", [bad])
+            self.assertIn(words, str(e.exception))
+        text = io.StringIO()
+        with redirect_stdout(text):
+            self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", a, v + ":tgs-y", "--mixed"]), 0)
+        self.assertIn("v.json:tgs-y", text.getvalue())
 
     def test_runs_lines_are_read_as_memory_sh_reads_them(self):
         # Two jobs append to one file: two records on one line both count; a broken fragment is
