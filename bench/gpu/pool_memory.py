@@ -124,7 +124,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
         raise ValueError("name at least one call")
     per_call, values, sources = [], {c: [] for c in CLASSES}, []
     paired = {c: [] for c in CLASSES}
-    prod_model, scenario0 = None, None
+    prod_model, scenario0, all_knobs = None, None, []
     for arg in calls:
         path, own_mode = split_call(arg)
         mode = own_mode or cell_mode
@@ -143,12 +143,14 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
         if not isinstance(model, str):
             raise ValueError(f"{path}: {scen} names no production model")
         knobs = cell_knobs(summary, scenario, mode)
+        all_knobs.append(knobs)
         if prod_model is None:
             prod_model, scenario0, knobs0 = model, scenario, knobs
         elif model != prod_model:
             raise ValueError(f"{path}: {scen} ran {model}, an earlier call {prod_model}: not the same cell")
         elif knobs != knobs0 and not mixed:
-            diff = ", ".join(f"{k} {knobs[k]!r} (first call: {knobs0[k]!r})" for k in knobs if knobs[k] != knobs0[k])
+            diff = ", ".join(f"{k} {knobs.get(k)!r} (first call: {knobs0.get(k)!r})"
+                             for k in dict(knobs0) | knobs if knobs.get(k) != knobs0.get(k))
             raise ValueError(f"{path}: {scen}/{mode} ran with {diff}; pass --mixed to pool it anyway")
         rpath = runs_path(path)
         rates, problems = read_runs(rpath)
@@ -186,7 +188,11 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
     if not values["production"]:
         raise ValueError(f"{cell}: the calls hold no runs of it")
     all_paired = all(e["order"] == "interleaved" for e in per_call)
-    out = {"runs": len(values["production"]), "calls": per_call, **({} if mixed else knobs0)}
+    # The knobs every call shares describe the cell; with --mixed, the ones that differ are named.
+    shared = {k: v for k, v in knobs0.items() if all(kn.get(k, v) == v and k in kn for kn in all_knobs)}
+    differing = sorted(set().union(*all_knobs) - shared.keys())
+    out = {"runs": len(values["production"]), "calls": per_call, **shared,
+           **({"mixed_knobs": differing} if differing else {})}
     for c in CLASSES:
         v = values[c]
         out[c] = statistics.median(v)

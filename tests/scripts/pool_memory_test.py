@@ -102,9 +102,11 @@ class PoolMemory(unittest.TestCase):
         self.assertIn("--mixed", str(e.exception))
         cell = pool_memory.pool("low/tgs", [a, b], mixed=True)["scenarios"]["low"]["modes"]["tgs"]
         self.assertEqual(cell["runs"], 2)
-        self.assertNotIn("tgs_node_flags", cell)
+        self.assertNotIn("tgs_node_flags", cell)  # they differ: named, not given one value
+        self.assertEqual((cell["mixed_knobs"], cell["budget_mib"], cell["OPP_DELAY_S"]), (["tgs_node_flags"], 100, "5"))
         cell = pool_memory.pool("low/tgs", [a, a])["scenarios"]["low"]["modes"]["tgs"]
         self.assertEqual((cell["tgs_node_flags"], cell["budget_mib"]), ("", 100))
+        self.assertNotIn("mixed_knobs", cell)
 
     def test_tgs_cells_must_share_the_knobs_that_shape_the_controller(self):
         # A later arrival or more profiling windows make another measurement; a knob a command
