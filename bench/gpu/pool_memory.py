@@ -118,8 +118,6 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
     if not m:
         raise ValueError(f"bad cell '{cell}' (want SCENARIO/MODE)")
     scen, cell_mode = m.groups()
-    if cell_mode.startswith("alone"):
-        raise ValueError(f"'{cell}': the alone runs are the normalization, not a cell to pool")
     if not calls:
         raise ValueError("name at least one call")
     per_call, values, sources = [], {c: [] for c in CLASSES}, []
@@ -144,13 +142,14 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
             raise ValueError(f"{path}: {scen} names no production model")
         knobs = cell_knobs(summary, scenario, mode)
         all_knobs.append(knobs)
+        first = all_knobs[0]
         if prod_model is None:
-            prod_model, scenario0, knobs0 = model, scenario, knobs
+            prod_model, scenario0 = model, scenario
         elif model != prod_model:
             raise ValueError(f"{path}: {scen} ran {model}, an earlier call {prod_model}: not the same cell")
-        elif knobs != knobs0 and not mixed:
-            diff = ", ".join(f"{k} {knobs.get(k)!r} (first call: {knobs0.get(k)!r})"
-                             for k in dict(knobs0) | knobs if knobs.get(k) != knobs0.get(k))
+        elif knobs != first and not mixed:
+            diff = ", ".join(f"{k} {knobs.get(k)!r} (first call: {first.get(k)!r})"
+                             for k in first | knobs if knobs.get(k) != first.get(k))
             raise ValueError(f"{path}: {scen}/{mode} ran with {diff}; pass --mixed to pool it anyway")
         rpath = runs_path(path)
         rates, problems = read_runs(rpath)
@@ -189,7 +188,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
         raise ValueError(f"{cell}: the calls hold no runs of it")
     all_paired = all(e["order"] == "interleaved" for e in per_call)
     # The knobs every call shares describe the cell; with --mixed, the ones that differ are named.
-    shared = {k: v for k, v in knobs0.items() if all(kn.get(k, v) == v and k in kn for kn in all_knobs)}
+    shared = {k: v for k, v in all_knobs[0].items() if all(k in kn and kn[k] == v for kn in all_knobs)}
     differing = sorted(set().union(*all_knobs) - shared.keys())
     out = {"runs": len(values["production"]), "calls": per_call, **shared,
            **({"mixed_knobs": differing} if differing else {})}

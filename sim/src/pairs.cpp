@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <variant>
 
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
@@ -91,17 +93,20 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
   }
   const model_profile& prod = model_or_throw(c, r.production_model, r.gpu);
   const model_profile& opp = model_or_throw(c, r.opportunistic_model, r.gpu);
-  auto controller = make_rate_controller(r.policy);
-  if (!controller) {
+  // The policy's default configuration with the tgs settings put in, as tgs-node does: one
+  // controller built, and the settings' validation reported as bad input.
+  auto rate_cfg = any_rate_controller::default_config(r.policy);
+  if (!rate_cfg) {
     throw input_error(fmt::format("unknown policy \"{}\" (known: {})", r.policy,
                                   rate_controller_list()));
   }
-  if (options.tgs && r.policy == tgs_rate_control::name) {
-    try {
-      controller.emplace(any_rate_controller::config{*options.tgs});
-    } catch (const config_error& e) {
-      throw input_error(e.what());
-    }
+  auto* tgs_cfg = std::get_if<tgs_rate_control::config>(&*rate_cfg);
+  if (tgs_cfg != nullptr && options.tgs) *tgs_cfg = *options.tgs;
+  std::optional<any_rate_controller> controller;
+  try {
+    controller.emplace(*rate_cfg);
+  } catch (const config_error& e) {
+    throw input_error(e.what());
   }
   const std::string memory_name =
       options.memory_policy.empty() ? default_memory_policy(r.policy) : options.memory_policy;

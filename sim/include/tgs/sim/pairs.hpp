@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "tgs/rate/tgs_rate_control.hpp"
 #include "tgs/sim/catalog.hpp"
 #include "tgs/sim/fit.hpp"
-#include "tgs/rate/tgs_rate_control.hpp"
 #include "tgs/sim/gpu_pair.hpp"
 
 namespace tgs::sim {
