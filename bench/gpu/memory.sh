@@ -54,6 +54,10 @@
 #   SCENARIOS ("low high"), PROBE (1: run bench/gpu/memory_reuse.py first), PROBE_GIB (8),
 #   RUNS (3) runs of coexec-um and tgs, ALONE_RUNS (2), WINDOWS (3) windows of WINDOW_S (4)
 #   seconds, WARMUP_S (15) before the first window, TGS_SETTLE_S (20) more in tgs runs,
+#   ALONE_SETTLE_S (0) more in the alone runs (a host-bound production job can still be speeding
+#   up 15 s after its start, and a tgs run measures it WARMUP_S + TGS_SETTLE_S after its start:
+#   ALONE_SETTLE_S=$TGS_SETTLE_S measures both at the same age; the log's "ages" line says when
+#   each kind of run measures),
 #   PAIR_SETTLE_S (10) more in the other runs of two jobs (coexec-um, coexec-budget, fixed,
 #   hard-limit: under the budget the DLRM job needs 14-20 s to place its 16 GiB and train; with
 #   WARMUP_S alone its first window was partial, and the summary's *_ready_late_max_s says so),
@@ -136,6 +140,8 @@ if [ "$PROFILE_WINDOWS" -lt 1 ] || [ "$MAX_PROFILE_WINDOWS" -lt "$PROFILE_WINDOW
 fi
 OPP_DELAY_S=${OPP_DELAY_S:-5}
 PAIR_SETTLE_S=${PAIR_SETTLE_S:-10}
+ALONE_SETTLE_S=${ALONE_SETTLE_S:-0}
+case $ALONE_SETTLE_S in '' | *[!0-9]*) echo "ALONE_SETTLE_S must be a whole number of seconds (got '$ALONE_SETTLE_S')"; exit 2 ;; esac
 PIN_CPUS=${PIN_CPUS:-1}
 case $PIN_CPUS in 0 | 1) ;; *) echo "PIN_CPUS must be 0 or 1 (got '$PIN_CPUS')"; exit 2 ;; esac
 TGS_PRODUCTION_WINDOW_MS=${TGS_PRODUCTION_WINDOW_MS:-1000}
@@ -232,6 +238,7 @@ fi
 est_plain=$(( WARMUP_S + WINDOWS * WINDOW_S + 6 ))
 est_tgs=$(( est_plain + TGS_SETTLE_S ))
 est_pair=$(( est_plain + PAIR_SETTLE_S ))
+est_alone=$(( est_plain + ALONE_SETTLE_S ))
 est_opp_limited=$(( est_plain + 15 ))  # and the idle production job's start-up and 3 steps
 est_demo=$(( 2 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 15 ))
 if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
@@ -286,9 +293,9 @@ alone_run() {
   local scen=$1 i=$2 prod
   prod=$(prod_model_of "$scen")
   case $3 in
-    production) attempt "$est_plain" "alone/$prod/$i" run_alone "$prod" "$i" ;;
-    dlrm) attempt "$est_plain" "alone/dlrm/$i" run_alone dlrm "$i" ;;
-    mps) attempt $(( 2 * est_plain )) "$scen/alone-mps/$i" run_alone_mps "$scen" "$i" ;;
+    production) attempt "$est_alone" "alone/$prod/$i" run_alone "$prod" "$i" ;;
+    dlrm) attempt "$est_alone" "alone/dlrm/$i" run_alone dlrm "$i" ;;
+    mps) attempt $(( 2 * est_alone )) "$scen/alone-mps/$i" run_alone_mps "$scen" "$i" ;;
   esac
 }
 # alone_kinds FIRST: the alone runs a scenario makes (FIRST=1: the call's first scenario).
@@ -368,7 +375,7 @@ FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # li
 # Not $([ ... ] && echo ...): under set -e a false test there ends the script without a word.
 mps_words=""
 if [ "$MPS" = 1 ]; then mps_words=" MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT"; fi
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS PROFILE_WINDOWS=$PROFILE_WINDOWS MAX_PROFILE_WINDOWS=$MAX_PROFILE_WINDOWS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS ORDER=$ORDER${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"}${TGS_VARIANTS:+ TGS_VARIANTS=\"$TGS_VARIANTS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S ALONE_SETTLE_S=$ALONE_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS PROFILE_WINDOWS=$PROFILE_WINDOWS MAX_PROFILE_WINDOWS=$MAX_PROFILE_WINDOWS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS ORDER=$ORDER${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"}${TGS_VARIANTS:+ TGS_VARIANTS=\"$TGS_VARIANTS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl
@@ -856,8 +863,15 @@ for s in $SCENARIOS; do
 done
 prod_model_of() { case $1 in low) echo "$LOW_MODEL" ;; high) echo bert_base ;; esac; }
 
+# How long after its start each kind of run measures the production job: runs compared at
+# different ages differ by whatever the job still gains after its first seconds.
+ages_line() {
+  echo "ages (s from the production job's start to its first window): alone $(( WARMUP_S + ALONE_SETTLE_S )), pairs $(( WARMUP_S + PAIR_SETTLE_S )), tgs $(( WARMUP_S + TGS_SETTLE_S ))"
+}
+
 # PLAN_ONLY=1: print the runs this call would make, in order, and stop (no GPU, no build).
 if [ "$PLAN_ONLY" = 1 ]; then
+  ages_line
   plan() { echo "plan: $*"; }
   run_alone() { plan "alone/$1/$2"; }
   run_alone_mps() { plan "$1/alone-mps/$2"; }
@@ -899,6 +913,7 @@ if [ "$PIN_CPUS" = 1 ]; then
     say "CPUs: production jobs $cpus_production, the DLRM job $cpus_opportunistic"
   fi
 fi
+say "$(ages_line)"
 
 # JA: train.py's model arguments for model $1.
 job_args() {
@@ -1105,7 +1120,7 @@ done < <(grep -v '^OK$' <<< "$budget_lines")
 # ---------------------------------------------------------------------------------------------
 run_alone() {  # run_alone MODEL INDEX
   local start label=alone/$1/$2
-  start=$(( $(date +%s) + WARMUP_S ))
+  start=$(( $(date +%s) + WARMUP_S + ALONE_SETTLE_S ))
   win_args "$start"
   say "$label"
   launch "$label" production "$1" 0 "$runs" "${WA[@]}"
@@ -1119,7 +1134,7 @@ run_alone_mps() {  # run_alone_mps SCENARIO INDEX: each job alone under its own 
     [ "$cls" = opportunistic ] || model=$(prod_model_of "$scen")
     label=$scen/alone-mps/$i/$cls
     start_mps
-    start=$(( $(date +%s) + WARMUP_S ))
+    start=$(( $(date +%s) + WARMUP_S + ALONE_SETTLE_S ))
     win_args "$start"
     say "$label ($model)"
     launch "$label" "$cls" "$model" 0 "$runs" "${WA[@]}"

@@ -18,16 +18,22 @@ fewer no such pair exists and the interval is the min-max with its own coverage)
 standard deviation (what sizes a next measurement) and the median of each call.
 
     python3 bench/gpu/pool_memory.py SCENARIO/MODE CALL.json [CALL.json ...] [--json OUT.json] [--mixed]
+                                     [--alone-from-window K]
 
 CALL.json is a memory.sh summary (gpu-memory.json); its runs are read from CALL-runs.jsonl
 beside it (the name docs/results gives them) or, failing that, memory-runs.jsonl in the same
 folder (a call's $OUT); CALL.json:MODE takes that call's runs of MODE for the cell (a
 TGS_VARIANTS mode that ran what another call ran as plain tgs). The calls must name the same
 production model for SCENARIO, and unless --mixed is given the same tgs-node flags for the cell,
-the same budget and, for tgs modes, the same OPP_DELAY_S, TGS_SETTLE_S, TGS_PRODUCTION_WINDOW_MS,
-PROFILE_WINDOWS and MAX_PROFILE_WINDOWS (memory.sh's defaults where a command names none). With --json
-the pooled cell is written in the summary's shape (scenarios/SCENARIO/modes/MODE), so
-merge_memory.py can file it beside single-call cells.
+the same budget and ALONE_SETTLE_S and, for tgs modes, the same OPP_DELAY_S, TGS_SETTLE_S,
+TGS_PRODUCTION_WINDOW_MS, PROFILE_WINDOWS and MAX_PROFILE_WINDOWS (memory.sh's defaults where a
+command names none). With --json the pooled cell is written in the summary's shape
+(scenarios/SCENARIO/modes/MODE), so merge_memory.py can file it beside single-call cells.
+
+A host-bound production job can still speed up in an alone run's first windows, which memory.sh
+measures WARMUP_S after the job's start, while a tgs run measures it WARMUP_S + TGS_SETTLE_S after
+its start. --alone-from-window K takes each alone run's rate from its K-th window on (the later
+baseline of an older call); memory.sh ALONE_SETTLE_S measures the alone runs later (a new call).
 """
 import argparse
 import json
@@ -52,9 +58,9 @@ def runs_path(summary_path: str) -> str:
 
 
 def read_runs(path: str) -> tuple[dict, list[str]]:
-    """label -> median window rate (it/s) of every result with windows, and the problems met
-    (read as memory.sh's summary reads the file, memory_call.py, so a pooled call counts the runs
-    its own summary counted)."""
+    """label -> window rates (it/s) of every result with windows, and the problems met (read as
+    memory.sh's summary reads the file, memory_call.py, so a pooled call counts the runs its own
+    summary counted)."""
     records, problems = read_result_lines(path)
     out = {}
     for n, r in records:
@@ -63,7 +69,7 @@ def read_runs(path: str) -> tuple[dict, list[str]]:
         w = r["it_per_s"]
         if not isinstance(w, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in w):
             raise ValueError(f"{path}:{n}: it_per_s of {r['label']!r} is not a list of rates >= 0")
-        out[str(r["label"])] = statistics.median(w)
+        out[str(r["label"])] = w
     return out, problems
 
 
@@ -90,18 +96,30 @@ def median_ci(values: list[float], level: float = 0.95):
 # windows calibrate R and the band on more of its noise.
 TGS_RUN_KNOBS = {"OPP_DELAY_S": "5", "TGS_SETTLE_S": "20", "TGS_PRODUCTION_WINDOW_MS": "1000",
                  "PROFILE_WINDOWS": "3", "MAX_PROFILE_WINDOWS": "6"}
+# The knobs that shape every cell's normalization: how long after its start an alone run is
+# measured (a job still speeding up makes a later-measured cell look better).
+RUN_KNOBS = {"ALONE_SETTLE_S": "0"}
 
 
 def cell_knobs(summary: dict, scenario: dict, mode: str) -> dict:
     """What must match for runs of two calls to be one cell: tgs-node's flags (a TGS_VARIANTS
-    mode's own, else the call's), the scenario's budget and, for tgs modes, the knobs of
-    TGS_RUN_KNOBS."""
+    mode's own, else the call's), the scenario's budget, the knobs of RUN_KNOBS and, for tgs
+    modes, those of TGS_RUN_KNOBS."""
     own = scenario["modes"][mode].get("tgs_node_flags") if isinstance(scenario["modes"][mode], dict) else None
     knobs = {"tgs_node_flags": own if isinstance(own, str) else command_word(summary["command"], "TGS_NODE_FLAGS") or "",
              "budget_mib": scenario.get("budget_mib")}
+    knobs |= {k: command_word(summary["command"], k) or d for k, d in RUN_KNOBS.items()}
     if mode == "tgs" or mode.startswith("tgs-"):
         knobs |= {k: command_word(summary["command"], k) or d for k, d in TGS_RUN_KNOBS.items()}
     return knobs
+
+
+def alone_rate(path: str, label: str, windows: list, from_window: int) -> float:
+    """An alone run's rate: the median of its windows from the from_window-th on (1: all of them,
+    as memory.sh's summary takes it; later: leaves out windows in which the job still sped up)."""
+    if len(windows) < from_window:
+        raise ValueError(f"{path}: {label} has {len(windows)} windows, --alone-from-window {from_window} leaves none")
+    return statistics.median(windows[from_window - 1:])
 
 
 def split_call(arg: str) -> tuple[str, str | None]:
@@ -113,13 +131,15 @@ def split_call(arg: str) -> tuple[str, str | None]:
     return arg, None
 
 
-def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
+def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: int = 1) -> dict:
     m = re.fullmatch(r"([\w.-]+)/([\w.-]+)", cell)
     if not m:
         raise ValueError(f"bad cell '{cell}' (want SCENARIO/MODE)")
     scen, cell_mode = m.groups()
     if not calls:
         raise ValueError("name at least one call")
+    if alone_from_window < 1:
+        raise ValueError(f"--alone-from-window counts from 1 (got {alone_from_window})")
     per_call, values, sources = [], {c: [] for c in CLASSES}, []
     paired = {c: [] for c in CLASSES}
     prod_model, scenario0, all_knobs = None, None, []
@@ -152,14 +172,15 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
                              for k in first | knobs if knobs.get(k) != first.get(k))
             raise ValueError(f"{path}: {scen}/{mode} ran with {diff}; pass --mixed to pool it anyway")
         rpath = runs_path(path)
-        rates, problems = read_runs(rpath)
+        windows, problems = read_runs(rpath)
+        rates = {k: statistics.median(w) for k, w in windows.items()}
         for p in problems:
             print(f"pool_memory: {p} (skipped)", file=sys.stderr)
         interleaved = command_word(summary["command"], "ORDER") == "interleaved"
         models = {"production": model, "opportunistic": scenario.get("opportunistic_model", "dlrm")}
         if not isinstance(models["opportunistic"], str):
             raise ValueError(f"{path}: {scen}'s opportunistic_model is not a name")
-        alone = {c: {int(hit.group(1)): v for k, v in rates.items()
+        alone = {c: {int(hit.group(1)): alone_rate(rpath, k, w, alone_from_window) for k, w in windows.items()
                      if (hit := re.fullmatch(rf"alone/{re.escape(models[c])}/(\d+)", k))} for c in CLASSES}
         alone = {c: {i: v for i, v in alone[c].items() if v > 0} for c in CLASSES}  # 0 it/s normalizes nothing
         alone_med = {c: statistics.median(alone[c].values()) if alone[c] else None for c in CLASSES}
@@ -191,6 +212,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False) -> dict:
     shared = {k: v for k, v in all_knobs[0].items() if all(k in kn and kn[k] == v for kn in all_knobs)}
     differing = sorted(set().union(*all_knobs) - shared.keys())
     out = {"runs": len(values["production"]), "calls": per_call, **shared,
+           **({"alone_from_window": alone_from_window} if alone_from_window > 1 else {}),
            **({"mixed_knobs": differing} if differing else {})}
     for c in CLASSES:
         v = values[c]
@@ -222,15 +244,21 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", help="write the pooled cell here, in the summary's shape")
     ap.add_argument("--mixed", action="store_true",
                     help="pool calls whose tgs-node flags or budget differ (refused otherwise)")
+    ap.add_argument("--alone-from-window", type=int, default=1, metavar="K",
+                    help="normalize to the alone runs' windows K.. only (default 1: all, as memory.sh's "
+                    "summary does); shows how much a cell's number rests on alone runs that were still "
+                    "speeding up in their first windows")
     args = ap.parse_args(argv[1:])
     try:
-        pooled = pool(args.cell, args.calls, mixed=args.mixed)
+        pooled = pool(args.cell, args.calls, mixed=args.mixed, alone_from_window=args.alone_from_window)
     except (OSError, ValueError, KeyError) as e:
         print(f"pool_memory: {e}", file=sys.stderr)
         return 2
     pooled["command"] = "python3 bench/gpu/pool_memory.py " + " ".join(
         shlex.quote(a) for a in ([args.cell] + args.calls + (["--json", args.json] if args.json else [])
-                                 + (["--mixed"] if args.mixed else [])))
+                                 + (["--mixed"] if args.mixed else [])
+                                 + ([f"--alone-from-window={args.alone_from_window}"]
+                                    if args.alone_from_window > 1 else [])))
     scen, mode = args.cell.split("/")
     cell = pooled["scenarios"][scen]["modes"][mode]
     if args.json:
@@ -243,7 +271,8 @@ def main(argv: list[str]) -> int:
 
     def ci(c):
         return "-" if not c else f"{c['low']:.2f}-{c['high']:.2f} ({c['coverage'] * 100:.0f}%)"
-    print(f"{args.cell}: {cell['runs']} runs in {len(cell['calls'])} calls")
+    print(f"{args.cell}: {cell['runs']} runs in {len(cell['calls'])} calls"
+          + (f", alone runs from window {args.alone_from_window} on" if args.alone_from_window > 1 else ""))
     print(f"  {'call':44} {'runs':>4} {'production':>10} {'paired':>7} {'opportunistic':>13} {'paired':>7}")
     for e in cell["calls"]:
         name = e["file"] + (":" + e["mode"] if "mode" in e else "")

@@ -81,6 +81,18 @@ class MemoryPlan(unittest.TestCase):
         rc, runs, out = plan(SCENARIOS="low", PROFILE_WINDOWS="10", MAX_PROFILE_WINDOWS="20")
         self.assertEqual(rc, 0, out)
 
+    def test_alone_runs_can_be_measured_at_the_age_of_the_tgs_runs(self):
+        rc, _, out = plan(SCENARIOS="low", WARMUP_S="15", PAIR_SETTLE_S="10", TGS_SETTLE_S="40")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ages (s from the production job's start to its first window): alone 15, pairs 25, tgs 55", out)
+        rc, _, out = plan(SCENARIOS="low", WARMUP_S="15", TGS_SETTLE_S="40", ALONE_SETTLE_S="40")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("alone 55, pairs 25, tgs 55", out)
+        for bad in ("-5", "ten", " "):
+            rc, runs, out = plan(ALONE_SETTLE_S=bad)
+            self.assertEqual((rc, runs), (2, []), bad)
+            self.assertIn("ALONE_SETTLE_S must be a whole number of seconds", out)
+
     def test_an_unknown_order_is_named(self):
         rc, _, out = plan(ORDER="sideways")
         self.assertEqual(rc, 2)

@@ -21,9 +21,11 @@ class PoolMemory(unittest.TestCase):
         self.dir = tempfile.TemporaryDirectory()
         self.addCleanup(self.dir.cleanup)
 
-    def call(self, name, order, alone, pairs, model="resnet50", runs_name=None, mode="tgs", knobs=""):
+    def call(self, name, order, alone, pairs, model="resnet50", runs_name=None, mode="tgs", knobs="",
+             dlrm_windows=(1,)):
         """A summary NAME.json and its runs file: alone = {i: (prod, dlrm)}, pairs = {i: (prod, opp)}
-        rates in it/s (None: the job printed nothing) of MODE; KNOBS opens the command line."""
+        rates in it/s (None: the job printed nothing) of MODE; KNOBS opens the command line. An
+        alone production run's windows are prod x (1, 1.1, 0.9), a DLRM one's dlrm x DLRM_WINDOWS."""
         summary = {"device": "GPU X", "driver": "1.0", "date": f"2026-11-2{len(name) % 10}T00:00:00Z",
                    "command": f'{knobs}SCENARIOS="low" ORDER={order} MODES="tgs" bench/gpu/memory.sh', "ratio": 1.5,
                    "scenarios": {"low": {"production_model": model, "opportunistic_model": "dlrm", "budget_mib": 100,
@@ -35,7 +37,7 @@ class PoolMemory(unittest.TestCase):
         lines = []
         for i, (p, d) in alone.items():
             lines.append({"label": f"alone/{model}/{i}", "it_per_s": [p, p * 1.1, p * 0.9]})
-            lines.append({"label": f"alone/dlrm/{i}", "it_per_s": [d]})
+            lines.append({"label": f"alone/dlrm/{i}", "it_per_s": [d * x for x in dlrm_windows]})
         for i, (p, o) in pairs.items():
             for cls, r in (("production", p), ("opportunistic", o)):
                 lines.append({"label": f"low/{mode}/{i}/{cls}", **({"it_per_s": [r]} if r is not None else {})})
@@ -125,6 +127,39 @@ class PoolMemory(unittest.TestCase):
         b = self.call("b", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget")
         c = self.call("c", "interleaved", {1: (40, 200)}, {1: (30, 100)}, mode="coexec-budget", knobs="OPP_DELAY_S=15 ")
         self.assertEqual(pool_memory.pool("low/coexec-budget", [b, c])["scenarios"]["low"]["modes"]["coexec-budget"]["runs"], 2)
+
+    def test_alone_runs_can_be_taken_from_a_later_window(self):
+        # Alone windows 40, 44, 36 (median 40): from window 2 on, median(44, 36) = 40; from window
+        # 3 on, 36, so a production run at 36 it/s becomes 1.0 of alone instead of 0.9.
+        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)}, dlrm_windows=(1, 1, 0.5))
+        self.assertAlmostEqual(pool_memory.pool("low/tgs", [a])["scenarios"]["low"]["modes"]["tgs"]["production"], 0.9)
+        cell = pool_memory.pool("low/tgs", [a], alone_from_window=3)["scenarios"]["low"]["modes"]["tgs"]
+        self.assertAlmostEqual(cell["production"], 1.0)
+        self.assertAlmostEqual(cell["production_paired"], 1.0)
+        self.assertAlmostEqual(cell["opportunistic"], 1.0)  # the DLRM job's last window: 100 it/s
+        self.assertEqual(cell["alone_from_window"], 3)
+        self.assertNotIn("alone_from_window", pool_memory.pool("low/tgs", [a])["scenarios"]["low"]["modes"]["tgs"])
+        b = self.call("b", "interleaved", {1: (40, 200)}, {1: (36, 100)})  # one DLRM window
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/tgs", [b], alone_from_window=2)
+        self.assertIn("alone/dlrm/1 has 1 windows, --alone-from-window 2 leaves none", str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/tgs", [a], alone_from_window=0)
+        self.assertIn("--alone-from-window counts from 1 (got 0)", str(e.exception))
+
+    def test_every_cell_must_share_the_alone_runs_settling(self):
+        # Alone runs measured later are another normalization, for every mode; a command that does
+        # not name ALONE_SETTLE_S ran with 0.
+        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget")
+        zero = self.call("zero", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget",
+                         knobs="ALONE_SETTLE_S=0 ")
+        late = self.call("late", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget",
+                         knobs="ALONE_SETTLE_S=40 ")
+        cell = pool_memory.pool("low/coexec-budget", [a, zero])["scenarios"]["low"]["modes"]["coexec-budget"]
+        self.assertEqual((cell["runs"], cell["ALONE_SETTLE_S"]), (2, "0"))
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/coexec-budget", [a, late])
+        self.assertIn("ALONE_SETTLE_S '40' (first call: '0')", str(e.exception))
 
     def test_a_variant_mode_of_one_call_stands_for_the_cell(self):
         a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)}, knobs='TGS_NODE_FLAGS="--x 1 --y 2" ')
