@@ -18,7 +18,7 @@ fewer no such pair exists and the interval is the min-max with its own coverage)
 standard deviation (what sizes a next measurement) and the median of each call.
 
     python3 bench/gpu/pool_memory.py SCENARIO/MODE CALL.json [CALL.json ...] [--json OUT.json] [--mixed]
-                                     [--alone-from-window K]
+                                     [--alone-from-window K] [--against MODE]
 
 CALL.json is a memory.sh summary (gpu-memory.json); its runs are read from CALL-runs.jsonl
 beside it (the name docs/results gives them) or, failing that, memory-runs.jsonl in the same
@@ -34,6 +34,9 @@ A host-bound production job can still speed up in an alone run's first windows, 
 measures WARMUP_S after the job's start, while a tgs run measures it WARMUP_S + TGS_SETTLE_S after
 its start. --alone-from-window K takes each alone run's rate from its K-th window on (the later
 baseline of an older call); memory.sh ALONE_SETTLE_S measures the alone runs later (a new call).
+--against MODE compares the cell with another mode of the same interleaved calls round by round
+(run i over run i of MODE: both saw the machine as it was then, and the alone baseline cancels),
+with a sign test of whether either mode is the faster.
 """
 import argparse
 import json
@@ -131,7 +134,20 @@ def split_call(arg: str) -> tuple[str, str | None]:
     return arg, None
 
 
-def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: int = 1) -> dict:
+def sign_test(ratios: list[float]) -> dict:
+    """How many ratios lie above 1 and the two-sided sign test of "neither mode is faster": ties
+    (exactly 1) are left out, p = min(1, 2 * the smaller binomial tail)."""
+    above = sum(r > 1 for r in ratios)
+    n = above + sum(r < 1 for r in ratios)
+
+    def tail(lo, hi):
+        return sum(math.comb(n, i) for i in range(lo, hi + 1)) / 2.0 ** n
+    p = min(1.0, 2 * min(tail(above, n), tail(0, above))) if n else None
+    return {"above": above, "untied": n, "sign_p": p}
+
+
+def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: int = 1,
+         against: str | None = None) -> dict:
     m = re.fullmatch(r"([\w.-]+)/([\w.-]+)", cell)
     if not m:
         raise ValueError(f"bad cell '{cell}' (want SCENARIO/MODE)")
@@ -140,7 +156,10 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
         raise ValueError("name at least one call")
     if alone_from_window < 1:
         raise ValueError(f"--alone-from-window counts from 1 (got {alone_from_window})")
+    if against is not None and not re.fullmatch(r"[\w.-]+", against):
+        raise ValueError(f"bad --against mode '{against}'")
     per_call, values, sources = [], {c: [] for c in CLASSES}, []
+    versus = {c: [] for c in CLASSES}  # round by round: the cell's rate over AGAINST's
     paired = {c: [] for c in CLASSES}
     prod_model, scenario0, all_knobs = None, None, []
     for arg in calls:
@@ -203,6 +222,16 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
                 pv = [(r or 0.0) / alone[c][i] for i, r in got if alone[c].get(i)]
                 paired[c] += pv
                 entry[c + "_paired"] = statistics.median(pv) if pv else None
+            if against is not None:
+                if not interleaved:
+                    raise ValueError(f"{path}: --against pairs round i of two modes, and this call is not interleaved")
+                if against not in scenario["modes"]:
+                    raise ValueError(f"{path}: no cell {scen}/{against} to compare {scen}/{mode} against")
+                # Both runs of a round share the machine's state at that time, and the alone
+                # baseline cancels: r / q is the one mode's rate over the other's.
+                vs = [(r or 0.0) / q for i, r in got if (q := rates.get(f"{scen}/{against}/{i}/{c}"))]
+                versus[c] += vs
+                entry[c + "_against"] = statistics.median(vs) if vs else None
         per_call.append(entry)
         sources.append(summary)
     if not values["production"]:
@@ -226,6 +255,14 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
         out[c + "_paired"] = statistics.median(pv) if pv else None
         out[c + "_paired_spread"] = [min(pv), max(pv)] if pv else None
         out[c + "_paired_ci"] = median_ci(pv) if pv else None
+    if against is not None:
+        if not versus["production"]:
+            raise ValueError(f"{cell}: no round holds runs of both {cell_mode} and {against}")
+        out["against"] = {"mode": against}
+        for c in CLASSES:
+            vs = versus[c]
+            out["against"] |= {c: statistics.median(vs), c + "_spread": [min(vs), max(vs)], c + "_rounds": len(vs),
+                               **{c + "_" + k: v for k, v in sign_test(vs).items()}}
     devices = sorted({s["device"] for s in sources})
     drivers = sorted({s["driver"] for s in sources})
     return {"device": devices[0] if len(devices) == 1 else devices,
@@ -244,13 +281,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", help="write the pooled cell here, in the summary's shape")
     ap.add_argument("--mixed", action="store_true",
                     help="pool calls whose tgs-node flags or budget differ (refused otherwise)")
+    ap.add_argument("--against", metavar="MODE",
+                    help="also compare the cell round by round with MODE of the same calls (interleaved calls: "
+                    "run i of the cell over run i of MODE, which cancels the alone baseline), with a sign test")
     ap.add_argument("--alone-from-window", type=int, default=1, metavar="K",
                     help="normalize to the alone runs' windows K.. only (default 1: all, as memory.sh's "
                     "summary does); shows how much a cell's number rests on alone runs that were still "
                     "speeding up in their first windows")
     args = ap.parse_args(argv[1:])
     try:
-        pooled = pool(args.cell, args.calls, mixed=args.mixed, alone_from_window=args.alone_from_window)
+        pooled = pool(args.cell, args.calls, mixed=args.mixed, alone_from_window=args.alone_from_window,
+                      against=args.against)
     except (OSError, ValueError, KeyError) as e:
         print(f"pool_memory: {e}", file=sys.stderr)
         return 2
@@ -258,7 +299,8 @@ def main(argv: list[str]) -> int:
         shlex.quote(a) for a in ([args.cell] + args.calls + (["--json", args.json] if args.json else [])
                                  + (["--mixed"] if args.mixed else [])
                                  + ([f"--alone-from-window={args.alone_from_window}"]
-                                    if args.alone_from_window > 1 else [])))
+                                    if args.alone_from_window > 1 else [])
+                                 + ([f"--against={args.against}"] if args.against else [])))
     scen, mode = args.cell.split("/")
     cell = pooled["scenarios"][scen]["modes"][mode]
     if args.json:
@@ -282,6 +324,13 @@ def main(argv: list[str]) -> int:
         print(f"  {c:13} pooled median {fx(cell[c])} (min-max {fx(cell[c + '_spread'][0])}-"
               f"{fx(cell[c + '_spread'][1])}, median CI {ci(cell[c + '_ci'])}, sd {fx(cell[c + '_sd'])}); "
               f"paired {fx(cell[c + '_paired'])} (CI {ci(cell[c + '_paired_ci'])})")
+    if "against" in cell:
+        a = cell["against"]
+        print(f"  round by round over {a['mode']}:")
+        for c in CLASSES:
+            p = "-" if a[c + "_sign_p"] is None else f"{a[c + '_sign_p']:.2f}"
+            print(f"  {c:13} median {fx(a[c])} (min-max {fx(a[c + '_spread'][0])}-{fx(a[c + '_spread'][1])}, "
+                  f"{a[c + '_rounds']} rounds, {a[c + '_above']} of {a[c + '_untied']} above 1, sign test p {p})")
     return 0
 
 

@@ -147,6 +147,41 @@ class PoolMemory(unittest.TestCase):
             pool_memory.pool("low/tgs", [a], alone_from_window=0)
         self.assertIn("--alone-from-window counts from 1 (got 0)", str(e.exception))
 
+    def test_a_cell_is_compared_round_by_round_with_another_mode(self):
+        a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
+        b = self.call("b", "interleaved", {1: (40, 200), 2: (40, 200)}, {1: (30, 60), 2: (30, 0)})
+        for path, rows in ((a, {1: (30, 200), 2: (30, 100)}), (b, {1: (30, 120), 2: (20, 0)})):
+            with open(path[:-len(".json")] + "-runs.jsonl", "a") as f:
+                for i, (p, o) in rows.items():
+                    f.write(json.dumps({"label": f"low/coexec-budget/{i}/production", "it_per_s": [p]}) + "\n")
+                    f.write(json.dumps({"label": f"low/coexec-budget/{i}/opportunistic", "it_per_s": [o]}) + "\n")
+            summary = json.load(open(path))
+            summary["scenarios"]["low"]["modes"]["coexec-budget"] = {}
+            with open(path, "w") as f:
+                json.dump(summary, f)
+        cell = pool_memory.pool("low/tgs", [a, b], against="coexec-budget")["scenarios"]["low"]["modes"]["tgs"]
+        vs = cell["against"]
+        # production: 36/30, 27/30, 30/30 (a tie), 30/20; opportunistic: 100/200, 50/100, 60/120
+        # (the round whose co-execution run made 0 it/s compares nothing).
+        self.assertEqual(vs["mode"], "coexec-budget")
+        self.assertAlmostEqual(vs["production"], (1.0 + 1.2) / 2)
+        self.assertEqual((vs["production_rounds"], vs["production_above"], vs["production_untied"]), (4, 2, 3))
+        self.assertAlmostEqual(vs["production_sign_p"], 1.0)
+        self.assertEqual((vs["opportunistic_rounds"], vs["opportunistic_above"]), (3, 0))
+        self.assertAlmostEqual(vs["opportunistic"], 0.5)
+        self.assertAlmostEqual(vs["opportunistic_sign_p"], 2 / 8)
+        self.assertAlmostEqual(cell["calls"][0]["production_against"], (1.2 + 0.9) / 2)
+        self.assertNotIn("against", pool_memory.pool("low/tgs", [a])["scenarios"]["low"]["modes"]["tgs"])
+        self.assertEqual(pool_memory.sign_test([0.5] * 10)["sign_p"], 2 / 1024)
+        self.assertIsNone(pool_memory.sign_test([1.0])["sign_p"])
+        for calls, mode, words in (([a], "coexec-um", "no cell low/coexec-um to compare low/tgs against"),
+                                   ([a], "bad mode!", "bad --against mode 'bad mode!'"),
+                                   ([self.call("g", "grouped", {1: (40, 200)}, {1: (36, 100)})], "alone",
+                                    "--against pairs round i of two modes, and this call is not interleaved")):
+            with self.assertRaises(ValueError) as e:
+                pool_memory.pool("low/tgs", calls, against=mode)
+            self.assertIn(words, str(e.exception))
+
     def test_every_cell_must_share_the_alone_runs_settling(self):
         # Alone runs measured later are another normalization, for every mode; a command that does
         # not name ALONE_SETTLE_S ran with 0.
