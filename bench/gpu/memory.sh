@@ -134,14 +134,20 @@ WARMUP_S=${WARMUP_S:-15}
 TGS_SETTLE_S=${TGS_SETTLE_S:-20}
 PROFILE_WINDOWS=${PROFILE_WINDOWS:-3}
 MAX_PROFILE_WINDOWS=${MAX_PROFILE_WINDOWS:-6}
-case $PROFILE_WINDOWS$MAX_PROFILE_WINDOWS in '' | *[!0-9]*) echo "PROFILE_WINDOWS and MAX_PROFILE_WINDOWS must be whole numbers (got '$PROFILE_WINDOWS', '$MAX_PROFILE_WINDOWS')"; exit 2 ;; esac
-if [ "$PROFILE_WINDOWS" -lt 1 ] || [ "$MAX_PROFILE_WINDOWS" -lt "$PROFILE_WINDOWS" ]; then
-  echo "need 1 <= PROFILE_WINDOWS <= MAX_PROFILE_WINDOWS (got $PROFILE_WINDOWS, $MAX_PROFILE_WINDOWS)"; exit 2
-fi
 OPP_DELAY_S=${OPP_DELAY_S:-5}
 PAIR_SETTLE_S=${PAIR_SETTLE_S:-10}
 ALONE_SETTLE_S=${ALONE_SETTLE_S:-0}
-case $ALONE_SETTLE_S in '' | *[!0-9]*) echo "ALONE_SETTLE_S must be a whole number of seconds (got '$ALONE_SETTLE_S')"; exit 2 ;; esac
+# The knobs the script does arithmetic with: a value that is not a whole number is named here,
+# not left to fail inside $(( )) halfway through a call.
+for knob in WARMUP_S TGS_SETTLE_S OPP_DELAY_S PAIR_SETTLE_S ALONE_SETTLE_S; do
+  case ${!knob} in '' | *[!0-9]*) echo "$knob must be a whole number of seconds (got '${!knob}')"; exit 2 ;; esac
+done
+for knob in PROFILE_WINDOWS MAX_PROFILE_WINDOWS; do
+  case ${!knob} in '' | *[!0-9]*) echo "$knob must be a whole number (got '${!knob}')"; exit 2 ;; esac
+done
+if [ "$PROFILE_WINDOWS" -lt 1 ] || [ "$MAX_PROFILE_WINDOWS" -lt "$PROFILE_WINDOWS" ]; then
+  echo "need 1 <= PROFILE_WINDOWS <= MAX_PROFILE_WINDOWS (got $PROFILE_WINDOWS, $MAX_PROFILE_WINDOWS)"; exit 2
+fi
 PIN_CPUS=${PIN_CPUS:-1}
 case $PIN_CPUS in 0 | 1) ;; *) echo "PIN_CPUS must be 0 or 1 (got '$PIN_CPUS')"; exit 2 ;; esac
 TGS_PRODUCTION_WINDOW_MS=${TGS_PRODUCTION_WINDOW_MS:-1000}
@@ -1187,7 +1193,8 @@ fault_demo() {  # fault_demo SCENARIO BASE P1 P2
 # run_tgs SCENARIO INDEX LAST(0|1) [MODE FLAGS]: MODE (default tgs) names a TGS_VARIANTS run,
 # whose FLAGS follow the rate flags; only the tgs runs' memory numbers and faults are summarized.
 run_tgs() {
-  local scen=$1 i=$2 last=$3 mode=${4:-tgs} prod start p1 p2 base=$1/${4:-tgs}/$2 keep=() vflags=()
+  local scen=$1 i=$2 last=$3 mode=${4:-tgs} prod start p1 p2 keep=() vflags=()
+  local base=$scen/$mode/$i
   read -r -a vflags <<< "${5:-}"
   prod=$(prod_model_of "$scen")
   say "$base${5:+ (+ $5)}"

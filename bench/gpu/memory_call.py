@@ -31,6 +31,15 @@ def read_result_lines(path: str):
     return records, problems
 
 
+def window_rates(record):
+    """The it_per_s list of a result line when it is a list of rates >= 0 (numbers, not
+    booleans), else None: what every reader counts as a run's windows."""
+    w = record.get("it_per_s") if isinstance(record, dict) else None
+    if isinstance(w, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in w):
+        return w
+    return None
+
+
 def command_word(command: str, key: str):
     """The value of KEY=VALUE in a memory.sh command line (None when it has none)."""
     try:

@@ -47,7 +47,7 @@ import shlex
 import statistics
 import sys
 
-from memory_call import command_word, read_result_lines
+from memory_call import command_word, read_result_lines, window_rates
 
 CLASSES = ("production", "opportunistic")
 
@@ -69,11 +69,16 @@ def read_runs(path: str) -> tuple[dict, list[str]]:
     for n, r in records:
         if not (isinstance(r, dict) and "label" in r and r.get("it_per_s")):
             continue
-        w = r["it_per_s"]
-        if not isinstance(w, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in w):
+        w = window_rates(r)
+        if w is None:
             raise ValueError(f"{path}:{n}: it_per_s of {r['label']!r} is not a list of rates >= 0")
         out[str(r["label"])] = w
     return out, problems
+
+
+def fair_binomial_cdf(n: int, k: int) -> float:
+    """P(Binom(n, 1/2) <= k): the order-statistic interval and the sign test both rest on it."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
 
 
 def median_ci(values: list[float], level: float = 0.95):
@@ -85,7 +90,7 @@ def median_ci(values: list[float], level: float = 0.95):
         return None
 
     def coverage(k):  # P(x(k) <= median <= x(n+1-k)) = 1 - 2 P(Binom(n, 1/2) <= k - 1)
-        return 1.0 - 2.0 * sum(math.comb(n, i) for i in range(k)) / 2.0 ** n
+        return 1.0 - 2.0 * fair_binomial_cdf(n, k - 1)
 
     k = 1
     while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
@@ -111,9 +116,9 @@ def cell_knobs(summary: dict, scenario: dict, mode: str) -> dict:
     own = scenario["modes"][mode].get("tgs_node_flags") if isinstance(scenario["modes"][mode], dict) else None
     knobs = {"tgs_node_flags": own if isinstance(own, str) else command_word(summary["command"], "TGS_NODE_FLAGS") or "",
              "budget_mib": scenario.get("budget_mib")}
-    knobs |= {k: command_word(summary["command"], k) or d for k, d in RUN_KNOBS.items()}
-    if mode == "tgs" or mode.startswith("tgs-"):
-        knobs |= {k: command_word(summary["command"], k) or d for k, d in TGS_RUN_KNOBS.items()}
+    tables = (RUN_KNOBS, TGS_RUN_KNOBS) if mode == "tgs" or mode.startswith("tgs-") else (RUN_KNOBS,)
+    for table in tables:
+        knobs |= {k: command_word(summary["command"], k) or d for k, d in table.items()}
     return knobs
 
 
@@ -140,9 +145,7 @@ def sign_test(ratios: list[float]) -> dict:
     above = sum(r > 1 for r in ratios)
     n = above + sum(r < 1 for r in ratios)
 
-    def tail(lo, hi):
-        return sum(math.comb(n, i) for i in range(lo, hi + 1)) / 2.0 ** n
-    p = min(1.0, 2 * min(tail(above, n), tail(0, above))) if n else None
+    p = min(1.0, 2 * min(1.0 - fair_binomial_cdf(n, above - 1), fair_binomial_cdf(n, above))) if n else None
     return {"above": above, "untied": n, "sign_p": p}
 
 

@@ -22,7 +22,7 @@ import json
 import statistics
 import sys
 
-from memory_call import read_result_lines
+from memory_call import read_result_lines, window_rates
 
 GROUPS = ("first alone", "later alone", "shared")
 
@@ -38,11 +38,8 @@ def trends(paths: list[str], opportunistic_model: str = "dlrm") -> dict:
         for n, r in records:
             if not isinstance(r, dict) or not isinstance(r.get("label"), str):
                 continue
-            w, label, model = r.get("it_per_s"), r["label"], r.get("model")
-            if not isinstance(w, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
-                                                  for x in w):
-                continue
-            if not isinstance(model, str) or model == opportunistic_model or len(w) < 2 or w[0] <= 0:
+            w, label, model = window_rates(r), r["label"], r.get("model")
+            if w is None or not isinstance(model, str) or model == opportunistic_model or len(w) < 2 or w[0] <= 0:
                 continue  # one window has no trend; a first window of 0 has no ratio
             if label.startswith("alone/"):
                 out["later alone" if model in seen else "first alone"].append(w[-1] / w[0])
