@@ -95,8 +95,8 @@
 #   their own CPUs; 0: unpinned, as every call before PIN_CPUS was), ORDER (grouped: per scenario
 #   all alone runs, then each mode's runs in turn; interleaved: round i makes the i-th alone runs
 #   and then the i-th run of every mode, so drift of the machine during a call hits the modes
-#   alike; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order and stop, without
-#   a GPU).
+#   alike; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order, the ones MAX_S
+#   would skip and about when the call would end, and stop, without a GPU and writing nothing).
 # Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
 # fixed runs, tgs-NAME runs, tgs runs (the fault demonstration ends the last one); ORDER=interleaved
 # makes rounds of that order, with the tgs-NAME runs after the tgs run of each round.
@@ -120,8 +120,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
 OUT=${OUT:-$repo/gpu-memory-out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/gpu-memory.log") 2>&1
+PLAN_ONLY=${PLAN_ONLY:-0}
+case $PLAN_ONLY in 0 | 1) ;; *) echo "PLAN_ONLY must be 0 or 1 (got '$PLAN_ONLY')"; exit 2 ;; esac
+if [ "$PLAN_ONLY" = 0 ]; then  # a plan writes nothing
+  mkdir -p "$OUT"
+  exec > >(tee "$OUT/gpu-memory.log") 2>&1
+fi
 
 SCENARIOS=${SCENARIOS:-low high}
 PROBE=${PROBE:-1}
@@ -137,17 +141,6 @@ MAX_PROFILE_WINDOWS=${MAX_PROFILE_WINDOWS:-6}
 OPP_DELAY_S=${OPP_DELAY_S:-5}
 PAIR_SETTLE_S=${PAIR_SETTLE_S:-10}
 ALONE_SETTLE_S=${ALONE_SETTLE_S:-0}
-# The knobs the script does arithmetic with: a value that is not a whole number is named here,
-# not left to fail inside $(( )) halfway through a call.
-for knob in WARMUP_S TGS_SETTLE_S OPP_DELAY_S PAIR_SETTLE_S ALONE_SETTLE_S; do
-  case ${!knob} in '' | *[!0-9]*) echo "$knob must be a whole number of seconds (got '${!knob}')"; exit 2 ;; esac
-done
-for knob in PROFILE_WINDOWS MAX_PROFILE_WINDOWS; do
-  case ${!knob} in '' | *[!0-9]*) echo "$knob must be a whole number (got '${!knob}')"; exit 2 ;; esac
-done
-if [ "$PROFILE_WINDOWS" -lt 1 ] || [ "$MAX_PROFILE_WINDOWS" -lt "$PROFILE_WINDOWS" ]; then
-  echo "need 1 <= PROFILE_WINDOWS <= MAX_PROFILE_WINDOWS (got $PROFILE_WINDOWS, $MAX_PROFILE_WINDOWS)"; exit 2
-fi
 PIN_CPUS=${PIN_CPUS:-1}
 case $PIN_CPUS in 0 | 1) ;; *) echo "PIN_CPUS must be 0 or 1 (got '$PIN_CPUS')"; exit 2 ;; esac
 TGS_PRODUCTION_WINDOW_MS=${TGS_PRODUCTION_WINDOW_MS:-1000}
@@ -191,12 +184,27 @@ MODES=${MODES:-coexec-um opp-limited hard-limit tgs}
 FAULT_DEMO=${FAULT_DEMO:-1}
 FIXED_BUDGETS=${FIXED_BUDGETS:-500000 1000000 2000000 4000000 8000000}
 FIXED_WINDOW_MS=${FIXED_WINDOW_MS:-50}
+# The knobs the script does arithmetic with: a value that is not a whole number is named here,
+# not left to fail inside $(( )) or [ ] halfway through a call.
+for knob in WARMUP_S TGS_SETTLE_S OPP_DELAY_S PAIR_SETTLE_S ALONE_SETTLE_S WINDOW_S JOB_GRACE_S \
+            FAULT_RUN_S FAULT_AFTER_S FAULT_TIMEOUT_S MAX_S; do
+  case ${!knob} in '' | *[!0-9]*) echo "$knob must be a whole number of seconds (got '${!knob}')"; exit 2 ;; esac
+done
+for knob in RUNS ALONE_RUNS WINDOWS PROFILE_WINDOWS MAX_PROFILE_WINDOWS; do
+  case ${!knob} in '' | *[!0-9]*) echo "$knob must be a whole number (got '${!knob}')"; exit 2 ;; esac
+done
+if [ "$WINDOWS" -lt 1 ] || [ "$WINDOW_S" -lt 1 ]; then
+  echo "need at least one measured window of at least 1 s (got WINDOWS=$WINDOWS, WINDOW_S=$WINDOW_S)"; exit 2
+fi
+if [ "$PROFILE_WINDOWS" -lt 1 ] || [ "$MAX_PROFILE_WINDOWS" -lt "$PROFILE_WINDOWS" ]; then
+  echo "need 1 <= PROFILE_WINDOWS <= MAX_PROFILE_WINDOWS (got $PROFILE_WINDOWS, $MAX_PROFILE_WINDOWS)"; exit 2
+fi
 MPS=${MPS:-0}
 MPS_OPP_PCT=${MPS_OPP_PCT:-100}
 case $MPS in 0 | 1) ;; *) echo "MPS must be 0 or 1 (got '$MPS')"; exit 2 ;; esac
 case $MPS_OPP_PCT in '' | *[!0-9]*) echo "MPS_OPP_PCT must be a whole number in [1, 100] (got '$MPS_OPP_PCT')"; exit 2 ;; esac
 if [ "$MPS_OPP_PCT" -lt 1 ] || [ "$MPS_OPP_PCT" -gt 100 ]; then echo "MPS_OPP_PCT must be in [1, 100] (got '$MPS_OPP_PCT')"; exit 2; fi
-if [ "$MPS" = 1 ] && [ "${PLAN_ONLY:-0}" != 1 ] && ! command -v nvidia-cuda-mps-control > /dev/null; then
+if [ "$MPS" = 1 ] && [ "$PLAN_ONLY" != 1 ] && ! command -v nvidia-cuda-mps-control > /dev/null; then
   echo "MPS=1 needs nvidia-cuda-mps-control on the PATH"; exit 1
 fi
 for m in $MODES; do
@@ -233,9 +241,7 @@ for v in ${variant_list[@]+"${variant_list[@]}"}; do
   variant_modes+="tgs-$vname"$'\t'"${v#*=}"$'\n'
 done
 ORDER=${ORDER:-grouped}
-PLAN_ONLY=${PLAN_ONLY:-0}
 case $ORDER in grouped | interleaved) ;; *) echo "ORDER must be grouped or interleaved (got '$ORDER')"; exit 2 ;; esac
-case $PLAN_ONLY in 0 | 1) ;; *) echo "PLAN_ONLY must be 0 or 1 (got '$PLAN_ONLY')"; exit 2 ;; esac
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if [ "$ORDER" = interleaved ] && [ "$FAULT_DEMO" = 1 ] && has_mode tgs; then
   echo "ORDER=interleaved measures only: set FAULT_DEMO=0 (the fault demonstration ends the last tgs run of a grouped call)"; exit 2
@@ -375,6 +381,56 @@ run_interleaved() {
 }
 
 run_scenarios() { if [ "$ORDER" = interleaved ]; then run_interleaved; else run_grouped; fi; }
+
+for s in $SCENARIOS; do
+  case $s in low|high) ;; *) echo "unknown scenario '$s' (low, high)"; exit 2 ;; esac
+done
+prod_model_of() { case $1 in low) echo "$LOW_MODEL" ;; high) echo bert_base ;; esac; }
+
+# How long after its start each kind of run measures the production job: runs compared at
+# different ages differ by whatever the job still gains after its first seconds.
+ages_line() {
+  echo "ages (s from the production job's start to its first window): alone $(( WARMUP_S + ALONE_SETTLE_S )), pairs $(( WARMUP_S + PAIR_SETTLE_S )), tgs $(( WARMUP_S + TGS_SETTLE_S ))"
+}
+
+# PLAN_ONLY=1: print the runs this call would make, in order, and stop (no GPU, no build, nothing
+# written). The plan keeps the time guard's clock: the runs MAX_S would skip are listed with
+# "(skipped: ...)", and the last line says about when the call would end.
+if [ "$PLAN_ONLY" = 1 ]; then
+  ages_line
+  # The plan's clock starts after the build and the footprint runs (16-43 s on the H100 machines
+  # measured). A run ends about 5 s before the guard's estimate, which keeps that much for
+  # start-up and teardown (an alone run of 15 + 40 s and 3 windows of 5 s took 71 s, against its
+  # estimate of 76).
+  plan_setup_s=40
+  plan_t=$plan_setup_s
+  plan_skipped=0
+  plan() {  # plan EST LABEL...
+    local est=$1
+    shift
+    echo "plan: $*"
+    plan_t=$(( plan_t + est - 5 ))
+  }
+  fits() { [ $(( plan_t + $1 )) -le "$MAX_S" ]; }
+  skip() { echo "plan: $1 (skipped: it would end past MAX_S=$MAX_S s)"; plan_skipped=$(( plan_skipped + 1 )); }
+  run_alone() { plan "$est_alone" "alone/$1/$2"; }
+  run_alone_mps() { plan $(( 2 * est_alone )) "$1/alone-mps/$2"; }
+  run_coexec() { plan "$est_pair" "$1/$3/$2"; }
+  run_opp_limited() { plan "$est_opp_limited" "$1/opp-limited/$2"; }
+  run_hard_limit() { plan "$est_pair" "$1/hard-limit/1"; }
+  run_fixed() { plan "$est_pair" "$1/$3/$2"; }
+  run_tgs() {
+    if [ "$3" = 1 ]; then
+      plan $(( est_tgs + est_demo )) "$1/tgs/$2 (then the fault demonstration)"
+    else
+      plan "$est_tgs" "$1/${4:-tgs}/$2${5:+ (+ $5)}"
+    fi
+  }
+  run_scenarios
+  echo "plan ends about $plan_t s after the call's start (MAX_S=$MAX_S s; $plan_setup_s s assumed for the build and the footprints); $plan_skipped skipped"
+  exit 0
+fi
+
 
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
@@ -862,36 +918,6 @@ if __name__ == "__main__":
     else:
         sys.exit(f"memhelper: unknown command {cmd}")
 PY
-
-# ---------------------------------------------------------------------------------------------
-for s in $SCENARIOS; do
-  case $s in low|high) ;; *) echo "unknown scenario '$s' (low, high)"; exit 2 ;; esac
-done
-prod_model_of() { case $1 in low) echo "$LOW_MODEL" ;; high) echo bert_base ;; esac; }
-
-# How long after its start each kind of run measures the production job: runs compared at
-# different ages differ by whatever the job still gains after its first seconds.
-ages_line() {
-  echo "ages (s from the production job's start to its first window): alone $(( WARMUP_S + ALONE_SETTLE_S )), pairs $(( WARMUP_S + PAIR_SETTLE_S )), tgs $(( WARMUP_S + TGS_SETTLE_S ))"
-}
-
-# PLAN_ONLY=1: print the runs this call would make, in order, and stop (no GPU, no build).
-if [ "$PLAN_ONLY" = 1 ]; then
-  ages_line
-  plan() { echo "plan: $*"; }
-  run_alone() { plan "alone/$1/$2"; }
-  run_alone_mps() { plan "$1/alone-mps/$2"; }
-  run_coexec() { plan "$1/$3/$2"; }
-  run_opp_limited() { plan "$1/opp-limited/$2"; }
-  run_hard_limit() { plan "$1/hard-limit/1"; }
-  run_fixed() { plan "$1/$3/$2"; }
-  run_tgs() {
-    if [ "$3" = 1 ]; then plan "$1/tgs/$2 (then the fault demonstration)"; else plan "$1/${4:-tgs}/$2${5:+ (+ $5)}"; fi
-  }
-  fits() { return 0; }  # the whole plan, whatever MAX_S allows
-  run_scenarios
-  exit 0
-fi
 
 say "build (against the real libcuda; no CUDA toolkit headers needed)"
 . "$repo/bench/gpu/build_backend.sh"

@@ -13,10 +13,16 @@ SCRIPT = os.path.join(ROOT, "bench", "gpu", "memory.sh")
 
 
 def plan(**knobs):
+    """The plan lines of a PLAN_ONLY call (without "plan: "). MAX_S is large unless a test sets it,
+    so that the order, not the time guard, is what the other tests see."""
+    knobs.setdefault("MAX_S", "100000")
     with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, PLAN_ONLY="1", OUT=out, **knobs)
+        env = dict(os.environ, PLAN_ONLY="1", OUT=os.path.join(out, "out"), **knobs)
         proc = subprocess.run(["bash", SCRIPT], env=env, capture_output=True, text=True, timeout=60)
+        wrote = os.path.exists(env["OUT"])
     lines = [line[len("plan: "):] for line in proc.stdout.splitlines() if line.startswith("plan: ")]
+    if wrote:
+        raise AssertionError("PLAN_ONLY=1 created its OUT folder; a plan writes nothing")
     return proc.returncode, lines, proc.stdout + proc.stderr
 
 
@@ -92,6 +98,41 @@ class MemoryPlan(unittest.TestCase):
             rc, runs, out = plan(ALONE_SETTLE_S=bad)
             self.assertEqual((rc, runs), (2, []), bad)
             self.assertIn("ALONE_SETTLE_S must be a whole number of seconds", out)
+
+    def test_the_plan_keeps_the_time_guards_clock(self):
+        # The knobs of a call whose last tgs run MAX_S=545 skipped on the H100 (it reached that run
+        # at 472 s); at MAX_S=578 the same plan ran every run and ended at 524 s.
+        knobs = dict(ORDER="interleaved", FAULT_DEMO="0", SCENARIOS="low", RUNS="2", ALONE_RUNS="2",
+                     MODES="coexec-budget tgs", WARMUP_S="15", WINDOWS="3", WINDOW_S="5",
+                     TGS_SETTLE_S="40", ALONE_SETTLE_S="40")
+        rc, runs, out = plan(MAX_S="545", **knobs)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs[-2:], ["low/coexec-budget/2", "low/tgs/2 (skipped: it would end past MAX_S=545 s)"])
+        # 40 s set-up, then runs of 71, 71, 41, 71, 71, 71 and 41 s.
+        self.assertIn("plan ends about 477 s after the call's start (MAX_S=545 s;", out)
+        self.assertIn("; 1 skipped", out)
+        rc, runs, out = plan(MAX_S="578", **knobs)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs[-1], "low/tgs/2")
+        self.assertIn("plan ends about 548 s", out)
+        self.assertIn("; 0 skipped", out)
+        # Grouped: the tgs runs that no longer fit are skipped together.
+        rc, runs, out = plan(MAX_S="300", SCENARIOS="low", RUNS="3", ALONE_RUNS="2", MODES="coexec-um tgs")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("low/tgs/1 and after (skipped: it would end past MAX_S=300 s)", runs)
+
+    def test_every_numeric_knob_is_checked_before_the_plan(self):
+        for knob, words in (("MAX_S", "MAX_S must be a whole number of seconds (got '9m')"),
+                            ("WINDOW_S", "WINDOW_S must be a whole number of seconds (got '9m')"),
+                            ("FAULT_TIMEOUT_S", "FAULT_TIMEOUT_S must be a whole number of seconds"),
+                            ("RUNS", "RUNS must be a whole number (got '9m')"),
+                            ("WINDOWS", "WINDOWS must be a whole number")):
+            rc, runs, out = plan(**{knob: "9m"})
+            self.assertEqual((rc, runs), (2, []), knob)
+            self.assertIn(words, out)
+        rc, runs, out = plan(WINDOWS="0")
+        self.assertEqual((rc, runs), (2, []))
+        self.assertIn("need at least one measured window of at least 1 s (got WINDOWS=0", out)
 
     def test_an_unknown_order_is_named(self):
         rc, _, out = plan(ORDER="sideways")
