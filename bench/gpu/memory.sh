@@ -427,10 +427,11 @@ if [ "$PLAN_ONLY" = 1 ]; then
     fi
   }
   run_scenarios
-  echo "plan ends about $plan_t s after the call's start (MAX_S=$MAX_S s; $plan_setup_s s assumed for the build and the footprints); $plan_skipped skipped"
+  probe_words=""
+  if [ "$PROBE" = 1 ]; then probe_words=", the probe (PROBE=1) not counted"; fi
+  echo "plan ends about $plan_t s after the call's start (MAX_S=$MAX_S s; $plan_setup_s s assumed for the build and the footprints$probe_words); $plan_skipped skipped"
   exit 0
 fi
-
 
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}
 FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # lingering of the last tgs run's jobs
