@@ -257,12 +257,16 @@ if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
 fits() { [ $(( SECONDS + $1 )) -le "$MAX_S" ]; }
 skip() { echo "!! WARNING: skipped $1: it would end past MAX_S=$MAX_S s" | tee -a "$work/warnings.txt"; }
 
+# timed EST COMMAND...: runs COMMAND, a run the time guard expects to take about EST seconds
+# (PLAN_ONLY=1 advances its clock by it).
+timed() { shift; "$@"; }
+
 # attempt EST LABEL COMMAND...: runs COMMAND when a run of about EST seconds still fits in
 # MAX_S, else records LABEL as skipped.
 attempt() {
   local est=$1 label=$2
   shift 2
-  if fits "$est"; then "$@"; else skip "$label"; fi
+  if fits "$est"; then timed "$est" "$@"; else skip "$label"; fi
 }
 
 # pair_entries: the modes of two jobs other than tgs this call runs, in order, one line each:
@@ -342,9 +346,11 @@ run_grouped() {
       if [ "$i" = "$RUNS" ] || ! fits $(( 2 * est_tgs + est_demo )); then last=1; fi
       if [ "$FAULT_DEMO" = 0 ]; then
         fits $(( 2 * est_tgs )) || last=1
-        run_tgs "$scen" "$i" 0
+        timed "$est_tgs" run_tgs "$scen" "$i" 0
+      elif [ "$last" = 1 ]; then
+        timed $(( est_tgs + est_demo )) run_tgs "$scen" "$i" 1
       else
-        run_tgs "$scen" "$i" "$last"
+        timed "$est_tgs" run_tgs "$scen" "$i" 0
       fi
       if [ "$last" = 1 ]; then
         if [ "$i" != "$RUNS" ]; then skip "$scen/tgs/$(( i + 1 ))..$RUNS"; fi
@@ -405,26 +411,18 @@ if [ "$PLAN_ONLY" = 1 ]; then
   plan_setup_s=40
   plan_t=$plan_setup_s
   plan_skipped=0
-  plan() {  # plan EST LABEL...
-    local est=$1
-    shift
-    echo "plan: $*"
-    plan_t=$(( plan_t + est - 5 ))
-  }
+  timed() { local est=$1; shift; "$@"; plan_t=$(( plan_t + est - 5 )); }
   fits() { [ $(( plan_t + $1 )) -le "$MAX_S" ]; }
   skip() { echo "plan: $1 (skipped: it would end past MAX_S=$MAX_S s)"; plan_skipped=$(( plan_skipped + 1 )); }
-  run_alone() { plan "$est_alone" "alone/$1/$2"; }
-  run_alone_mps() { plan $(( 2 * est_alone )) "$1/alone-mps/$2"; }
-  run_coexec() { plan "$est_pair" "$1/$3/$2"; }
-  run_opp_limited() { plan "$est_opp_limited" "$1/opp-limited/$2"; }
-  run_hard_limit() { plan "$est_pair" "$1/hard-limit/1"; }
-  run_fixed() { plan "$est_pair" "$1/$3/$2"; }
+  plan() { echo "plan: $*"; }
+  run_alone() { plan "alone/$1/$2"; }
+  run_alone_mps() { plan "$1/alone-mps/$2"; }
+  run_coexec() { plan "$1/$3/$2"; }
+  run_opp_limited() { plan "$1/opp-limited/$2"; }
+  run_hard_limit() { plan "$1/hard-limit/1"; }
+  run_fixed() { plan "$1/$3/$2"; }
   run_tgs() {
-    if [ "$3" = 1 ]; then
-      plan $(( est_tgs + est_demo )) "$1/tgs/$2 (then the fault demonstration)"
-    else
-      plan "$est_tgs" "$1/${4:-tgs}/$2${5:+ (+ $5)}"
-    fi
+    if [ "$3" = 1 ]; then plan "$1/tgs/$2 (then the fault demonstration)"; else plan "$1/${4:-tgs}/$2${5:+ (+ $5)}"; fi
   }
   run_scenarios
   probe_words=""

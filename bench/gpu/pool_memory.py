@@ -212,6 +212,10 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
                  "date": summary.get("date"), "command": summary.get("command"),
                  "runs_file": os.path.basename(rpath), "order": "interleaved" if interleaved else "grouped",
                  "runs": len(idx), "skipped_lines": problems}
+        if against is not None and not interleaved:
+            raise ValueError(f"{path}: --against pairs round i of two modes, and this call is not interleaved")
+        if against is not None and against not in scenario["modes"]:
+            raise ValueError(f"{path}: no cell {scen}/{against} to compare {scen}/{mode} against")
         for c in CLASSES:
             if alone_med[c] is None:
                 raise ValueError(f"{rpath}: no alone runs of {models[c]} to normalize {scen}/{mode} to")
@@ -226,10 +230,6 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
                 paired[c] += pv
                 entry[c + "_paired"] = statistics.median(pv) if pv else None
             if against is not None:
-                if not interleaved:
-                    raise ValueError(f"{path}: --against pairs round i of two modes, and this call is not interleaved")
-                if against not in scenario["modes"]:
-                    raise ValueError(f"{path}: no cell {scen}/{against} to compare {scen}/{mode} against")
                 # Both runs of a round share the machine's state at that time, and the alone
                 # baseline cancels: r / q is the one mode's rate over the other's.
                 vs = [(r or 0.0) / q for i, r in got if (q := rates.get(f"{scen}/{against}/{i}/{c}"))]
