@@ -676,6 +676,37 @@ TEST(TgsRateControl, SyncWaitCorrectionWithoutSyncWaitIsTheBlockRate) {
   }
 }
 
+/// With the sync-wait correction R is fixed after profiling. A production job profiled while it
+/// waited 2 µs per block (say, while the opportunistic job's memory was being placed) that then
+/// waits 1 µs runs 20% faster than R in every window.
+tgs_feed faster_after_profiling(const cfg_t& cfg) {
+  tgs_feed f = make_feed(cfg);
+  f.arrive();
+  while (f.controller.control_windows() == 0) f.step(host_and_wait(4e-6, 2e-6), blocks(0));
+  for (int i = 0; i < 20; ++i) f.step(host_and_wait(4e-6, 1e-6), blocks(0));
+  return f;
+}
+
+TEST(TgsRateControl, SlowdownOnlyKeepsGrowingBesideAProductionJobFasterThanR) {
+  cfg_t released_deviation;
+  released_deviation.sync_wait_correction = true;
+  cfg_t slowdown_only = released_deviation;
+  slowdown_only.slowdown_only = true;
+  tgs_feed cut = faster_after_profiling(released_deviation);
+  tgs_feed grown = faster_after_profiling(slowdown_only);
+  EXPECT_NEAR(grown.controller.max_rate(), 5.0 / 6e-6, 1.0);  // R stays the profiled rate
+  // |rate - R| / R: 20% above R reads as a deviation beyond 3 bands, so every window cuts.
+  EXPECT_LT(cut.controller.budget(), cfg_t{}.initial_budget);
+  // Only a slowdown counts: slow start all the way.
+  EXPECT_EQ(grown.controller.phase(), tgs_phase::slow_start);
+  EXPECT_GT(grown.controller.budget(), 100 * cut.controller.budget());
+  // A real slowdown below R still cuts the budget.
+  const std::uint64_t before = grown.controller.budget();
+  grown.step(host_and_wait(4e-6, 2.5e-6), blocks(0));
+  EXPECT_LT(grown.controller.budget(), before);
+  EXPECT_FALSE(cfg_t{}.slowdown_only);
+}
+
 TEST(TgsRateControl, ProfileMeanIsOffByDefault) {
   // Released behaviour: R rises to the estimator's largest pair mean.
   tgs_feed f = in_control();

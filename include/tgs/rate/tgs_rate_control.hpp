@@ -213,6 +213,17 @@ class tgs_rate_control {
     /// cut the budget whenever the job runs faster than its mean). Our extension; `false` is the
     /// released code.
     bool max_rate_from_profile_mean = false;
+    /// Count only a production rate below R as a deviation. The released code's deviation is
+    /// |rate - R| / R, so a production job running faster than R also cuts the budget; there R
+    /// is a running maximum that rises to such a rate, so the cut is brief. Where R is fixed
+    /// after profiling (`sync_wait_correction`, `max_rate_from_profile_mean`), a production job
+    /// that speeds up after profiling (one profiled while the opportunistic job was still
+    /// allocating and being placed, or a job still warming up) stays above R, and every window
+    /// more than the dead band above it cuts the budget. On an H100 with the sync-wait correction
+    /// both runs beside ResNet-50 b32 on one machine left slow start at the first control
+    /// window, and 3 of 4 with this switch grew through it (docs/results/gpu-memory.md).
+    /// `max_rate_from_profile_mean` implies this. Our extension; `false` is the released code.
+    bool slowdown_only = false;
     /// The budget never falls below this many blocks per budget window in control. 0 (the
     /// released code): decreases of `min_step` drive a small budget to 0, from which slow start
     /// grows by x1.5 + 1 (1, 2, 4, 7, ...), so one transient dip (say the opportunistic job's own
@@ -568,7 +579,7 @@ class tgs_rate_control {
 
   /// `update_rate_limit`: slow start, congestion avoidance and max-rate decay.
   void update_budget(double sample, double opportunistic_rate) noexcept {
-    const double delta = cfg_.max_rate_from_profile_mean
+    const double delta = cfg_.max_rate_from_profile_mean || cfg_.slowdown_only
                              ? std::max(0.0, (max_rate_ - sample) / max_rate_)
                              : std::abs(sample - max_rate_) / max_rate_;
     const auto min_step = static_cast<std::int64_t>(cfg_.min_step);

@@ -82,6 +82,12 @@ inline constexpr std::array tgs_rate_control_settings{
         "keep it in control (the released code takes the largest mean of two adjacent windows and "
         "lets R rise: near the top of a noisy job's range)",
         &tgs_rate_control::config::max_rate_from_profile_mean},
+    tgs_rate_control_setting{
+        "slowdown-only",
+        "tgs: only a production rate below R counts as a deviation (the released code also cuts the "
+        "budget while the production job runs faster than R; with R fixed by --sync-wait-correction "
+        "that holds back the opportunistic job whenever the production job sped up after profiling)",
+        &tgs_rate_control::config::slowdown_only},
     // The released code's growth constants, for opportunistic jobs whose block rate is far from
     // the production job's (a DLRM-like job launches many cheap blocks: docs/results/gpu-memory.md).
     tgs_rate_control_setting{
