@@ -17,7 +17,19 @@ samples and the medians of:
   opp_res_gib  the opportunistic job's resident bytes, GiB
   prod_launch_us, opp_launch_us  each job's mean time inside the driver's launch call (launch_call_us)
 
-Usage: python3 bench/gpu/status_phases.py FILE [--json]
+With --control it prints instead one line per run in which the controller left profiling, on
+how it got where it settled:
+  ss_n         samples in slow start
+  ss_peak      the largest budget in slow start (20000, the initial budget, means the first
+               control windows already ended it)
+  ca_budget    the median budget over the run's last N samples in congestion avoidance (--last N, 10)
+  ca_opp_bps   the opportunistic job's launched blocks/s, median over those samples
+  prod_over_R  the production job's launched blocks/s over R, median over the control samples
+  below_band   the share of control samples whose launched rate was below R by more than the dead
+               band (the controller acts on its own sample, which with --sync-wait-correction is
+               the corrected rate; a status sample holds the launched rate only)
+
+Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N]]
 """
 import argparse
 import json
@@ -97,13 +109,56 @@ def summarize(path: str) -> list:
     return out
 
 
+CONTROL_PHASES = ("slow_start", "congestion_avoidance")
+
+
+def control(path: str, last: int = 10) -> list:
+    """One entry per run with control samples (slow start or congestion avoidance), in run order."""
+    runs = {}
+    for run, phase, v in rows(path):
+        if phase in CONTROL_PHASES:
+            runs.setdefault(run, []).append((phase, v))
+    out = []
+    for run, samples in runs.items():
+        ss = [v["budget"] for phase, v in samples if phase == "slow_start" and v["budget"] is not None]
+        ca = [v for phase, v in samples if phase == "congestion_avoidance"][-last:]
+        ca_budget = [v["budget"] for v in ca if v["budget"] is not None]
+        ca_opp = [v["opp_bps"] for v in ca if v["opp_bps"] is not None]
+        rel, below = [], 0
+        for _, v in samples:
+            r, p, band = v["R"], v["prod_bps"], v["band"]
+            if r and p is not None:
+                rel.append(p / r)
+                below += p < r * (1.0 - (band or 0.0))
+        out.append({
+            "run": run,
+            "ss_n": sum(1 for phase, _ in samples if phase == "slow_start"),
+            "ss_peak": max(ss) if ss else None,
+            "ca_budget": statistics.median(ca_budget) if ca_budget else None,
+            "ca_opp_bps": statistics.median(ca_opp) if ca_opp else None,
+            "prod_over_R": statistics.median(rel) if rel else None,
+            "below_band": below / len(rel) if rel else None,
+        })
+    return out
+
+
+def fmt(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", help="status samples, one JSON object per line (memory.sh)")
     parser.add_argument("--json", action="store_true", help="print one JSON line per run and phase")
+    parser.add_argument("--control", action="store_true",
+                        help="one line per run: how the controller grew and where it settled")
+    parser.add_argument("--last", type=int, default=10,
+                        help="with --control: congestion-avoidance samples the settled values take (10)")
     args = parser.parse_args()
+    if args.last < 1:
+        parser.error("--last must be at least 1")
     try:
-        table = summarize(args.file)
+        table = control(args.file, args.last) if args.control else summarize(args.file)
     except (OSError, ValueError) as e:
         print(f"status_phases: {e}", file=sys.stderr)
         return 2
@@ -111,11 +166,16 @@ def main() -> int:
         for entry in table:
             print(json.dumps(entry))
         return 0
+    if args.control:
+        print(f"{'run':<20} {'ss_n':>4} {'ss_peak':>9} {'ca_budget':>9} {'ca_opp_bps':>11} {'prod_over_R':>11} "
+              f"{'below_band':>10}")
+        for e in table:
+            print(f"{e['run']:<20} {e['ss_n']:>4} {fmt(e['ss_peak'], '9.0f'):>9} {fmt(e['ca_budget'], '9.0f'):>9} "
+                  f"{fmt(e['ca_opp_bps'], '11.0f'):>11} {fmt(e['prod_over_R'], '11.3f'):>11} "
+                  f"{fmt(e['below_band'], '10.2f'):>10}")
+        return 0
     print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'band':>6} {'prod_bps':>11} "
           f"{'prod_wait':>9} {'opp_bps':>11} {'opp_res_gib':>11} {'prod_launch_us':>14} {'opp_launch_us':>13}")
-
-    def fmt(v, spec):
-        return format(v, spec) if v is not None else "-"
     for e in table:
         print(f"{e['run']:<16} {e['phase']:<22} {e['samples']:>3} {fmt(e['budget'], '9.0f'):>9} "
               f"{fmt(e['R'], '11.0f'):>11} {fmt(e['band'], '6.3f'):>6} {fmt(e['prod_bps'], '11.0f'):>11} "

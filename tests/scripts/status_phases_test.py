@@ -70,6 +70,36 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual(table[2]["opp_res_gib"], 2.0)
         self.assertIsNone(table[3]["opp_res_gib"])
 
+    def test_control_summary_per_run(self):
+        path = self.write([
+            sample("a", "profiling", 0, 100, 0.0, 0),
+            sample("a", "slow_start", 20000, 99, 0.0, 1),
+            sample("a", "slow_start", 30000, 98, 0.0, 2),
+            sample("a", "congestion_avoidance", 20000, 90, 0.0, 3),   # 10% below R = 100: below the band
+            sample("a", "congestion_avoidance", 21000, 104, 0.0, 4),  # above R: not below the band
+            sample("a", "congestion_avoidance", 22000, 97, 0.0, 5),   # exactly at the band's edge
+            sample("b", "profiling", 0, 100, 0.0, 0),                 # never left profiling: no line
+            sample("c", "slow_start", 20000, 50, 0.0, 1),
+            sample("c", "congestion_avoidance", 13333, 100, 0.0, 9, band=0.2),
+        ])
+        a, c = status_phases.control(path, last=2)
+        self.assertEqual((a["run"], a["ss_n"], a["ss_peak"]), ("a", 2, 30000))
+        self.assertEqual(a["ca_budget"], 21500)  # the last two congestion-avoidance samples
+        self.assertEqual(a["ca_opp_bps"], 4.5)
+        self.assertAlmostEqual(a["prod_over_R"], 0.98)  # median of 0.99, 0.98, 0.90, 1.04, 0.97
+        self.assertAlmostEqual(a["below_band"], 1 / 5)
+        self.assertEqual((c["run"], c["ss_peak"], c["ca_budget"]), ("c", 20000, 13333))
+        self.assertAlmostEqual(c["below_band"], 1 / 2)  # 50 is below 100 * (1 - 0.03); 100 is not
+        out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
+                             text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("ss_peak", out.stdout)
+        self.assertEqual(len(out.stdout.splitlines()), 3)  # header, a, c
+        bad = subprocess.run([sys.executable, status_phases.__file__, path, "--control", "--last", "0"],
+                             capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--last must be at least 1", bad.stderr)
+
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])
         out = subprocess.run([sys.executable, status_phases.__file__, path], capture_output=True, text=True)
