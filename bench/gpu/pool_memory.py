@@ -15,7 +15,7 @@ For each normalization it reports the pooled median over all runs, the min-max s
 distribution-free confidence interval of the median (order statistics of the binomial: the
 narrowest [x(k), x(n+1-k)] that covers the median with probability >= 0.95; with 5 runs or
 fewer no such pair exists and the interval is the min-max with its own coverage), the runs'
-standard deviation (what sizes a next measurement) and the median of each call.
+standard deviation (what sizes a next measurement), the median of each call and its runs in round order.
 
     python3 bench/gpu/pool_memory.py SCENARIO/MODE CALL.json [CALL.json ...] [--json OUT.json] [--mixed]
                                      [--alone-from-window K] [--against MODE]
@@ -224,6 +224,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
             norm = [(r or 0.0) / alone_med[c] for _, r in got]
             values[c] += norm
             entry[c] = statistics.median(norm) if norm else None
+            entry[c + "_runs"] = norm  # in round order: the per-run tables of docs/results
             entry[c + "_alone_it_per_s"] = alone_med[c]
             if interleaved:
                 pv = [(r or 0.0) / alone[c][i] for i, r in got if alone[c].get(i)]
@@ -323,6 +324,8 @@ def main(argv: list[str]) -> int:
         name = e["file"] + (":" + e["mode"] if "mode" in e else "")
         print(f"  {name:44} {e['runs']:>4} {fx(e['production']):>10} {fx(e.get('production_paired')):>7} "
               f"{fx(e['opportunistic']):>13} {fx(e.get('opportunistic_paired')):>7}")
+        print("    runs (production / opportunistic): "
+              + ", ".join(f"{fx(p)} / {fx(o)}" for p, o in zip(e["production_runs"], e["opportunistic_runs"])))
     for c in CLASSES:
         print(f"  {c:13} pooled median {fx(cell[c])} (min-max {fx(cell[c + '_spread'][0])}-"
               f"{fx(cell[c + '_spread'][1])}, median CI {ci(cell[c + '_ci'])}, sd {fx(cell[c + '_sd'])}); "

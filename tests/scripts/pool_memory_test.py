@@ -64,6 +64,9 @@ class PoolMemory(unittest.TestCase):
         self.assertNotIn("production_paired", cb)
         # b: the missing opportunistic run counts 0.
         self.assertAlmostEqual(cb["opportunistic"], (40 / 80 + 0) / 2)
+        # Each call keeps its runs in round order.
+        self.assertEqual(ca["production_runs"], [36 / 35, 27 / 35])
+        self.assertEqual(cb["opportunistic_runs"], [40 / 80, 0.0])
         self.assertAlmostEqual(cell["production"], (18 / 20 + 19 / 20) / 2)  # of 27/35, 0.9, 0.95, 36/35
         self.assertEqual(cell["production_spread"], [27 / 35, 36 / 35])
         # One grouped call: no pooled paired numbers.
@@ -347,6 +350,7 @@ class PoolMemory(unittest.TestCase):
         with redirect_stdout(text):
             self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", a, "--json", out]), 0)
         self.assertIn("low/tgs: 2 runs in 1 calls", text.getvalue())
+        self.assertIn("runs (production / opportunistic): 1.03 / 0.67, 0.77 / 0.33", text.getvalue())
         with open(out) as f:
             pooled = json.load(f)
         self.assertIn("pool_memory.py low/tgs", pooled["command"])
