@@ -12,6 +12,8 @@ samples and the medians of:
   band         the dead band in force (with --noise-band-multiple: calibrated from the profiling
                windows; a production rate within it of R counts as unslowed)
   prod_bps     the production job's launched blocks per second
+  sample_bps   the production rate the controller last compared with R, per second (with
+               --sync-wait-correction the corrected rate; files from before tgs-node reported it: -)
   prod_wait    the production job's sync_wait_fraction (share of its time blocked on its GPU work)
   opp_bps      the opportunistic job's launched blocks per second
   opp_res_gib  the opportunistic job's resident bytes, GiB
@@ -27,7 +29,11 @@ how it got where it settled:
   prod_over_R  the production job's launched blocks/s over R, median over the control samples
   below_band   the share of control samples whose launched rate was below R by more than the dead
                band (the controller acts on its own sample, which with --sync-wait-correction is
-               the corrected rate; a status sample holds the launched rate only)
+               the corrected rate; older status samples hold the launched rate only)
+  sample_over_R, sample_sd, sample_below
+               the same for the rate the controller acted on (sample_bps): its median over R, its
+               standard deviation over R (the noise the dead band has to cover; `tgs-sim pairs
+               --observation-noise` models it), and the share below the band (-: not reported)
 
 Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N]]
 """
@@ -36,7 +42,7 @@ import json
 import statistics
 import sys
 
-FIELDS = ("budget", "R", "band", "prod_bps", "prod_wait", "opp_bps", "opp_res_gib", "prod_launch_us", "opp_launch_us")
+FIELDS = ("budget", "R", "band", "prod_bps", "sample_bps", "prod_wait", "opp_bps", "opp_res_gib", "prod_launch_us", "opp_launch_us")
 
 
 def rows(path: str):
@@ -84,6 +90,7 @@ def parse(d: dict):
         "R": number(g.get("max_rate_blocks_per_s")),
         "band": number(g.get("dead_band")),
         "prod_bps": number(p.get("blocks_per_s")),
+        "sample_bps": number(g.get("sample_blocks_per_s")),
         "prod_wait": number(p.get("sync_wait_fraction")),
         "opp_bps": number(o.get("blocks_per_s")),
         "opp_res_gib": resident / 2**30 if resident is not None else None,
@@ -124,12 +131,15 @@ def control(path: str, last: int = 10) -> list:
         ca = [v for phase, v in samples if phase == "congestion_avoidance"][-last:]
         ca_budget = [v["budget"] for v in ca if v["budget"] is not None]
         ca_opp = [v["opp_bps"] for v in ca if v["opp_bps"] is not None]
-        rel, below = [], 0
+        rel, below, seen, seen_below = [], 0, [], 0
         for _, v in samples:
-            r, p, band = v["R"], v["prod_bps"], v["band"]
+            r, p, band, q = v["R"], v["prod_bps"], v["band"], v.get("sample_bps")
             if r and p is not None:
                 rel.append(p / r)
                 below += p < r * (1.0 - (band or 0.0))
+            if r and q is not None:
+                seen.append(q / r)
+                seen_below += q < r * (1.0 - (band or 0.0))
         out.append({
             "run": run,
             "ss_n": sum(1 for phase, _ in samples if phase == "slow_start"),
@@ -138,6 +148,9 @@ def control(path: str, last: int = 10) -> list:
             "ca_opp_bps": statistics.median(ca_opp) if ca_opp else None,
             "prod_over_R": statistics.median(rel) if rel else None,
             "below_band": below / len(rel) if rel else None,
+            "sample_over_R": statistics.median(seen) if seen else None,
+            "sample_sd": statistics.stdev(seen) if len(seen) > 1 else None,
+            "sample_below": seen_below / len(seen) if seen else None,
         })
     return out
 
@@ -168,17 +181,19 @@ def main() -> int:
         return 0
     if args.control:
         print(f"{'run':<20} {'ss_n':>4} {'ss_peak':>9} {'ca_budget':>9} {'ca_opp_bps':>11} {'prod_over_R':>11} "
-              f"{'below_band':>10}")
+              f"{'below_band':>10} {'sample_over_R':>13} {'sample_sd':>9} {'sample_below':>12}")
         for e in table:
             print(f"{e['run']:<20} {e['ss_n']:>4} {fmt(e['ss_peak'], '9.0f'):>9} {fmt(e['ca_budget'], '9.0f'):>9} "
                   f"{fmt(e['ca_opp_bps'], '11.0f'):>11} {fmt(e['prod_over_R'], '11.3f'):>11} "
-                  f"{fmt(e['below_band'], '10.2f'):>10}")
+                  f"{fmt(e['below_band'], '10.2f'):>10} {fmt(e['sample_over_R'], '13.3f'):>13} "
+                  f"{fmt(e['sample_sd'], '9.3f'):>9} {fmt(e['sample_below'], '12.2f'):>12}")
         return 0
-    print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'band':>6} {'prod_bps':>11} "
+    print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'band':>6} {'prod_bps':>11} {'sample_bps':>11} "
           f"{'prod_wait':>9} {'opp_bps':>11} {'opp_res_gib':>11} {'prod_launch_us':>14} {'opp_launch_us':>13}")
     for e in table:
         print(f"{e['run']:<16} {e['phase']:<22} {e['samples']:>3} {fmt(e['budget'], '9.0f'):>9} "
               f"{fmt(e['R'], '11.0f'):>11} {fmt(e['band'], '6.3f'):>6} {fmt(e['prod_bps'], '11.0f'):>11} "
+              f"{fmt(e['sample_bps'], '11.0f'):>11} "
               f"{fmt(e['prod_wait'], '9.3f'):>9} {fmt(e['opp_bps'], '11.0f'):>11} "
               f"{fmt(e['opp_res_gib'], '11.2f'):>11} {fmt(e['prod_launch_us'], '14.2f'):>14} "
               f"{fmt(e['opp_launch_us'], '13.2f'):>13}")

@@ -661,6 +661,34 @@ TEST(TgsRateControl, SyncWaitCorrectionSeesContention) {
   EXPECT_GT(released.controller.budget(), released_before) << "the block count alone misses it";
 }
 
+TEST(TgsRateControl, LastSampleIsTheCorrectedRateTheBandSees) {
+  cfg_t corrected;
+  corrected.sync_wait_correction = true;
+  tgs_feed f = make_feed(corrected);
+  EXPECT_EQ(f.controller.last_sample(), 0.0);
+  f.arrive();
+  while (f.controller.control_windows() == 0) f.step(host_and_wait(4e-6, 1e-6), blocks(0));
+  for (int i = 0; i < 5; ++i) f.step(host_and_wait(4e-6, 1e-6), blocks(0));
+  EXPECT_NEAR(f.controller.last_sample() / f.controller.max_rate(), 1.0, 1e-6);
+  // The launched count falls by 2%, the corrected rate by 9% (the contention test above): the
+  // sample shows the 9% that left slow start.
+  const job_activity slowed = host_and_wait(3.6e-6, 1.5e-6);
+  f.step(slowed, blocks(0));
+  const double launched = static_cast<double>(slowed.blocks_launched);
+  EXPECT_NEAR(launched / f.controller.max_rate(), 0.98, 0.005);
+  EXPECT_NEAR(f.controller.last_sample() / f.controller.max_rate(), 1.0 / 1.1, 0.005);
+  // Without the correction it is the launched count itself.
+  tgs_feed g = make_feed({});
+  g.arrive();
+  g.step(host_and_wait(4e-6, 1e-6), blocks(0));
+  g.step(slowed, blocks(0));
+  EXPECT_DOUBLE_EQ(g.controller.last_sample(), launched);
+  // A new production job starts from nothing.
+  g.step(std::nullopt, blocks(0));
+  g.arrive();
+  EXPECT_EQ(g.controller.last_sample(), 0.0);
+}
+
 TEST(TgsRateControl, SyncWaitCorrectionWithoutSyncWaitIsTheBlockRate) {
   // The simulator reports no sync wait: the option changes nothing there.
   cfg_t corrected;

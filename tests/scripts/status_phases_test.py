@@ -13,14 +13,16 @@ import status_phases  # noqa: E402
 
 
 def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_opp=True, launch_us=None,
-           band=0.03):
+           band=0.03, seen=None):
     jobs = [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps, "sync_wait_fraction": wait,
              "launch_call_us": launch_us}]
     if with_opp:
         jobs.append({"gpu": 0, "class": "opportunistic", "blocks_per_s": opp_bps,
                      "resident_bytes": opp_resident, "launch_call_us": None})
-    return {"run": run, "t": 0.0, "gpus": [{"gpu": 0, "phase": phase, "budget_blocks": budget,
-                                            "max_rate_blocks_per_s": 100, "dead_band": band}], "jobs": jobs}
+    gpu = {"gpu": 0, "phase": phase, "budget_blocks": budget, "max_rate_blocks_per_s": 100, "dead_band": band}
+    if seen is not None:  # tgs-node reports the rate its controller acted on (sample_blocks_per_s)
+        gpu["sample_blocks_per_s"] = seen
+    return {"run": run, "t": 0.0, "gpus": [gpu], "jobs": jobs}
 
 
 class StatusPhases(unittest.TestCase):
@@ -99,6 +101,30 @@ class StatusPhases(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("--last must be at least 1", bad.stderr)
+
+    def test_control_reads_the_rate_the_controller_acted_on(self):
+        # The launched rate sits at R while the corrected rate the controller compares falls below
+        # the band in one window of three: only the sample columns show it.
+        path = self.write([
+            sample("a", "slow_start", 20000, 100, 0.0, 1, seen=100),
+            sample("a", "congestion_avoidance", 13333, 100, 0.0, 2, seen=90),
+            sample("a", "congestion_avoidance", 14000, 100, 0.0, 3, seen=98),
+            sample("b", "slow_start", 20000, 100, 0.0, 1),  # a file from before the field: no value
+        ])
+        a, b = status_phases.control(path)
+        self.assertEqual(a["below_band"], 0.0)
+        self.assertAlmostEqual(a["sample_over_R"], 0.98)
+        self.assertAlmostEqual(a["sample_below"], 1 / 3)
+        self.assertAlmostEqual(a["sample_sd"], 0.0529, places=4)  # sd of 1.00, 0.90, 0.98
+        self.assertIsNone(b["sample_over_R"])
+        self.assertIsNone(b["sample_sd"])
+        self.assertIsNone(b["sample_below"])
+        table = status_phases.summarize(path)
+        self.assertEqual(table[1]["sample_bps"], 94)  # a's congestion avoidance: median of 90, 98
+        out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
+                             text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("sample_sd", out.stdout)
 
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])

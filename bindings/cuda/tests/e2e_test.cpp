@@ -38,10 +38,16 @@ TEST_F(EndToEnd, ProductionKeepsItsThroughputWhileTheOpportunisticJobUsesTheRest
   // The node really throttled it (no throttling would also leave the opportunistic job running).
   EXPECT_EQ(count(s, R"("class":"opportunistic")"), 1) << s;
   EXPECT_EQ(count(s, R"("throttled_s":0.000)"), 1) << "only the production job should never wait\n" << s;
-  // The status shows the controller's estimate of the production job's rate and its band.
+  // The status shows the controller's estimate of the production job's rate, its band and the
+  // rate it last compared with them; the fake job is steady, so that rate lies near R.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(s, m, std::regex(R"re("max_rate_blocks_per_s":([0-9]+),"dead_band":0\.0300)re"))) << s;
-  EXPECT_GT(std::stod(m[1].str()), 0.0);
+  ASSERT_TRUE(std::regex_search(
+      s, m,
+      std::regex(R"re("max_rate_blocks_per_s":([0-9]+),"dead_band":0\.0300,"sample_blocks_per_s":([0-9]+))re")))
+      << s;
+  const double r = std::stod(m[1].str());
+  EXPECT_GT(r, 0.0);
+  EXPECT_NEAR(std::stod(m[2].str()) / r, 1.0, 0.5) << s;
 }
 
 TEST_F(EndToEnd, KillingTheOpportunisticJobLeavesProductionRunningAndReclaimsWithinASecond) {
