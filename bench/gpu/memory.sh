@@ -105,7 +105,9 @@
 # status samples, one line per sample and run), $OUT/node.log, $OUT/jobs.log (each job's stderr
 # with a header), $OUT/gpu-memory.log (this script's output; a short table last).
 # bench/gpu/status_phases.py $OUT/status-samples.jsonl summarizes the samples per run and
-# rate-control phase (budget, R, both jobs' block rates, the production job's sync wait).
+# rate-control phase (budget, R, both jobs' block rates, the production job's sync wait); with
+# --control, one line per run: where the controller settled, and the spread over R of the rate
+# it compared with the dead band (sample_sd: the noise a --dead-band has to be about twice of).
 # bench/gpu/pool_memory.py SCENARIO/MODE CALL.json... pools one cell's runs over several calls
 # (each run normalized within its own call), for differences smaller than one call resolves.
 # A summary that fails (a bug, a killed call) leaves its inputs in $OUT/summary-inputs; redo it

@@ -392,7 +392,9 @@ void node_server::send_status(connection& c, bool json) {
           sample_rate));
     } else {
       const std::string estimate =
-          max_rate == "null" ? std::string() : fmt::format(" (R {} blocks/s, dead band {})", max_rate, dead_band);
+          max_rate == "null" ? std::string()
+                             : fmt::format(" (R {} blocks/s, dead band {}, last sample {} blocks/s)", max_rate,
+                                           dead_band, sample_rate == "null" ? std::string("-") : sample_rate);
       lines.push_back(fmt::format("GPU {}: phase {}{}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}",
                                   gpu, phase, estimate, budget, window_ms, memory_policy,
                                   m == nullptr ? std::string()

@@ -207,14 +207,18 @@ class EndToEnd : public ::testing::Test {
     return *jobs_.back();
   }
 
-  /// The node's status as JSON lines.
-  std::string status() {
+  /// The node's status as JSON lines, or as the text an operator reads (`json` false).
+  std::string status(bool json = true) {
     int out[2];
     if (::pipe(out) != 0) return "";
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::dup2(out[1], 1);
-      ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--json", "--socket", socket_.c_str(), nullptr);
+      if (json) {
+        ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--json", "--socket", socket_.c_str(), nullptr);
+      } else {
+        ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--socket", socket_.c_str(), nullptr);
+      }
       ::_exit(127);
     }
     ::close(out[1]);

@@ -48,6 +48,10 @@ TEST_F(EndToEnd, ProductionKeepsItsThroughputWhileTheOpportunisticJobUsesTheRest
   const double r = std::stod(m[1].str());
   EXPECT_GT(r, 0.0);
   EXPECT_NEAR(std::stod(m[2].str()) / r, 1.0, 0.5) << s;
+  // The operator's text names the same three numbers.
+  const std::string text = status(false);
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"re(\(R [0-9]+ blocks/s, dead band 0\.0300, last sample [0-9]+ blocks/s\))re")))
+      << text;
 }
 
 TEST_F(EndToEnd, KillingTheOpportunisticJobLeavesProductionRunningAndReclaimsWithinASecond) {
