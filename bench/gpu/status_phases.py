@@ -119,6 +119,18 @@ def summarize(path: str) -> list:
 CONTROL_PHASES = ("slow_start", "congestion_avoidance")
 
 
+def over_r(samples: list, key: str):
+    """The production rate `key` over R in each sample that has both, and the share of those
+    below R by more than the dead band (None without any)."""
+    rel, below = [], 0
+    for _, v in samples:
+        r, x = v["R"], v.get(key)
+        if r and x is not None:
+            rel.append(x / r)
+            below += x < r * (1.0 - (v["band"] or 0.0))
+    return rel, (below / len(rel) if rel else None)
+
+
 def control(path: str, last: int = 10) -> list:
     """One entry per run with control samples (slow start or congestion avoidance), in run order."""
     runs = {}
@@ -131,26 +143,19 @@ def control(path: str, last: int = 10) -> list:
         ca = [v for phase, v in samples if phase == "congestion_avoidance"][-last:]
         ca_budget = [v["budget"] for v in ca if v["budget"] is not None]
         ca_opp = [v["opp_bps"] for v in ca if v["opp_bps"] is not None]
-        rel, below, seen, seen_below = [], 0, [], 0
-        for _, v in samples:
-            r, p, band, q = v["R"], v["prod_bps"], v["band"], v.get("sample_bps")
-            if r and p is not None:
-                rel.append(p / r)
-                below += p < r * (1.0 - (band or 0.0))
-            if r and q is not None:
-                seen.append(q / r)
-                seen_below += q < r * (1.0 - (band or 0.0))
+        launched, below = over_r(samples, "prod_bps")
+        seen, seen_below = over_r(samples, "sample_bps")
         out.append({
             "run": run,
             "ss_n": sum(1 for phase, _ in samples if phase == "slow_start"),
             "ss_peak": max(ss) if ss else None,
             "ca_budget": statistics.median(ca_budget) if ca_budget else None,
             "ca_opp_bps": statistics.median(ca_opp) if ca_opp else None,
-            "prod_over_R": statistics.median(rel) if rel else None,
-            "below_band": below / len(rel) if rel else None,
+            "prod_over_R": statistics.median(launched) if launched else None,
+            "below_band": below,
             "sample_over_R": statistics.median(seen) if seen else None,
             "sample_sd": statistics.stdev(seen) if len(seen) > 1 else None,
-            "sample_below": seen_below / len(seen) if seen else None,
+            "sample_below": seen_below,
         })
     return out
 

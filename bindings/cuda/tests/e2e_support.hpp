@@ -214,11 +214,9 @@ class EndToEnd : public ::testing::Test {
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::dup2(out[1], 1);
-      if (json) {
-        ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--json", "--socket", socket_.c_str(), nullptr);
-      } else {
-        ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--socket", socket_.c_str(), nullptr);
-      }
+      // Without --json the list ends one argument early.
+      ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--socket", socket_.c_str(), json ? "--json" : nullptr,
+              nullptr);
       ::_exit(127);
     }
     ::close(out[1]);

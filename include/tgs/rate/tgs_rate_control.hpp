@@ -290,7 +290,6 @@ class tgs_rate_control {
                             : cfg_.rate_smoothing * smoothed_ + (1.0 - cfg_.rate_smoothing) * sample;
       sample = smoothed_;
     }
-    last_sample_ = sample;
     if (stage_ == stage::profiling) {
       profile(sample);
     } else {
@@ -319,7 +318,9 @@ class tgs_rate_control {
   /// launched count, corrected for host noise and smoothed where configured (0 before the first
   /// window after an arrival). Set beside `max_rate()` it shows the deviation the dead band is
   /// compared with, which a launched block count alone does not when the correction is on.
-  [[nodiscard]] double last_sample() const noexcept { return last_sample_; }
+  /// Profiling and control both shift each sample into the estimator's window first, so its
+  /// newest entry is that sample (and 0 after `restart()` clears the window).
+  [[nodiscard]] double last_sample() const noexcept { return window_[0]; }
 
   /// The internal budget (the code's `g_rate_limit`), blocks per `budget_window`. While
   /// `phase()` is `unthrottled` because the production job is idle this is the code's huge limit.
@@ -422,7 +423,6 @@ class tgs_rate_control {
     budget_ = 0;  // `limit_manager`: `g_rate_limit[device] = 0` on a new production connection
     unthrottled_ = false;
     smoothed_ = 0.0;
-    last_sample_ = 0.0;
     band_ = cfg_.dead_band;
     noise_ = {};
     host_ = {};
@@ -674,7 +674,6 @@ class tgs_rate_control {
   std::int64_t budget_ = 0;
   bool unthrottled_ = false;
   double smoothed_ = 0.0;  // the moving average of `rate_smoothing`; 0 until the first sample
-  double last_sample_ = 0.0;  // what the last window fed profiling or control (`last_sample()`)
   double band_ = 0.03;     // the dead band in force (`band_for_noise` at the end of profiling)
   struct {
     int n = 0;
