@@ -56,7 +56,9 @@ struct pairs_command {
   double observation_noise = 0;
   std::uint64_t seed = 1;
   tgs::tgs_rate_control::config tgs_settings;
-  tgs::tgs_rate_control_flag_values tgs_extra;  // the windows in ms and the cap floor
+  tgs::tgs_rate_control_flag_values tgs_extra;  // the windows in ms, the cap floor, the preset
+  // The command line the flags were parsed from: a preset fills in only what it did not give.
+  const CLI::App* app_ = nullptr;
 
   void add_to(CLI::App& app) {
     app.add_option("--production", production,
@@ -103,6 +105,7 @@ struct pairs_command {
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     tgs::add_tgs_rate_control_flags(app, tgs_settings, tgs_extra);
+    app_ = &app;
   }
 
   int run(const data_options& data) const {
@@ -129,7 +132,9 @@ struct pairs_command {
     options.seed = seed;
     // Without flags this is the policy's default configuration exactly.
     tgs::tgs_rate_control::config tgs_cfg = tgs_settings;
-    tgs_extra.apply(tgs_cfg);
+    tgs::tgs_rate_control_flag_values extra = tgs_extra;
+    if (app_ != nullptr) tgs::apply_tgs_rate_control_preset(*app_, tgs_cfg, extra);
+    extra.apply(tgs_cfg);
     options.tgs = tgs_cfg;
 
     // The fit always uses the paper's protocol (600 s, 60 s warm-up, card memory), whatever

@@ -183,8 +183,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto* t = std::get_if<tgs::tgs_rate_control::config>(&*cfg)) {
+    tgs::apply_tgs_rate_control_preset(app, tgs_cfg, tgs_extra);
     tgs_extra.apply(tgs_cfg);
     *t = tgs_cfg;
+  } else if (tgs_extra.preset != tgs::tgs_rate_control_presets.front().name) {
+    // Its budget window would reach token-bucket, its other values nothing: refuse, do not guess.
+    fmt::print(stderr, "tgs-node: --tgs-preset {} applies to --policy tgs only\n", tgs_extra.preset);
+    return 2;
   }
   if (auto* b = std::get_if<tgs::token_bucket::config>(&*cfg)) {
     b->budget_window = tgs::from_seconds(tgs_extra.budget_window_ms / 1e3);

@@ -192,6 +192,24 @@ TEST_F(EndToEnd, AFixedShareHoldsTheOpportunisticJobToItsBudgetWhateverTheProduc
   EXPECT_GT(large, 2.0 * small) << "a larger share should let the job run faster";
 }
 
+TEST_F(EndToEnd, TheHostBoundPresetReachesTheNodesControllerAndGivenFlagsWinOverIt) {
+  // start_node gives --production-window-ms 200 and 3-6 profiling windows; the preset's own 1 s
+  // windows and 10-20 of them would keep the controller profiling for 10 s or more.
+  start_node({"--tgs-preset", "host-bound"});
+  start_production();
+  start_opportunistic();
+  wait_until([&] { return count(status(), R"("job":)") == 2; }, 5s, "two registered jobs");
+  wait_until(
+      [&] {
+        const std::string s = status();
+        return count(s, R"("phase":"slow_start")") + count(s, R"("phase":"congestion_avoidance")") > 0;
+      },
+      5s, "the controller leaving profiling after the given 3-6 windows of 200 ms");
+  const std::string s = status();
+  EXPECT_EQ(count(s, R"("budget_window_ms":5.0)"), 1) << "the preset's budget window\n" << s;
+  EXPECT_EQ(count(s, R"("dead_band":0.0600)"), 1) << "the preset's dead band\n" << s;
+}
+
 TEST_F(EndToEnd, SyncWaitGrowsWithGpuContentionNotWithTheJobsOwnHostTime) {
   // The time a job blocks in its synchronisation calls is the completion signal the interposer
   // gets for free: it must rise when another job takes the device and stay low when the job

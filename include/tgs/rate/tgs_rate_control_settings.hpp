@@ -10,19 +10,28 @@
 /// each tool says what its windows apply to, so each tool adds those flags itself and
 /// `tgs_rate_control_flag_values::apply` converts them.
 ///
+/// A preset (`--tgs-preset`, `tgs_rate_control_presets`) names a setting that was measured as a
+/// whole; it fills in the flags the command line leaves out, so `--tgs-preset host-bound
+/// --dead-band 0.05` is that setting with a 5% band.
+///
 /// ```cpp
 /// tgs::tgs_rate_control::config cfg;
-/// tgs::tgs_rate_control_flag_values extra;  // windows in ms, cap floor
+/// tgs::tgs_rate_control_flag_values extra;  // windows in ms, cap floor, preset
 /// app.add_option("--production-window-ms", extra.production_window_ms, "...");
 /// tgs::add_tgs_rate_control_flags(app, cfg, extra);
 /// app.parse(argc, argv);
+/// tgs::apply_tgs_rate_control_preset(app, cfg, extra);
 /// extra.apply(cfg);
 /// ```
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <locale>
+#include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -119,6 +128,9 @@ struct tgs_rate_control_flag_values {
       std::chrono::duration<double, std::milli>(tgs_rate_control::config{}.budget_window).count();
   /// Floor of both budget caps, blocks per budget window; 0 keeps the released floors.
   std::uint64_t cap_floor = 0;
+  /// The named preset (`tgs_rate_control_presets`) that fills in every setting the command line
+  /// leaves out; `apply_tgs_rate_control_preset` applies it.
+  std::string preset = "released";
 
   /// Writes these into `cfg`. Durations round to the nanosecond, so the defaults come back
   /// exactly (5000 ms is the released 5 s, 50 ms the released 50 ms).
@@ -131,6 +143,120 @@ struct tgs_rate_control_flag_values {
     }
   }
 };
+
+/// One value of a preset: a flag of `tgs_rate_control_settings`, or one of the flags of
+/// `tgs_rate_control_flag_values` (`production-window-ms`, `budget-window-ms`, `cap-floor`), and its
+/// value (a switch: 1 for on).
+struct tgs_rate_control_preset_value {
+  std::string_view flag;
+  double value;
+};
+
+/// A named set of settings, so that a setting measured as a whole is one flag (`--tgs-preset`).
+struct tgs_rate_control_preset {
+  std::string_view name;
+  std::string_view help;
+  std::span<const tgs_rate_control_preset_value> values;
+};
+
+/// The setting that met both targets beside host-bound production jobs on H100s
+/// (docs/results/gpu-memory.md, "The 6% band on two more machines"): R corrected for the
+/// production job's own host-side noise (C), only slowdowns counted, a dead band wide enough for
+/// the corrected rate's noise (2-5% there), faster growth, a budget cap near what the
+/// opportunistic job launches, 5 ms budget windows, and 1 s production windows with 10-20 of them
+/// to profile, as those runs had.
+inline constexpr std::array tgs_rate_control_host_bound_values{
+    tgs_rate_control_preset_value{"sync-wait-correction", 1},
+    tgs_rate_control_preset_value{"slowdown-only", 1},
+    tgs_rate_control_preset_value{"dead-band", 0.06},
+    tgs_rate_control_preset_value{"additive-increase", 0.001},
+    tgs_rate_control_preset_value{"cap-rate-multiple", 2},
+    tgs_rate_control_preset_value{"cap-floor", 20000},
+    tgs_rate_control_preset_value{"budget-window-ms", 5},
+    tgs_rate_control_preset_value{"production-window-ms", 1000},
+    tgs_rate_control_preset_value{"profile-windows", 10},
+    tgs_rate_control_preset_value{"max-profile-windows", 20},
+};
+
+/// Every preset; the first is the default and changes nothing.
+inline constexpr std::array tgs_rate_control_presets{
+    tgs_rate_control_preset{"released", "the paper's released controller, the defaults", {}},
+    tgs_rate_control_preset{
+        "host-bound",
+        "for production jobs whose launch rate varies from second to second with their host side "
+        "(data loading, Python)",
+        tgs_rate_control_host_bound_values},
+};
+
+/// The preset called `name`, or null.
+[[nodiscard]] inline const tgs_rate_control_preset* find_tgs_rate_control_preset(std::string_view name) noexcept {
+  for (const tgs_rate_control_preset& p : tgs_rate_control_presets) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+/// "released, host-bound": the names an error lists.
+[[nodiscard]] inline std::string tgs_rate_control_preset_names() {
+  std::string names;
+  for (const tgs_rate_control_preset& p : tgs_rate_control_presets) {
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
+  return names;
+}
+
+/// The preset as the flags it stands for ("--sync-wait-correction --dead-band 0.06 ..."), which
+/// `--help` shows, so the help cannot disagree with the values.
+[[nodiscard]] inline std::string tgs_rate_control_preset_flags(const tgs_rate_control_preset& preset) {
+  std::string flags;
+  for (const tgs_rate_control_preset_value& v : preset.values) {
+    if (!flags.empty()) flags += ' ';
+    flags += "--" + std::string(v.flag);
+    const bool is_switch = std::any_of(tgs_rate_control_settings.begin(), tgs_rate_control_settings.end(),
+                                       [&](const tgs_rate_control_setting& s) {
+                                         return s.flag == v.flag && std::holds_alternative<bool tgs_rate_control::config::*>(s.member);
+                                       });
+    if (is_switch) continue;
+    std::ostringstream value;  // shortest form: 0.06, 20000; a decimal point whatever the locale
+    value.imbue(std::locale::classic());
+    value << v.value;
+    flags += ' ' + value.str();
+  }
+  return flags;
+}
+
+/// Sets the setting named `flag` to `value` (a switch is on for any value but 0). Returns false
+/// for a name that is no setting.
+inline bool set_tgs_rate_control_value(tgs_rate_control::config& cfg, tgs_rate_control_flag_values& extra,
+                                       std::string_view flag, double value) noexcept {
+  if (flag == "production-window-ms") {
+    extra.production_window_ms = value;
+    return true;
+  }
+  if (flag == "budget-window-ms") {
+    extra.budget_window_ms = value;
+    return true;
+  }
+  if (flag == "cap-floor") {
+    extra.cap_floor = static_cast<std::uint64_t>(value);
+    return true;
+  }
+  for (const tgs_rate_control_setting& setting : tgs_rate_control_settings) {
+    if (setting.flag != flag) continue;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(cfg.*member)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            cfg.*member = value != 0.0;
+          } else {
+            cfg.*member = static_cast<T>(value);
+          }
+        },
+        setting.member);
+    return true;
+  }
+  return false;
+}
 
 /// Adds a flag per table entry (a switch for a `bool` member, an option showing its default
 /// otherwise) and `--cap-floor` to `app`. `App` is anything with CLI11's `add_flag` and
@@ -153,6 +279,37 @@ void add_tgs_rate_control_flags(App& app, tgs_rate_control::config& cfg, tgs_rat
   app.add_option("--cap-floor", extra.cap_floor,
                  "tgs: floor of that cap, blocks per budget window (0: the released code's 2^32, and 2^40 in "
                  "slow start)");
+  std::string presets;
+  for (const tgs_rate_control_preset& p : tgs_rate_control_presets) {
+    presets += (presets.empty() ? "" : "; ") + std::string(p.name) + ": " + std::string(p.help);
+    if (!p.values.empty()) presets += ", " + tgs_rate_control_preset_flags(p);
+  }
+  app.add_option("--tgs-preset", extra.preset,
+                 "tgs: a named setting that fills in every tgs flag the command line leaves out (" + presets + ")")
+      ->check(
+          [](const std::string& name) -> std::string {
+            if (find_tgs_rate_control_preset(name) != nullptr) return {};
+            return "unknown preset \"" + name + "\" (known: " + tgs_rate_control_preset_names() + ")";
+          },
+          "{" + tgs_rate_control_preset_names() + "}")
+      ->capture_default_str();
+}
+
+/// Writes preset `extra.preset`'s values into `cfg` and `extra`, except those whose flag the
+/// command line (or a config file) gave: an explicit flag always wins over the preset. Call it
+/// after parsing and before `extra.apply(cfg)`. `App` is anything with CLI11's
+/// `get_option_no_throw(name)` returning an option with `count()`; a value whose flag the tool does
+/// not have is still applied.
+template <typename App>
+void apply_tgs_rate_control_preset(const App& app, tgs_rate_control::config& cfg,
+                                   tgs_rate_control_flag_values& extra) {
+  const tgs_rate_control_preset* preset = find_tgs_rate_control_preset(extra.preset);
+  if (preset == nullptr) return;  // the option's check refused it already
+  for (const tgs_rate_control_preset_value& v : preset->values) {
+    const auto* given = app.get_option_no_throw("--" + std::string(v.flag));
+    if (given != nullptr && given->count() > 0) continue;
+    set_tgs_rate_control_value(cfg, extra, v.flag, v.value);
+  }
 }
 
 }  // namespace tgs
