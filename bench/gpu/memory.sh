@@ -100,7 +100,8 @@
 # Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
 # fixed runs, tgs-NAME runs, tgs runs (the fault demonstration ends the last one); ORDER=interleaved
 # makes rounds of that order, with the tgs-NAME runs after the tgs run of each round.
-# Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary),
+# Writes (at most 8 files, as the device tool returns): $OUT/gpu-memory.json (summary; it names
+# the card by its serial and UUID, gpu_serial and gpu_uuid, so calls pooled over machines say which ran),
 # $OUT/memory-runs.jsonl (every train.py result line), $OUT/status-samples.jsonl (tgs-node
 # status samples, one line per sample and run), $OUT/node.log, $OUT/jobs.log (each job's stderr
 # with a header), $OUT/gpu-memory.log (this script's output; a short table last).
@@ -109,7 +110,9 @@
 # --control, one line per run: where the controller settled, and the spread over R of the rate
 # it compared with the dead band (sample_sd: the noise a --dead-band has to be about twice of).
 # bench/gpu/pool_memory.py SCENARIO/MODE CALL.json... pools one cell's runs over several calls
-# (each run normalized within its own call), for differences smaller than one call resolves.
+# (each run normalized within its own call), for differences smaller than one call resolves;
+# with --by-round it also pools run 1 of every call, run 2, ...: with one alone run at a call's
+# start (ALONE_RUNS=1), drift of the machine during the call shows as later runs lower.
 # A summary that fails (a bug, a killed call) leaves its inputs in $OUT/summary-inputs; redo it
 # without the GPU: GPU_SCRIPTS=<repo>/bench/gpu bash $OUT/summary-inputs/redo-summary.sh
 # Machines without the fmt and CLI11 packages: see rate_control.sh (.deps/include).
@@ -689,7 +692,11 @@ def cmd_summarize():
                 except ValueError:
                     pass
 
-    out = {"device": E["DEVICE"], "driver": E["DRIVER"], "date": E["STARTED"], "command": E["COMMAND"],
+    # Which card ran the call ("[N/A]" or nothing from nvidia-smi, and summaries redone from an
+    # older call's inputs, give null).
+    card = {k: (v if (v := E.get(k, "").strip()) and not v.startswith("[") else None) for k in ("GPU_SERIAL", "GPU_UUID")}
+    out = {"device": E["DEVICE"], "driver": E["DRIVER"], "gpu_serial": card["GPU_SERIAL"], "gpu_uuid": card["GPU_UUID"],
+           "date": E["STARTED"], "command": E["COMMAND"],
            "ratio": float(E["RATIO"]), "budget_mib": {s: b["budget"] for s, b in budgets.items()},
            "footprints_mib": footprints, "free_mib_at_start": float(E["FREE_MIB"]),
            "dlrm": {**{k: int(E["DLRM_" + k.upper()]) for k in ("tables", "rows", "dim", "bag", "batch")},
@@ -933,8 +940,12 @@ done
 free_mib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1 | tr -d ' ')
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+# The card's serial and UUID go into the summary, so calls pooled over machines can be told apart
+# by the card that ran them (cards without a serial report "[N/A]"; the UUID is always there).
+gpu_serial=$(nvidia-smi --query-gpu=serial --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ' || true)
+gpu_uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ' || true)
 case $free_mib in ''|*[!0-9]*) echo "cannot read the GPU's free memory from nvidia-smi ('$free_mib')"; exit 1 ;; esac
-say "$device, driver $driver, $free_mib MiB free"
+say "$device, driver $driver, $free_mib MiB free (serial ${gpu_serial:-?}, ${gpu_uuid:-no UUID})"
 # The CPUs local to GPU 0, split in two halves (bench/gpu/gpu_cpus.py): one per job.
 cpus_production="" cpus_opportunistic=""
 if [ "$PIN_CPUS" = 1 ]; then
@@ -1325,7 +1336,7 @@ say "summary"
 # The summary's environment, written beside its inputs first (cleanup copies them to
 # $OUT/summary-inputs), so a summary that fails can be redone from $OUT without the GPU:
 #   GPU_SCRIPTS=<repo>/bench/gpu bash $OUT/summary-inputs/redo-summary.sh
-summary_env=(DEVICE="$device" DRIVER="$driver" STARTED="$started" COMMAND="$COMMAND"
+summary_env=(DEVICE="$device" DRIVER="$driver" GPU_SERIAL="$gpu_serial" GPU_UUID="$gpu_uuid" STARTED="$started" COMMAND="$COMMAND"
   WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" RATIO="$RATIO" RESERVE_MIB="$RESERVE_MIB" FREE_MIB="$free_mib"
   SCENARIO_LIST="$SCENARIOS" DLRM_TABLES="$DLRM_TABLES" DLRM_ROWS="$DLRM_ROWS" DLRM_DIM="$DLRM_DIM"
   DLRM_BAG="$DLRM_BAG" DLRM_BATCH="$DLRM_BATCH" DLRM_ZIPF="$DLRM_ZIPF" RESIDENCY_SPLIT="$RESIDENCY_SPLIT"

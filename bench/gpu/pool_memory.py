@@ -149,8 +149,17 @@ def sign_test(ratios: list[float]) -> dict:
     return {"above": above, "untied": n, "sign_p": p}
 
 
+def card_of(summary: dict) -> str | None:
+    """The card that ran a call: its serial, else its UUID (memory.sh records both since calls of
+    2026-11-25 evening; older summaries name none)."""
+    for k in ("gpu_serial", "gpu_uuid"):
+        if isinstance(summary.get(k), str) and summary[k]:
+            return summary[k]
+    return None
+
+
 def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: int = 1,
-         against: str | None = None) -> dict:
+         against: str | None = None, with_by_round: bool = False) -> dict:
     m = re.fullmatch(r"([\w.-]+)/([\w.-]+)", cell)
     if not m:
         raise ValueError(f"bad cell '{cell}' (want SCENARIO/MODE)")
@@ -163,6 +172,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
         raise ValueError(f"bad --against mode '{against}'")
     per_call, values, sources = [], {c: [] for c in CLASSES}, []
     versus = {c: [] for c in CLASSES}  # round by round: the cell's rate over AGAINST's
+    by_round = {c: {} for c in CLASSES}  # run i of every call (call-normalized): drift within calls
     paired = {c: [] for c in CLASSES}
     prod_model, scenario0, all_knobs = None, None, []
     for arg in calls:
@@ -209,7 +219,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
         idx = sorted({int(hit.group(1)) for k in rates
                       if (hit := re.fullmatch(rf"{re.escape(scen)}/{re.escape(mode)}/(\d+)/(?:production|opportunistic)", k))})
         entry = {"file": os.path.basename(path), **({"mode": mode} if own_mode else {}),
-                 "date": summary.get("date"), "command": summary.get("command"),
+                 "date": summary.get("date"), "gpu": card_of(summary), "command": summary.get("command"),
                  "runs_file": os.path.basename(rpath), "order": "interleaved" if interleaved else "grouped",
                  "runs": len(idx), "skipped_lines": problems}
         if against is not None and not interleaved:
@@ -223,6 +233,8 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
             # A job that printed nothing counts 0, as memory.sh's summary counts it.
             norm = [(r or 0.0) / alone_med[c] for _, r in got]
             values[c] += norm
+            for position, v in enumerate(norm, 1):
+                by_round[c].setdefault(position, []).append(v)
             entry[c] = statistics.median(norm) if norm else None
             entry[c + "_runs"] = norm  # in round order: the per-run tables of docs/results
             entry[c + "_alone_it_per_s"] = alone_med[c]
@@ -244,7 +256,9 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
     # The knobs every call shares describe the cell; with --mixed, the ones that differ are named.
     shared = {k: v for k, v in all_knobs[0].items() if all(k in kn and kn[k] == v for kn in all_knobs)}
     differing = sorted(set().union(*all_knobs) - shared.keys())
+    cards = {e["gpu"] for e in per_call if e["gpu"]}
     out = {"runs": len(values["production"]), "calls": per_call, **shared,
+           "gpus_named": len(cards), "calls_naming_no_gpu": sum(1 for e in per_call if not e["gpu"]),
            **({"alone_from_window": alone_from_window} if alone_from_window > 1 else {}),
            **({"mixed_knobs": differing} if differing else {})}
     for c in CLASSES:
@@ -259,6 +273,10 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
         out[c + "_paired"] = statistics.median(pv) if pv else None
         out[c + "_paired_spread"] = [min(pv), max(pv)] if pv else None
         out[c + "_paired_ci"] = median_ci(pv) if pv else None
+    if with_by_round:
+        out["by_round"] = {c: [{"position": i, "runs": len(v), "median": statistics.median(v),
+                                "spread": [min(v), max(v)]} for i, v in sorted(by_round[c].items())]
+                           for c in CLASSES}
     if against is not None:
         if not versus["production"]:
             raise ValueError(f"{cell}: no round holds runs of both {cell_mode} and {against}")
@@ -288,6 +306,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--against", metavar="MODE",
                     help="also compare the cell round by round with MODE of the same calls (interleaved calls: "
                     "run i of the cell over run i of MODE, which cancels the alone baseline), with a sign test")
+    ap.add_argument("--by-round", action="store_true",
+                    help="also pool the runs by their place in their call (run 1 of every call, run 2, ...), "
+                    "normalized to their call's alone runs: a call with one alone run at its start puts any "
+                    "drift of the machine during the call into its later runs")
     ap.add_argument("--alone-from-window", type=int, default=1, metavar="K",
                     help="normalize to the alone runs' windows K.. only (default 1: all, as memory.sh's "
                     "summary does); shows how much a cell's number rests on alone runs that were still "
@@ -295,7 +317,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv[1:])
     try:
         pooled = pool(args.cell, args.calls, mixed=args.mixed, alone_from_window=args.alone_from_window,
-                      against=args.against)
+                      against=args.against, with_by_round=args.by_round)
     except (OSError, ValueError, KeyError) as e:
         print(f"pool_memory: {e}", file=sys.stderr)
         return 2
@@ -304,7 +326,8 @@ def main(argv: list[str]) -> int:
                                  + (["--mixed"] if args.mixed else [])
                                  + ([f"--alone-from-window={args.alone_from_window}"]
                                     if args.alone_from_window > 1 else [])
-                                 + ([f"--against={args.against}"] if args.against else [])))
+                                 + ([f"--against={args.against}"] if args.against else [])
+                                 + (["--by-round"] if args.by_round else [])))
     scen, mode = args.cell.split("/")
     cell = pooled["scenarios"][scen]["modes"][mode]
     if args.json:
@@ -317,11 +340,14 @@ def main(argv: list[str]) -> int:
 
     def ci(c):
         return "-" if not c else f"{c['low']:.2f}-{c['high']:.2f} ({c['coverage'] * 100:.0f}%)"
-    print(f"{args.cell}: {cell['runs']} runs in {len(cell['calls'])} calls"
+    cards = f" on {cell['gpus_named']} GPUs" if cell["gpus_named"] else ""
+    if cell["calls_naming_no_gpu"]:
+        cards += f" ({cell['calls_naming_no_gpu']} of them name no GPU)"
+    print(f"{args.cell}: {cell['runs']} runs in {len(cell['calls'])} calls{cards}"
           + (f", alone runs from window {args.alone_from_window} on" if args.alone_from_window > 1 else ""))
     print(f"  {'call':44} {'runs':>4} {'production':>10} {'paired':>7} {'opportunistic':>13} {'paired':>7}")
     for e in cell["calls"]:
-        name = e["file"] + (":" + e["mode"] if "mode" in e else "")
+        name = e["file"] + (":" + e["mode"] if "mode" in e else "") + (f" [GPU {e['gpu']}]" if e["gpu"] else "")
         print(f"  {name:44} {e['runs']:>4} {fx(e['production']):>10} {fx(e.get('production_paired')):>7} "
               f"{fx(e['opportunistic']):>13} {fx(e.get('opportunistic_paired')):>7}")
         print("    runs (production / opportunistic): "
@@ -330,6 +356,11 @@ def main(argv: list[str]) -> int:
         print(f"  {c:13} pooled median {fx(cell[c])} (min-max {fx(cell[c + '_spread'][0])}-"
               f"{fx(cell[c + '_spread'][1])}, median CI {ci(cell[c + '_ci'])}, sd {fx(cell[c + '_sd'])}); "
               f"paired {fx(cell[c + '_paired'])} (CI {ci(cell[c + '_paired_ci'])})")
+    if "by_round" in cell:
+        for c in CLASSES:
+            print(f"  {c:13} by place in the call: " + ", ".join(
+                f"run {r['position']} {fx(r['median'])} ({r['runs']} runs, {fx(r['spread'][0])}-{fx(r['spread'][1])})"
+                for r in cell["by_round"][c]))
     if "against" in cell:
         a = cell["against"]
         print(f"  round by round over {a['mode']}:")

@@ -101,6 +101,18 @@ class MemorySummary(unittest.TestCase):
         self.assertEqual(cell["production_ready_late_max_s"], 0.0)
         self.assertIn("ready late (first window partial): opportunistic 3.4 s", self.table)
 
+    def test_the_card_that_ran_the_call_is_named_and_a_missing_serial_is_null(self):
+        text = "\n".join(self.lines()) + "\n"
+        out, _ = self.summarize(text, GPU_SERIAL="1652824030525", GPU_UUID="GPU-0d9e2c55-aaaa-bbbb-cccc-0123456789ab")
+        self.assertEqual(out["gpu_serial"], "1652824030525")
+        self.assertEqual(out["gpu_uuid"], "GPU-0d9e2c55-aaaa-bbbb-cccc-0123456789ab")
+        out, _ = self.summarize(text, GPU_SERIAL="[N/A]", GPU_UUID="GPU-1")
+        self.assertIsNone(out["gpu_serial"], "a card without a serial reports [N/A], which names nothing")
+        self.assertEqual(out["gpu_uuid"], "GPU-1")
+        out, _ = self.summarize(text)  # a summary redone from the inputs of a call before the card was recorded
+        self.assertIsNone(out["gpu_serial"])
+        self.assertIsNone(out["gpu_uuid"])
+
     def test_a_tgs_variant_is_summarized_with_its_flags(self):
         a, b, _, _ = self.lines()
         rows = [record("low/tgs-band/1/production", "resnet50", [38.0, 38.0, 38.0]),

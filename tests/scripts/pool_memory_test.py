@@ -22,7 +22,7 @@ class PoolMemory(unittest.TestCase):
         self.addCleanup(self.dir.cleanup)
 
     def call(self, name, order, alone, pairs, model="resnet50", runs_name=None, mode="tgs", knobs="",
-             dlrm_windows=(1,)):
+             dlrm_windows=(1,), gpu=None):
         """A summary NAME.json and its runs file: alone = {i: (prod, dlrm)}, pairs = {i: (prod, opp)}
         rates in it/s (None: the job printed nothing) of MODE; KNOBS opens the command line. An
         alone production run's windows are prod x (1, 1.1, 0.9), a DLRM one's dlrm x DLRM_WINDOWS."""
@@ -31,6 +31,8 @@ class PoolMemory(unittest.TestCase):
                    "scenarios": {"low": {"production_model": model, "opportunistic_model": "dlrm", "budget_mib": 100,
                                          "footprint_mib": {"production": 20, "opportunistic": 130},
                                          "modes": {"alone": {}, mode: {}}}}}
+        if gpu is not None:
+            summary["gpu_serial"] = gpu
         path = os.path.join(self.dir.name, name + ".json")
         with open(path, "w") as f:
             json.dump(summary, f)
@@ -290,7 +292,7 @@ class PoolMemory(unittest.TestCase):
                 f.write(bytes(b))
             try:
                 with redirect_stderr(io.StringIO()):
-                    pool_memory.pool("low/tgs", [a])
+                    pool_memory.pool("low/tgs", [a], with_by_round=True)
             except (ValueError, OSError, KeyError):
                 refused += 1
             finally:
@@ -338,9 +340,43 @@ class PoolMemory(unittest.TestCase):
                 f.writelines(json.dumps(x) + "\n" for x in l2)
             try:
                 with redirect_stderr(io.StringIO()):
-                    pool_memory.pool("low/tgs", [a])
+                    pool_memory.pool("low/tgs", [a], with_by_round=True)
             except (ValueError, OSError, KeyError):
                 pass
+
+    def test_the_gpus_that_ran_the_calls_are_counted(self):
+        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)}, gpu="1652824030525")
+        b = self.call("b", "interleaved", {1: (40, 200)}, {1: (38, 100)}, gpu="1652824030525")
+        c = self.call("c", "interleaved", {1: (40, 200)}, {1: (30, 100)}, gpu="1753024029445")
+        d = self.call("d", "interleaved", {1: (40, 200)}, {1: (30, 100)})  # before cards were recorded
+        cell = pool_memory.pool("low/tgs", [a, b, c, d])["scenarios"]["low"]["modes"]["tgs"]
+        self.assertEqual(cell["gpus_named"], 2)
+        self.assertEqual(cell["calls_naming_no_gpu"], 1)
+        self.assertEqual([e["gpu"] for e in cell["calls"]], ["1652824030525", "1652824030525", "1753024029445", None])
+        text = io.StringIO()
+        with redirect_stdout(text):
+            self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", a, c, d]), 0)
+        self.assertIn("low/tgs: 3 runs in 3 calls on 2 GPUs (1 of them name no GPU)", text.getvalue())
+        self.assertIn("a.json [GPU 1652824030525]", text.getvalue())
+
+    def test_runs_are_pooled_by_their_place_in_the_call(self):
+        # One alone run at each call's start; the later runs are slower in both calls (drift).
+        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (40, 100), 2: (36, 120), 3: (34, 100)})
+        b = self.call("b", "interleaved", {1: (20, 100)}, {1: (19, 50), 2: (18, 60)})
+        cell = pool_memory.pool("low/tgs", [a, b], with_by_round=True)["scenarios"]["low"]["modes"]["tgs"]
+        prod = cell["by_round"]["production"]
+        self.assertEqual([r["position"] for r in prod], [1, 2, 3])
+        self.assertEqual([r["runs"] for r in prod], [2, 2, 1])
+        self.assertAlmostEqual(prod[0]["median"], (1.0 + 0.95) / 2)
+        self.assertAlmostEqual(prod[1]["median"], (0.9 + 0.9) / 2)
+        self.assertEqual(prod[2]["spread"], [0.85, 0.85])
+        self.assertAlmostEqual(cell["by_round"]["opportunistic"][1]["median"], 0.6)
+        self.assertNotIn("by_round", pool_memory.pool("low/tgs", [a, b])["scenarios"]["low"]["modes"]["tgs"])
+        text = io.StringIO()
+        with redirect_stdout(text):
+            self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", a, b, "--by-round"]), 0)
+        self.assertIn("production    by place in the call: run 1 0.97 (2 runs, 0.95-1.00), run 2 0.90 (2 runs",
+                      text.getvalue())
 
     def test_main_prints_the_table_and_writes_a_cell_merge_memory_reads(self):
         import merge_memory
@@ -349,7 +385,7 @@ class PoolMemory(unittest.TestCase):
         text = io.StringIO()
         with redirect_stdout(text):
             self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", a, "--json", out]), 0)
-        self.assertIn("low/tgs: 2 runs in 1 calls", text.getvalue())
+        self.assertIn("low/tgs: 2 runs in 1 calls (1 of them name no GPU)\n", text.getvalue())
         self.assertIn("runs (production / opportunistic): 1.03 / 0.67, 0.77 / 0.33", text.getvalue())
         with open(out) as f:
             pooled = json.load(f)
