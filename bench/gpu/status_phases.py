@@ -20,7 +20,8 @@ samples and the medians of:
   prod_launch_us, opp_launch_us  each job's mean time inside the driver's launch call (launch_call_us)
 
 With --control it prints instead one line per run in which the controller left profiling, on
-how it got where it settled:
+how it got where it settled (leaving out the run's last sample with both jobs registered: it spans
+memory.sh stopping them, so the production job's rate in it is a partial second, down to 0):
   ss_n         samples in slow start
   ss_peak      the largest budget in slow start (20000, the initial budget, means the first
                control windows already ended it)
@@ -139,6 +140,9 @@ def control(path: str, last: int = 10) -> list:
             runs.setdefault(run, []).append((phase, v))
     out = []
     for run, samples in runs.items():
+        # A run's last sample with both jobs registered spans memory.sh stopping them: the
+        # production job's rate in it is a partial second (down to 0), not the controller's noise.
+        samples = samples[:-1] or samples
         ss = [v["budget"] for phase, v in samples if phase == "slow_start" and v["budget"] is not None]
         ca = [v for phase, v in samples if phase == "congestion_avoidance"][-last:]
         ca_budget = [v["budget"] for v in ca if v["budget"] is not None]

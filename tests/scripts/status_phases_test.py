@@ -80,9 +80,11 @@ class StatusPhases(unittest.TestCase):
             sample("a", "congestion_avoidance", 20000, 90, 0.0, 3),   # 10% below R = 100: below the band
             sample("a", "congestion_avoidance", 21000, 104, 0.0, 4),  # above R: not below the band
             sample("a", "congestion_avoidance", 22000, 97, 0.0, 5),   # exactly at the band's edge
+            sample("a", "congestion_avoidance", 90000, 0, 0.0, 0),    # the jobs being stopped: left out
             sample("b", "profiling", 0, 100, 0.0, 0),                 # never left profiling: no line
             sample("c", "slow_start", 20000, 50, 0.0, 1),
             sample("c", "congestion_avoidance", 13333, 100, 0.0, 9, band=0.2),
+            sample("c", "congestion_avoidance", 13333, 10, 0.0, 9, band=0.2),
         ])
         a, c = status_phases.control(path, last=2)
         self.assertEqual((a["run"], a["ss_n"], a["ss_peak"]), ("a", 2, 30000))
@@ -109,7 +111,9 @@ class StatusPhases(unittest.TestCase):
             sample("a", "slow_start", 20000, 100, 0.0, 1, seen=100),
             sample("a", "congestion_avoidance", 13333, 100, 0.0, 2, seen=90),
             sample("a", "congestion_avoidance", 14000, 100, 0.0, 3, seen=98),
+            sample("a", "congestion_avoidance", 14000, 40, 0.0, 3, seen=0),  # spans the jobs' stop: left out
             sample("b", "slow_start", 20000, 100, 0.0, 1),  # a file from before the field: no value
+            # (b's only control sample is also its last: a run of one sample keeps it)
         ])
         a, b = status_phases.control(path)
         self.assertEqual(a["below_band"], 0.0)
@@ -119,8 +123,9 @@ class StatusPhases(unittest.TestCase):
         self.assertIsNone(b["sample_over_R"])
         self.assertIsNone(b["sample_sd"])
         self.assertIsNone(b["sample_below"])
+        self.assertEqual(b["ss_n"], 1)
         table = status_phases.summarize(path)
-        self.assertEqual(table[1]["sample_bps"], 94)  # a's congestion avoidance: median of 90, 98
+        self.assertEqual(table[1]["sample_bps"], 90)  # the phase table keeps every sample: 90, 98, 0
         out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
                              text=True)
         self.assertEqual(out.returncode, 0, out.stderr)
