@@ -52,7 +52,9 @@
 #   OUT=/some/dir SCENARIOS=low bench/gpu/memory.sh     (then SCENARIOS=high in a second call)
 # Knobs (environment, defaults in parentheses):
 #   SCENARIOS ("low high"), PROBE (1: run bench/gpu/memory_reuse.py first), PROBE_GIB (8),
-#   RUNS (3) runs of coexec-um and tgs, ALONE_RUNS (2), WINDOWS (3) windows of WINDOW_S (4)
+#   RUNS (3) runs of coexec-um and tgs, ALONE_RUNS (2), ALONE_DLRM_RUNS (ALONE_RUNS; at most
+#   ALONE_RUNS: fewer DLRM alone runs make room for a production alone run in every round of an
+#   interleaved call, whose drift the production job shows most), WINDOWS (3) windows of WINDOW_S (4)
 #   seconds, WARMUP_S (15) before the first window, TGS_SETTLE_S (20) more in tgs runs,
 #   ALONE_SETTLE_S (0) more in the alone runs (a host-bound production job can still be speeding
 #   up 15 s after its start, and a tgs run measures it WARMUP_S + TGS_SETTLE_S after its start:
@@ -137,6 +139,7 @@ PROBE=${PROBE:-1}
 PROBE_GIB=${PROBE_GIB:-8}
 RUNS=${RUNS:-3}
 ALONE_RUNS=${ALONE_RUNS:-2}
+ALONE_DLRM_RUNS=${ALONE_DLRM_RUNS:-$ALONE_RUNS}
 WINDOWS=${WINDOWS:-3}
 WINDOW_S=${WINDOW_S:-4}
 WARMUP_S=${WARMUP_S:-15}
@@ -195,9 +198,12 @@ for knob in WARMUP_S TGS_SETTLE_S OPP_DELAY_S PAIR_SETTLE_S ALONE_SETTLE_S WINDO
             FAULT_RUN_S FAULT_AFTER_S FAULT_TIMEOUT_S MAX_S; do
   case ${!knob} in '' | *[!0-9]*) echo "$knob must be a whole number of seconds (got '${!knob}')"; exit 2 ;; esac
 done
-for knob in RUNS ALONE_RUNS WINDOWS PROFILE_WINDOWS MAX_PROFILE_WINDOWS; do
+for knob in RUNS ALONE_RUNS ALONE_DLRM_RUNS WINDOWS PROFILE_WINDOWS MAX_PROFILE_WINDOWS; do
   case ${!knob} in '' | *[!0-9]*) echo "$knob must be a whole number (got '${!knob}')"; exit 2 ;; esac
 done
+if [ "$ALONE_DLRM_RUNS" -lt 1 ] || [ "$ALONE_DLRM_RUNS" -gt "$ALONE_RUNS" ]; then
+  echo "need 1 <= ALONE_DLRM_RUNS <= ALONE_RUNS (got $ALONE_DLRM_RUNS, $ALONE_RUNS): every job needs an alone run to be normalized to"; exit 2
+fi
 if [ "$WINDOWS" -lt 1 ] || [ "$WINDOW_S" -lt 1 ]; then
   echo "need at least one measured window of at least 1 s (got WINDOWS=$WINDOWS, WINDOW_S=$WINDOW_S)"; exit 2
 fi
@@ -319,10 +325,11 @@ alone_run() {
     mps) attempt $(( 2 * est_alone )) "$scen/alone-mps/$i" run_alone_mps "$scen" "$i" ;;
   esac
 }
-# alone_kinds FIRST: the alone runs a scenario makes (FIRST=1: the call's first scenario).
+# alone_kinds FIRST I: the kinds of I-th alone run a scenario makes (FIRST=1: the call's first
+# scenario; the DLRM job's alone runs stop after ALONE_DLRM_RUNS).
 alone_kinds() {
   echo production
-  if [ "$1" = 1 ]; then echo dlrm; fi
+  if [ "$1" = 1 ] && [ "$2" -le "$ALONE_DLRM_RUNS" ]; then echo dlrm; fi
   if [ "$MPS" = 1 ]; then echo mps; fi
 }
 
@@ -333,8 +340,11 @@ run_grouped() {
   mapfile -t entries < <(pair_entries)
   mapfile -t variants < <(variant_entries)
   for scen in $SCENARIOS; do
-    for kind in $(alone_kinds "$first"); do
-      for i in $(seq "$ALONE_RUNS"); do alone_run "$scen" "$i" "$kind"; done
+    for kind in $(alone_kinds "$first" 1); do
+      for i in $(seq "$ALONE_RUNS"); do
+        if [ "$kind" = dlrm ] && [ "$i" -gt "$ALONE_DLRM_RUNS" ]; then break; fi
+        alone_run "$scen" "$i" "$kind"
+      done
     done
     first=0
     for entry in ${entries[@]+"${entries[@]}"}; do
@@ -376,7 +386,7 @@ run_interleaved() {
   for scen in $SCENARIOS; do
     for i in $(seq "$rounds"); do
       if [ "$i" -le "$ALONE_RUNS" ]; then
-        for kind in $(alone_kinds "$first"); do alone_run "$scen" "$i" "$kind"; done
+        for kind in $(alone_kinds "$first" "$i"); do alone_run "$scen" "$i" "$kind"; done
       fi
       for entry in ${entries[@]+"${entries[@]}"}; do
         read -r mode fb fw fd <<< "$entry"
@@ -441,7 +451,10 @@ FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # li
 # Not $([ ... ] && echo ...): under set -e a false test there ends the script without a word.
 mps_words=""
 if [ "$MPS" = 1 ]; then mps_words=" MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT"; fi
-COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S ALONE_SETTLE_S=$ALONE_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS PROFILE_WINDOWS=$PROFILE_WINDOWS MAX_PROFILE_WINDOWS=$MAX_PROFILE_WINDOWS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS ORDER=$ORDER${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"}${TGS_VARIANTS:+ TGS_VARIANTS=\"$TGS_VARIANTS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
+# Named only where it differs from ALONE_RUNS, so the commands of earlier calls read the same.
+alone_dlrm_word=""
+if [ "$ALONE_DLRM_RUNS" != "$ALONE_RUNS" ]; then alone_dlrm_word=" ALONE_DLRM_RUNS=$ALONE_DLRM_RUNS"; fi
+COMMAND="SCENARIOS=\"$SCENARIOS\" PROBE=$PROBE PROBE_GIB=$PROBE_GIB RUNS=$RUNS ALONE_RUNS=$ALONE_RUNS${alone_dlrm_word} WINDOWS=$WINDOWS WINDOW_S=$WINDOW_S WARMUP_S=$WARMUP_S TGS_SETTLE_S=$TGS_SETTLE_S PAIR_SETTLE_S=$PAIR_SETTLE_S ALONE_SETTLE_S=$ALONE_SETTLE_S OPP_DELAY_S=$OPP_DELAY_S TGS_PRODUCTION_WINDOW_MS=$TGS_PRODUCTION_WINDOW_MS PROFILE_WINDOWS=$PROFILE_WINDOWS MAX_PROFILE_WINDOWS=$MAX_PROFILE_WINDOWS RATIO=$RATIO${BUDGET_MIB:+ BUDGET_MIB=$BUDGET_MIB} RESERVE_MIB=$RESERVE_MIB LOW_MODEL=$LOW_MODEL RESNET_BATCH=$RESNET_BATCH BERT_BATCH=$BERT_BATCH BERT_SEQ=$BERT_SEQ DLRM_BATCH=$DLRM_BATCH DLRM_TABLES=$DLRM_TABLES DLRM_ROWS=$DLRM_ROWS DLRM_DIM=$DLRM_DIM DLRM_BAG=$DLRM_BAG DLRM_ZIPF=$DLRM_ZIPF RESIDENCY_SPLIT=$RESIDENCY_SPLIT FAULT_RUN_S=$FAULT_RUN_S FAULT_AFTER_S=$FAULT_AFTER_S FAULT_TIMEOUT_S=$FAULT_TIMEOUT_S JOB_GRACE_S=$JOB_GRACE_S MAX_S=$MAX_S PIN_CPUS=$PIN_CPUS ORDER=$ORDER${TGS_NODE_FLAGS:+ TGS_NODE_FLAGS=\"$TGS_NODE_FLAGS\"}${TGS_VARIANTS:+ TGS_VARIANTS=\"$TGS_VARIANTS\"} MODES=\"$MODES\"${fixed_modes:+ FIXED_BUDGETS=\"$FIXED_BUDGETS\" FIXED_WINDOW_MS=$FIXED_WINDOW_MS}${mps_words} FAULT_DEMO=$FAULT_DEMO bench/gpu/memory.sh"
 
 work=$(mktemp -d /tmp/tgs-mem-XXXXXX)
 runs=$OUT/memory-runs.jsonl

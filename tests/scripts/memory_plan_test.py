@@ -49,6 +49,21 @@ class MemoryPlan(unittest.TestCase):
         self.assertNotIn("alone/dlrm/1", high, "the DLRM job's alone runs serve every scenario of a call")
         self.assertEqual(len(high), len(low) - 2)
 
+    def test_fewer_dlrm_alone_runs_leave_a_production_alone_run_in_every_round(self):
+        rc, runs, out = plan(ORDER="interleaved", FAULT_DEMO="0", SCENARIOS="low", RUNS="3", ALONE_RUNS="3",
+                             ALONE_DLRM_RUNS="1", MODES="tgs")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs, ["alone/resnet50/1", "alone/dlrm/1", "low/tgs/1",
+                                "alone/resnet50/2", "low/tgs/2", "alone/resnet50/3", "low/tgs/3"])
+        rc, runs, out = plan(SCENARIOS="low", RUNS="1", ALONE_RUNS="2", ALONE_DLRM_RUNS="1", MODES="coexec-um")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs[:3], ["alone/resnet50/1", "alone/resnet50/2", "alone/dlrm/1"])
+        self.assertNotIn("alone/dlrm/2", runs)
+        for bad in ("0", "4", "x"):
+            rc, runs, out = plan(ORDER="interleaved", FAULT_DEMO="0", ALONE_RUNS="3", ALONE_DLRM_RUNS=bad, MODES="tgs")
+            self.assertEqual(rc, 2, f"ALONE_DLRM_RUNS={bad}: {out}")
+            self.assertIn("ALONE_DLRM_RUNS", out)
+
     def test_interleaved_refuses_the_fault_demonstration(self):
         rc, runs, out = plan(ORDER="interleaved", MODES="tgs")
         self.assertEqual(rc, 2)
