@@ -150,8 +150,8 @@ def sign_test(ratios: list[float]) -> dict:
 
 
 def card_of(summary: dict) -> str | None:
-    """The card that ran a call: its serial, else its UUID (memory.sh records both since calls of
-    2026-11-25 evening; older summaries name none)."""
+    """The card that ran a call: its serial, else its UUID (memory.sh records both; summaries
+    written before it did name none)."""
     for k in ("gpu_serial", "gpu_uuid"):
         if isinstance(summary.get(k), str) and summary[k]:
             return summary[k]
