@@ -325,13 +325,14 @@ alone_run() {
     mps) attempt $(( 2 * est_alone )) "$scen/alone-mps/$i" run_alone_mps "$scen" "$i" ;;
   esac
 }
-# alone_kinds FIRST I: the kinds of I-th alone run a scenario makes (FIRST=1: the call's first
-# scenario; the DLRM job's alone runs stop after ALONE_DLRM_RUNS).
+# alone_kinds FIRST: the alone runs a scenario makes (FIRST=1: the call's first scenario).
 alone_kinds() {
   echo production
-  if [ "$1" = 1 ] && [ "$2" -le "$ALONE_DLRM_RUNS" ]; then echo dlrm; fi
+  if [ "$1" = 1 ]; then echo dlrm; fi
   if [ "$MPS" = 1 ]; then echo mps; fi
 }
+# alone_runs_of KIND: how many alone runs of KIND a scenario makes.
+alone_runs_of() { if [ "$1" = dlrm ]; then echo "$ALONE_DLRM_RUNS"; else echo "$ALONE_RUNS"; fi; }
 
 # ORDER=grouped: per scenario every alone run first, then each mode's runs one after another; the
 # fault demonstration (FAULT_DEMO=1) ends the last tgs run that fits.
@@ -340,11 +341,8 @@ run_grouped() {
   mapfile -t entries < <(pair_entries)
   mapfile -t variants < <(variant_entries)
   for scen in $SCENARIOS; do
-    for kind in $(alone_kinds "$first" 1); do
-      for i in $(seq "$ALONE_RUNS"); do
-        if [ "$kind" = dlrm ] && [ "$i" -gt "$ALONE_DLRM_RUNS" ]; then break; fi
-        alone_run "$scen" "$i" "$kind"
-      done
+    for kind in $(alone_kinds "$first"); do
+      for i in $(seq "$(alone_runs_of "$kind")"); do alone_run "$scen" "$i" "$kind"; done
     done
     first=0
     for entry in ${entries[@]+"${entries[@]}"}; do
@@ -386,7 +384,9 @@ run_interleaved() {
   for scen in $SCENARIOS; do
     for i in $(seq "$rounds"); do
       if [ "$i" -le "$ALONE_RUNS" ]; then
-        for kind in $(alone_kinds "$first" "$i"); do alone_run "$scen" "$i" "$kind"; done
+        for kind in $(alone_kinds "$first"); do
+          if [ "$i" -le "$(alone_runs_of "$kind")" ]; then alone_run "$scen" "$i" "$kind"; fi
+        done
       fi
       for entry in ${entries[@]+"${entries[@]}"}; do
         read -r mode fb fw fd <<< "$entry"
