@@ -5,7 +5,18 @@ memory.sh's own summary (the helper it embeds), pool_memory.py and merge_memory.
 files, and must read them alike: a pooled or merged cell counts the runs its call's summary
 counted, and names the flags that call ran with."""
 import json
+import os
 import shlex
+
+
+def call_file(summary_path: str, suffix: str, out_name: str) -> str:
+    """A file of the call whose summary is SUMMARY_PATH: NAME-SUFFIX beside NAME.json (the names
+    docs/results gives a call's files), else OUT_NAME in the summary's folder (the call's $OUT)."""
+    base, ext = os.path.splitext(summary_path)
+    beside = base + suffix
+    if ext == ".json" and os.path.exists(beside):
+        return beside
+    return os.path.join(os.path.dirname(summary_path) or ".", out_name)
 
 
 def read_result_lines(path: str):

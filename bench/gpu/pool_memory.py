@@ -47,17 +47,13 @@ import shlex
 import statistics
 import sys
 
-from memory_call import command_word, read_result_lines, window_rates
+from memory_call import call_file, command_word, read_result_lines, window_rates
 
 CLASSES = ("production", "opportunistic")
 
 
 def runs_path(summary_path: str) -> str:
-    base, ext = os.path.splitext(summary_path)
-    beside = base + "-runs.jsonl"
-    if ext == ".json" and os.path.exists(beside):
-        return beside
-    return os.path.join(os.path.dirname(summary_path) or ".", "memory-runs.jsonl")
+    return call_file(summary_path, "-runs.jsonl", "memory-runs.jsonl")
 
 
 def read_runs(path: str) -> tuple[dict, list[str]]:
@@ -221,7 +217,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
         entry = {"file": os.path.basename(path), **({"mode": mode} if own_mode else {}),
                  "date": summary.get("date"), "gpu": card_of(summary), "command": summary.get("command"),
                  "runs_file": os.path.basename(rpath), "order": "interleaved" if interleaved else "grouped",
-                 "runs": len(idx), "skipped_lines": problems}
+                 "runs": len(idx), "rounds": idx, "skipped_lines": problems}
         if against is not None and not interleaved:
             raise ValueError(f"{path}: --against pairs round i of two modes, and this call is not interleaved")
         if against is not None and against not in scenario["modes"]:
@@ -242,6 +238,8 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
                 pv = [(r or 0.0) / alone[c][i] for i, r in got if alone[c].get(i)]
                 paired[c] += pv
                 entry[c + "_paired"] = statistics.median(pv) if pv else None
+                # In round order beside _runs; null for a round without its own alone run.
+                entry[c + "_paired_runs"] = [(r or 0.0) / alone[c][i] if alone[c].get(i) else None for i, r in got]
             if against is not None:
                 # Both runs of a round share the machine's state at that time, and the alone
                 # baseline cancels: r / q is the one mode's rate over the other's.

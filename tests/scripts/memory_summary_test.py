@@ -113,6 +113,32 @@ class MemorySummary(unittest.TestCase):
         self.assertIsNone(out["gpu_serial"])
         self.assertIsNone(out["gpu_uuid"])
 
+    def test_the_host_cpu_is_named_and_unreadable_parts_are_null(self):
+        text = "\n".join(self.lines()) + "\n"
+        out, _ = self.summarize(text, HOST_CPU_MODEL="Intel(R) Xeon(R) Platinum 8480+", HOST_CPUS="16",
+                                HOST_CPU_GOVERNOR="performance")
+        self.assertEqual(out["host_cpu"], {"model": "Intel(R) Xeon(R) Platinum 8480+", "cpus": 16,
+                                           "governor": "performance"})
+        out, _ = self.summarize(text, HOST_CPUS="?")  # no cpufreq, no model name: null, not ""
+        self.assertEqual(out["host_cpu"], {"model": None, "cpus": None, "governor": None})
+
+    def test_alone_runs_wider_than_the_target_margin_are_warned_about(self):
+        a, b, p, o = self.lines()
+        # Three alone runs of the production model at 40, 34 and 48 it/s: 0.85-1.20 of 40.
+        more = [record("alone/resnet50/2", "resnet50", [34.0]), record("alone/resnet50/3", "resnet50", [48.0])]
+        self.write("warnings.txt", "!! WARNING: skipped low/tgs/3\n")
+        out, _ = self.summarize("\n".join([a, b, p, o] + more) + "\n")
+        self.assertEqual(len(out["warnings"]), 2)
+        self.assertEqual(out["warnings"][0], "!! WARNING: skipped low/tgs/3")  # the script's own come first
+        self.assertIn("alone runs of resnet50 spread 0.85-1.20 of their median", out["warnings"][1])
+        self.assertIn("!! WARNING: alone runs of resnet50 spread 0.85-1.20", self.table)
+        # Within +-5% (39 and 41 around 40) and a single alone run (the DLRM job): no warning.
+        self.write("warnings.txt", "")
+        more = [record("alone/resnet50/2", "resnet50", [39.0]), record("alone/resnet50/3", "resnet50", [41.0])]
+        out, _ = self.summarize("\n".join([a, b, p, o] + more) + "\n")
+        self.assertEqual(out["warnings"], [])
+        self.assertNotIn("WARNING", self.table)
+
     def test_a_tgs_variant_is_summarized_with_its_flags(self):
         a, b, _, _ = self.lines()
         rows = [record("low/tgs-band/1/production", "resnet50", [38.0, 38.0, 38.0]),

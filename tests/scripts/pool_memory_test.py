@@ -15,6 +15,9 @@ from contextlib import redirect_stderr, redirect_stdout
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
 import pool_memory  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(__file__))
+import byte_fuzz  # noqa: E402
+
 
 class PoolMemory(unittest.TestCase):
     def setUp(self):
@@ -83,6 +86,11 @@ class PoolMemory(unittest.TestCase):
         self.assertEqual(cell["runs"], 4)
         self.assertAlmostEqual(cell["production_paired"], 0.9)  # 0.9, 0.9, 1.0
         self.assertEqual(cell["production_paired_spread"], [0.9, 1.0])
+        # Per run in round order, null where the round made no alone run of its own.
+        ca, cc = cell["calls"]
+        self.assertEqual(cc["rounds"], [1, 2])
+        self.assertEqual(cc["production_paired_runs"], [1.0, None])
+        self.assertEqual(ca["production_paired_runs"], [0.9, 0.9])
 
     def test_median_interval_takes_the_narrowest_order_statistics_that_cover_it(self):
         self.assertIsNone(pool_memory.median_ci([]))
@@ -277,27 +285,10 @@ class PoolMemory(unittest.TestCase):
     def test_mutated_inputs_are_refused_or_pooled_never_crash(self):
         # A small fuzz of both inputs: bytes of a valid summary and runs file replaced by JSON
         # punctuation and digits; every outcome is a pooled cell or a ValueError/OSError/KeyError.
-        import random
         a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, None)})
         rpath = os.path.join(self.dir.name, "a-runs.jsonl")
-        originals = {p: open(p, "rb").read() for p in (a, rpath)}
-        rng = random.Random(5)
-        refused = 0
-        for _ in range(600):
-            target = rng.choice(list(originals))
-            b = bytearray(originals[target])
-            for _ in range(rng.randint(1, 4)):
-                b[rng.randrange(len(b))] = rng.choice(b'0123456789.-,[]{}":e ')
-            with open(target, "wb") as f:
-                f.write(bytes(b))
-            try:
-                with redirect_stderr(io.StringIO()):
-                    pool_memory.pool("low/tgs", [a], with_by_round=True)
-            except (ValueError, OSError, KeyError):
-                refused += 1
-            finally:
-                with open(target, "wb") as f:
-                    f.write(originals[target])
+        refused = byte_fuzz.fuzz_files([a, rpath], lambda: pool_memory.pool("low/tgs", [a], with_by_round=True),
+                                       rounds=600, seed=5)
         self.assertGreater(refused, 0)
 
     def test_values_of_the_wrong_type_are_refused_never_crash(self):
