@@ -92,7 +92,8 @@
 #   ALONE_RUNS runs per scenario, normalized like a pair to the plain alone runs, so a row shows
 #   what MPS alone does to each job's rate), MPS_OPP_PCT (100: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 #   of the opportunistic job under MPS=1; the production job always gets 100), PIN_CPUS (1: every
-#   job runs under taskset on one half of the CPUs local to the GPU, bench/gpu/gpu_cpus.py: the
+#   job runs under taskset on one half of the CPUs local to the GPU, whole cores where sysfs says
+#   which threads share one, bench/gpu/gpu_cpus.py: the
 #   DLRM job on the second half, alone too, a production model on the first, as containers get
 #   their own CPUs; 0: unpinned, as every call before PIN_CPUS was), ORDER (grouped: per scenario
 #   all alone runs, then each mode's runs in turn; interleaved: round i makes the i-th alone runs
@@ -718,9 +719,15 @@ def cmd_summarize():
     card = {k: (v if (v := E.get(k, "").strip()) and not v.startswith("[") else None) for k in ("GPU_SERIAL", "GPU_UUID")}
     # And which host: the production jobs here are bound by their CPU side, so the host's CPU sets
     # their alone rate (ResNet-50 b32 ran at 27-61 it/s alone on H100 hosts) and its noise.
-    cpus = E.get("HOST_CPUS", "").strip()
-    host_cpu = {"model": E.get("HOST_CPU_MODEL", "").strip() or None, "cpus": int(cpus) if cpus.isdigit() else None,
-                "governor": E.get("HOST_CPU_GOVERNOR", "").strip() or None}
+    # With the threads per core and the two jobs' CPU lists (PIN_CPUS=1; bench/gpu/gpu_cpus.py
+    # gives each job whole cores where sysfs says which threads share one), null where unknown.
+    count = lambda k: int(v) if (v := E.get(k, "").strip()).isdigit() else None
+    pinned = {c: E.get(k, "").strip() for c, k in (("production", "PINNED_PRODUCTION"),
+                                                   ("opportunistic", "PINNED_OPPORTUNISTIC"))}
+    host_cpu = {"model": E.get("HOST_CPU_MODEL", "").strip() or None, "cpus": count("HOST_CPUS"),
+                "threads_per_core": count("HOST_THREADS_PER_CORE"),
+                "governor": E.get("HOST_CPU_GOVERNOR", "").strip() or None,
+                "pinned": pinned if all(pinned.values()) else None}
     noisy_alone = []
     # A call whose alone runs of one model spread more than the production target's margin cannot
     # tell 0.95 of alone from 1.00 by itself (an H100 host's alone runs spread 0.80-1.21 in one
@@ -991,7 +998,9 @@ say "$device, driver $driver, $free_mib MiB free (serial ${gpu_serial:-?}, ${gpu
 host_cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null | head -1 || true)
 host_cpus=$(nproc 2>/dev/null || true)
 host_cpu_governor=$(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || true)
-say "host: ${host_cpu_model:-CPU model not readable}, ${host_cpus:-?} CPUs, frequency governor ${host_cpu_governor:-not readable}"
+host_threads_per_core=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import gpu_cpus; print(len(gpu_cpus.thread_siblings(0)) or "")' \
+  "$repo/bench/gpu" 2>/dev/null || true)
+say "host: ${host_cpu_model:-CPU model not readable}, ${host_cpus:-?} CPUs, ${host_threads_per_core:-?} threads per core, frequency governor ${host_cpu_governor:-not readable}"
 # The CPUs local to GPU 0, split in two halves (bench/gpu/gpu_cpus.py): one per job.
 cpus_production="" cpus_opportunistic=""
 if [ "$PIN_CPUS" = 1 ]; then
@@ -1384,6 +1393,7 @@ say "summary"
 #   GPU_SCRIPTS=<repo>/bench/gpu bash $OUT/summary-inputs/redo-summary.sh
 summary_env=(DEVICE="$device" DRIVER="$driver" GPU_SERIAL="$gpu_serial" GPU_UUID="$gpu_uuid" STARTED="$started" COMMAND="$COMMAND"
   HOST_CPU_MODEL="$host_cpu_model" HOST_CPUS="$host_cpus" HOST_CPU_GOVERNOR="$host_cpu_governor"
+  HOST_THREADS_PER_CORE="$host_threads_per_core" PINNED_PRODUCTION="$cpus_production" PINNED_OPPORTUNISTIC="$cpus_opportunistic"
   WINDOWS="$WINDOWS" WINDOW_S="$WINDOW_S" RATIO="$RATIO" RESERVE_MIB="$RESERVE_MIB" FREE_MIB="$free_mib"
   SCENARIO_LIST="$SCENARIOS" DLRM_TABLES="$DLRM_TABLES" DLRM_ROWS="$DLRM_ROWS" DLRM_DIM="$DLRM_DIM"
   DLRM_BAG="$DLRM_BAG" DLRM_BATCH="$DLRM_BATCH" DLRM_ZIPF="$DLRM_ZIPF" RESIDENCY_SPLIT="$RESIDENCY_SPLIT"

@@ -14,6 +14,10 @@ iterations. This script puts the two side by side, run by run, for the tgs runs 
   corrected  the rate the controller compared with its band over R (sample_over_R: with the
              sync-wait correction the corrected rate; null in samples from before tgs-node
              reported it)
+  host       the production job's host-side speed per block in control against profiling
+             (status_phases.py --control's host_speed: below 1, each block took more host time
+             with the opportunistic job running); not a rate the controller acts on, but the part
+             of a slowdown that the sync-wait correction sets aside as the job's own noise
 
 Per signal, over the runs that have it: Spearman's rank correlation with the job's share (ties
 get their mean rank) and a two-sided permutation p-value (10,000 shuffles with a fixed seed, so the
@@ -42,7 +46,7 @@ import pool_memory
 import status_phases
 from memory_call import call_file
 
-SIGNALS = {"launched": "prod_over_R", "corrected": "sample_over_R"}
+SIGNALS = {"launched": "prod_over_R", "corrected": "sample_over_R", "host": "host_speed"}
 PERMUTATIONS = 10_000
 
 
@@ -157,10 +161,10 @@ def main(argv: list[str]) -> int:
         return "-" if x is None else format(x, spec)
     print(f"{args.cell} ({out['model']}): {len(out['runs'])} runs in {out['calls']} calls on {out['gpus_named']} GPUs "
           f"named; target {args.target}")
-    print(f"  {'call':44} {'run':14} {'job':>5} {'paired':>6} {'launched':>8} {'corrected':>9}")
+    print(f"  {'call':44} {'run':14} {'job':>5} {'paired':>6} {'launched':>8} {'corrected':>9} {'host':>6}")
     for r in out["runs"]:
         print(f"  {r['call']:44} {r['run']:14} {fx(r['job']):>5} {fx(r['job_paired']):>6} "
-              f"{fx(r['launched'], '.3f'):>8} {fx(r['corrected'], '.3f'):>9}")
+              f"{fx(r['launched'], '.3f'):>8} {fx(r['corrected'], '.3f'):>9} {fx(r['host'], '.3f'):>6}")
     for name, s in out["signals"].items():
         for basis, label in (("job", "job"), ("job_paired", "paired job")):
             b = s[basis]

@@ -35,6 +35,13 @@ memory.sh stopping them, so the production job's rate in it is a partial second,
                the same for the rate the controller acted on (sample_bps): its median over R, its
                standard deviation over R (the noise the dead band has to cover; `tgs-sim pairs
                --observation-noise` models it), and the share below the band (-: not reported)
+  host_speed   how fast the production job's host side ran per block in control, against
+               profiling (the same job, the opportunistic job registered but held): the median
+               host time per block, (1 - prod_wait) / prod_bps, over the profiling samples divided
+               by that over the control samples. Below 1: each block took more host time in
+               control, a slowdown the sync-wait correction reads as the job's own noise, whether
+               the machine drifted or the opportunistic job slowed the host side (-: no profiling
+               sample with a wait, or none in control)
 
 Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N]]
 """
@@ -134,10 +141,12 @@ def over_r(samples: list, key: str):
 
 def control(path: str, last: int = 10) -> list:
     """One entry per run with control samples (slow start or congestion avoidance), in run order."""
-    runs = {}
+    runs, profiling = {}, {}
     for run, phase, v in rows(path):
         if phase in CONTROL_PHASES:
             runs.setdefault(run, []).append((phase, v))
+        elif phase == "profiling":
+            profiling.setdefault(run, []).append(v)
     out = []
     for run, samples in runs.items():
         # A run's last sample with both jobs registered spans memory.sh stopping them: the
@@ -154,6 +163,8 @@ def control(path: str, last: int = 10) -> list:
         ca_opp = [v["opp_bps"] for v in ca if v["opp_bps"] is not None]
         launched, below = over_r(samples, "prod_bps")
         seen, seen_below = over_r(samples, "sample_bps")
+        host_profiling = host_time_per_block(profiling.get(run, []))
+        host_control = host_time_per_block([v for _, v in samples])
         out.append({
             "run": run,
             "ss_n": sum(1 for phase, _ in samples if phase == "slow_start"),
@@ -165,8 +176,17 @@ def control(path: str, last: int = 10) -> list:
             "sample_over_R": statistics.median(seen) if seen else None,
             "sample_sd": statistics.stdev(seen) if len(seen) > 1 else None,
             "sample_below": seen_below,
+            "host_speed": host_profiling / host_control if host_profiling and host_control else None,
         })
     return out
+
+
+def host_time_per_block(samples: list):
+    """The median over SAMPLES of the production job's host seconds per launched block,
+    (1 - sync_wait_fraction) / blocks_per_s; None without a sample that has both."""
+    h = [(1.0 - v["prod_wait"]) / v["prod_bps"] for v in samples
+         if v.get("prod_bps") and v.get("prod_wait") is not None and v["prod_bps"] > 0]
+    return statistics.median(h) if h else None
 
 
 def fmt(v, spec):
@@ -195,12 +215,13 @@ def main() -> int:
         return 0
     if args.control:
         print(f"{'run':<20} {'ss_n':>4} {'ss_peak':>9} {'ca_budget':>9} {'ca_opp_bps':>11} {'prod_over_R':>11} "
-              f"{'below_band':>10} {'sample_over_R':>13} {'sample_sd':>9} {'sample_below':>12}")
+              f"{'below_band':>10} {'sample_over_R':>13} {'sample_sd':>9} {'sample_below':>12} {'host_speed':>10}")
         for e in table:
             print(f"{e['run']:<20} {e['ss_n']:>4} {fmt(e['ss_peak'], '9.0f'):>9} {fmt(e['ca_budget'], '9.0f'):>9} "
                   f"{fmt(e['ca_opp_bps'], '11.0f'):>11} {fmt(e['prod_over_R'], '11.3f'):>11} "
                   f"{fmt(e['below_band'], '10.2f'):>10} {fmt(e['sample_over_R'], '13.3f'):>13} "
-                  f"{fmt(e['sample_sd'], '9.3f'):>9} {fmt(e['sample_below'], '12.2f'):>12}")
+                  f"{fmt(e['sample_sd'], '9.3f'):>9} {fmt(e['sample_below'], '12.2f'):>12} "
+                  f"{fmt(e['host_speed'], '10.3f'):>10}")
         return 0
     print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'band':>6} {'prod_bps':>11} {'sample_bps':>11} "
           f"{'prod_wait':>9} {'opp_bps':>11} {'opp_res_gib':>11} {'prod_launch_us':>14} {'opp_launch_us':>13}")

@@ -116,11 +116,15 @@ class MemorySummary(unittest.TestCase):
     def test_the_host_cpu_is_named_and_unreadable_parts_are_null(self):
         text = "\n".join(self.lines()) + "\n"
         out, _ = self.summarize(text, HOST_CPU_MODEL="Intel(R) Xeon(R) Platinum 8480+", HOST_CPUS="16",
-                                HOST_CPU_GOVERNOR="performance")
+                                HOST_CPU_GOVERNOR="performance", HOST_THREADS_PER_CORE="2",
+                                PINNED_PRODUCTION="0,1,8,9", PINNED_OPPORTUNISTIC="2,3,10,11")
         self.assertEqual(out["host_cpu"], {"model": "Intel(R) Xeon(R) Platinum 8480+", "cpus": 16,
-                                           "governor": "performance"})
-        out, _ = self.summarize(text, HOST_CPUS="?")  # no cpufreq, no model name: null, not ""
-        self.assertEqual(out["host_cpu"], {"model": None, "cpus": None, "governor": None})
+                                           "threads_per_core": 2, "governor": "performance",
+                                           "pinned": {"production": "0,1,8,9", "opportunistic": "2,3,10,11"}})
+        # No cpufreq, no model name, no topology, no pinning (PIN_CPUS=0): null, not "".
+        out, _ = self.summarize(text, HOST_CPUS="?", PINNED_PRODUCTION="", PINNED_OPPORTUNISTIC="")
+        self.assertEqual(out["host_cpu"], {"model": None, "cpus": None, "threads_per_core": None, "governor": None,
+                                           "pinned": None})
 
     def test_alone_runs_wider_than_the_target_margin_are_warned_about(self):
         a, b, p, o = self.lines()

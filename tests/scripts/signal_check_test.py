@@ -17,15 +17,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 import byte_fuzz  # noqa: E402
 
 
-def status_sample(run, prod_bps, seen, r=100.0):
-    """One control sample of RUN: the production job launched PROD_BPS and the controller compared
-    SEEN (None: an older node that did not report it) with R."""
-    gpu = {"gpu": 0, "phase": "congestion_avoidance", "budget_blocks": 10, "max_rate_blocks_per_s": r,
-           "dead_band": 0.06}
+def status_sample(run, prod_bps, seen, r=100.0, wait=None, phase="congestion_avoidance"):
+    """One sample of RUN: the production job launched PROD_BPS (waiting WAIT of its time) and the
+    controller compared SEEN (None: an older node that did not report it) with R."""
+    gpu = {"gpu": 0, "phase": phase, "budget_blocks": 10, "max_rate_blocks_per_s": r, "dead_band": 0.06}
     if seen is not None:
         gpu["sample_blocks_per_s"] = seen
     return {"run": run, "t": 0.0, "gpus": [gpu],
-            "jobs": [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps},
+            "jobs": [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps, "sync_wait_fraction": wait},
                      {"gpu": 0, "class": "opportunistic", "blocks_per_s": 5}]}
 
 
@@ -36,8 +35,10 @@ class SignalCheck(unittest.TestCase):
 
     def call(self, name, alone, pairs, signals, status_name=None, flags="--tgs-preset host-bound"):
         """NAME.json with its runs and status files: alone = {round: production it/s}, pairs =
-        {round: production it/s}, signals = {round: (launched, corrected) over R = 100}, each from
-        three control samples (the last one is left out by status_phases, as a stopping sample)."""
+        {round: production it/s}, signals = {round: (launched, corrected[, host speed]) over R = 100},
+        each from three control samples (the last one is left out by status_phases, as a stopping
+        sample); with a host speed, a profiling sample at 100 blocks/s without waits comes first,
+        and the control samples wait for the share of their time that gives that speed."""
         summary = {"device": "GPU X", "driver": "1.0", "date": "2026-11-25T00:00:00Z", "gpu_serial": "S1",
                    "command": f'SCENARIOS="low" ORDER=interleaved TGS_NODE_FLAGS="{flags}" MODES="tgs" bench/gpu/memory.sh',
                    "ratio": 1.5,
@@ -55,10 +56,14 @@ class SignalCheck(unittest.TestCase):
                 f.write(json.dumps({"label": f"low/tgs/{i}/production", "it_per_s": [p]}) + "\n")
                 f.write(json.dumps({"label": f"low/tgs/{i}/opportunistic", "it_per_s": [60]}) + "\n")
         with open(os.path.join(self.dir.name, status_name or name + "-status.jsonl"), "w") as f:
-            for i, (launched, corrected) in signals.items():
+            for i, (launched, corrected, *host) in signals.items():
                 seen = None if corrected is None else corrected * 100
+                wait = None
+                if host:  # host seconds per block 1/100 in profiling, 1/(100 host) in control
+                    f.write(json.dumps(status_sample(f"low/tgs/{i}", 100, None, wait=0.0, phase="profiling")) + "\n")
+                    wait = 1 - launched / host[0]
                 for _ in range(2):
-                    f.write(json.dumps(status_sample(f"low/tgs/{i}", launched * 100, seen)) + "\n")
+                    f.write(json.dumps(status_sample(f"low/tgs/{i}", launched * 100, seen, wait=wait)) + "\n")
                 f.write(json.dumps(status_sample(f"low/tgs/{i}", 0.0, 0.0)) + "\n")  # the stopping sample
         return path
 
@@ -117,7 +122,20 @@ class SignalCheck(unittest.TestCase):
         a = self.call("a", {1: 100}, {1: 90, 2: 100, 3: 110}, {1: (0.9, None), 2: (1.0, None), 3: (1.1, None)})
         s = signal_check.check("low/tgs", [a])["signals"]
         self.assertEqual(s["corrected"]["runs"], 0)
+        self.assertEqual(s["host"]["runs"], 0)  # no waits reported, no profiling samples
         self.assertEqual(s["launched"]["runs"], 3)
+
+    def test_host_speed_is_the_third_signal(self):
+        # The host side ran at 0.9, 1.0 and 1.1 of its profiling speed per block; the job's shares
+        # follow it, while the launched rate stays flat.
+        a = self.call("a", {1: 100}, {1: 85, 2: 100, 3: 110},
+                      {1: (0.85, 0.97, 0.9), 2: (0.85, 0.97, 1.0), 3: (0.85, 0.97, 1.1)})
+        out = signal_check.check("low/tgs", [a])
+        self.assertEqual([round(r["host"], 6) for r in out["runs"]], [0.9, 1.0, 1.1])
+        host = out["signals"]["host"]["job"]
+        self.assertAlmostEqual(host["spearman"], 1.0)
+        self.assertEqual((host["job_below_target"], host["missed_loss"], host["false_alarm"]), (1, 0, 0))
+        self.assertIsNone(out["signals"]["launched"]["job"]["spearman"])  # a constant signal orders nothing
 
     def test_status_samples_from_a_calls_out_folder(self):
         sub = os.path.join(self.dir.name, "out")

@@ -131,6 +131,29 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("sample_sd", out.stdout)
 
+    def test_host_speed_compares_host_time_per_block_in_control_with_profiling(self):
+        path = self.write([
+            sample("a", "profiling", 0, 90, 0.0, 0, with_opp=False),  # production alone: not profiling
+            sample("a", "profiling", 0, 100, 0.0, 0),                 # host time per block 1/100
+            sample("a", "profiling", 0, 100, 0.5, 0),                 # 0.5/100: median 0.75/100
+            sample("a", "slow_start", 20000, 80, 0.2, 1),             # 0.8/80 = 1/100
+            sample("a", "congestion_avoidance", 20000, 100, 0.0, 1),  # 1/100
+            sample("a", "congestion_avoidance", 20000, 0, 0.0, 0),    # the stop: left out
+            sample("b", "slow_start", 20000, 100, 0.1, 1),            # no profiling sample: no speed
+            sample("c", "profiling", 0, 100, None, 0),                # no wait reported: no speed
+            sample("c", "slow_start", 20000, 100, None, 1),
+        ])
+        a, b, c = status_phases.control(path)
+        # 0.0075 s per block while profiling, 0.01 in control: the host side ran at 0.75 per block.
+        self.assertAlmostEqual(a["host_speed"], 0.75)
+        self.assertIsNone(b["host_speed"])
+        self.assertIsNone(c["host_speed"])
+        out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
+                             text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("host_speed", out.stdout)
+        self.assertIn("0.750", out.stdout)
+
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])
         out = subprocess.run([sys.executable, status_phases.__file__, path], capture_output=True, text=True)
