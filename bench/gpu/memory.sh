@@ -118,8 +118,8 @@
 # with --by-round it also pools run 1 of every call, run 2, ...: with one alone run at a call's
 # start (ALONE_RUNS=1), drift of the machine during the call shows as later runs lower.
 # bench/gpu/signal_check.py SCENARIO/MODE CALL.json... puts each tgs run's production share beside
-# the rates its controller watched (launched and corrected, over R), with rank correlations: does
-# the signal follow the job's loss?
+# the rates its controller watched (launched and corrected, over R) and its host side's speed per
+# block, with rank correlations: which of them follows the job's loss?
 # A summary that fails (a bug, a killed call) leaves its inputs in $OUT/summary-inputs; redo it
 # without the GPU: GPU_SCRIPTS=<repo>/bench/gpu bash $OUT/summary-inputs/redo-summary.sh
 # Machines without the fmt and CLI11 packages: see rate_control.sh (.deps/include).
@@ -718,7 +718,7 @@ def cmd_summarize():
     # older call's inputs, give null).
     card = {k: (v if (v := E.get(k, "").strip()) and not v.startswith("[") else None) for k in ("GPU_SERIAL", "GPU_UUID")}
     # And which host: the production jobs here are bound by their CPU side, so the host's CPU sets
-    # their alone rate (ResNet-50 b32 ran at 27-61 it/s alone on H100 hosts) and its noise.
+    # their alone rate (ResNet-50 b32's alone runs in docs/results range from 24 to 61 it/s) and its noise.
     # With the threads per core and the two jobs' CPU lists (PIN_CPUS=1; bench/gpu/gpu_cpus.py
     # gives each job whole cores where sysfs says which threads share one), null where unknown.
     count = lambda k: int(v) if (v := E.get(k, "").strip()).isdigit() else None
