@@ -738,8 +738,8 @@ def cmd_summarize():
             lo, hi = min(v) / base, max(v) / base
             if lo < 1 - ALONE_NOISE or hi > 1 + ALONE_NOISE:
                 noisy_alone.append(f"alone runs of {model} spread {lo:.2f}-{hi:.2f} of their median, more than "
-                                f"+-{ALONE_NOISE:.0%}: this call alone cannot tell 0.95 of alone from 1.00 "
-                                f"(pool calls: bench/gpu/pool_memory.py)")
+                                   f"+-{ALONE_NOISE:.0%}: this call alone cannot resolve a {ALONE_NOISE:.0%} change in {model}'s "
+                                   f"share, such as 0.95 of alone against 1.00 (pool calls: bench/gpu/pool_memory.py)")
     out = {"device": E["DEVICE"], "driver": E["DRIVER"], "gpu_serial": card["GPU_SERIAL"], "gpu_uuid": card["GPU_UUID"],
            "date": E["STARTED"], "command": E["COMMAND"],
            "ratio": float(E["RATIO"]), "budget_mib": {s: b["budget"] for s, b in budgets.items()},
