@@ -235,11 +235,11 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
             entry[c + "_runs"] = norm  # in round order: the per-run tables of docs/results
             entry[c + "_alone_it_per_s"] = alone_med[c]
             if interleaved:
-                pv = [(r or 0.0) / alone[c][i] for i, r in got if alone[c].get(i)]
-                paired[c] += pv
-                entry[c + "_paired"] = statistics.median(pv) if pv else None
                 # In round order beside _runs; null for a round without its own alone run.
                 entry[c + "_paired_runs"] = [(r or 0.0) / alone[c][i] if alone[c].get(i) else None for i, r in got]
+                pv = [x for x in entry[c + "_paired_runs"] if x is not None]
+                paired[c] += pv
+                entry[c + "_paired"] = statistics.median(pv) if pv else None
             if against is not None:
                 # Both runs of a round share the machine's state at that time, and the alone
                 # baseline cancels: r / q is the one mode's rate over the other's.

@@ -185,7 +185,7 @@ def host_time_per_block(samples: list):
     """The median over SAMPLES of the production job's host seconds per launched block,
     (1 - sync_wait_fraction) / blocks_per_s; None without a sample that has both."""
     h = [(1.0 - v["prod_wait"]) / v["prod_bps"] for v in samples
-         if v.get("prod_bps") and v.get("prod_wait") is not None and v["prod_bps"] > 0]
+         if (v.get("prod_bps") or 0) > 0 and v.get("prod_wait") is not None]
     return statistics.median(h) if h else None
 
 
