@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -59,6 +60,29 @@ TEST(TgsRateControlSettings, AValueSetThroughTheTableReachesTheController) {
   const tgs::tgs_rate_control c{cfg};
   EXPECT_DOUBLE_EQ(c.settings().rate_smoothing, 0.5);
   EXPECT_EQ(c.settings().min_budget, 7u);
+}
+
+TEST(TgsRateControlSettings, TheRefreshFlagsReachTheControllerAndArePlainOptions) {
+  tgs::tgs_rate_control::config cfg;
+  tgs::tgs_rate_control_flag_values extra;
+  EXPECT_TRUE(tgs::set_tgs_rate_control_value(cfg, extra, "refresh-every-windows", 30));
+  EXPECT_TRUE(tgs::set_tgs_rate_control_value(cfg, extra, "refresh-windows", 4));
+  EXPECT_TRUE(tgs::set_tgs_rate_control_value(cfg, extra, "refresh-weight", 0.25));
+  const tgs::tgs_rate_control c{cfg};
+  EXPECT_EQ(c.settings().refresh_every_windows, 30);
+  EXPECT_EQ(c.settings().refresh_windows, 4);
+  EXPECT_DOUBLE_EQ(c.settings().refresh_weight, 0.25);
+  // Each takes a value (an option with its default shown), not a switch.
+  for (std::string_view flag : {"refresh-every-windows", "refresh-windows", "refresh-weight"}) {
+    const auto& table = tgs::tgs_rate_control_settings;
+    const auto* s = std::find_if(table.begin(), table.end(),
+                                 [&](const auto& setting) { return setting.flag == flag; });
+    ASSERT_NE(s, tgs::tgs_rate_control_settings.end()) << flag;
+    EXPECT_FALSE(std::holds_alternative<bool tgs::tgs_rate_control::config::*>(s->member)) << flag;
+  }
+  // A value the controller refuses names its field when the controller is built.
+  EXPECT_TRUE(tgs::set_tgs_rate_control_value(cfg, extra, "refresh-weight", 1.5));
+  EXPECT_THROW(tgs::tgs_rate_control{cfg}, tgs::config_error);
 }
 
 // A stand-in for the command line: the flags it names were given, `count` times each.
@@ -141,7 +165,9 @@ TEST(TgsRateControlPresets, HostBoundIsTheSettingMeasuredOnTheGpu) {
   EXPECT_EQ(cfg.production_window, std::chrono::seconds{1});
   EXPECT_EQ(cfg.profile_windows, 10);
   EXPECT_EQ(cfg.max_profile_windows, 20);
-  // What it leaves alone keeps the released value.
+  // What it leaves alone keeps the released value. The refresh is not part of the measured
+  // setting, so the preset leaves it off.
+  EXPECT_EQ(cfg.refresh_every_windows, 0);
   EXPECT_EQ(cfg.multiplicative_decrease, tgs::tgs_rate_control::config{}.multiplicative_decrease);
   EXPECT_EQ(cfg.rate_smoothing, tgs::tgs_rate_control::config{}.rate_smoothing);
 }

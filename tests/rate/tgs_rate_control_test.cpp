@@ -787,3 +787,345 @@ TEST(TgsRateControl, RateSmoothingKeepsTheIdleAndResumeTimings) {
 
 }  // namespace
 }  // namespace tgs::test
+
+namespace tgs::test {
+namespace {
+
+/// Steps `f` with `production` until `done` holds, at most 100 windows, so that a controller that
+/// never gets there fails the test instead of hanging it.
+template <typename Done>
+void step_until(tgs_feed& f, const job_activity& production, Done done) {
+  for (int i = 0; i < 100 && !done(); ++i) f.step(production, blocks(0));
+  ASSERT_TRUE(done()) << "not reached in 100 windows";
+}
+
+/// The released settings with a reference refresh every `every` control windows.
+cfg_t refreshing_every(int every) {
+  cfg_t cfg;
+  cfg.refresh_every_windows = every;
+  return cfg;
+}
+
+TEST(TgsRateControlRefresh, IsOffByDefaultAndNeverHoldsTheOpportunisticJob) {
+  const cfg_t defaults;
+  EXPECT_EQ(defaults.refresh_every_windows, 0);
+  EXPECT_EQ(defaults.refresh_windows, 3);
+  EXPECT_DOUBLE_EQ(defaults.refresh_weight, 0.5);
+  tgs_feed f = in_control();
+  noisy_rate rate(0.02);
+  for (int i = 0; i < 200; ++i) {
+    f.window(rate.next());
+    ASSERT_NE(f.controller.phase(), tgs_phase::refreshing) << "window " << i;
+    ASSERT_NE(f.last.opportunistic_budget, held()) << "window " << i;
+  }
+  EXPECT_EQ(f.controller.refreshes(), 0);
+  EXPECT_EQ(to_string(tgs_phase::refreshing), "refreshing");
+}
+
+TEST(TgsRateControlRefresh, HoldsForRefreshWindowsAfterKControlWindowsThenResumesTheBudget) {
+  // Beside a twin without refreshes fed the same control windows, the refresh is a pause: the
+  // budget, the growth and the window count carry on from where they were.
+  const cfg_t cfg = refreshing_every(4);
+  tgs_feed f = in_control(cfg);
+  tgs_feed twin = in_control();
+  ASSERT_EQ(f.controller.control_windows(), 1);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    for (int i = 1; i < cfg.refresh_every_windows; ++i) {
+      EXPECT_EQ(f.controller.phase(), tgs_phase::slow_start);
+      f.window(plateau);
+      twin.window(plateau);
+    }
+    // The K-th control window since profiling (or since the last refresh) ends with the
+    // opportunistic job held; the budget it reached waits.
+    const std::int64_t windows = f.controller.control_windows();
+    const std::uint64_t before = f.controller.budget();
+    EXPECT_EQ(before, twin.controller.budget());
+    EXPECT_EQ(f.last.opportunistic_budget, held());
+    for (int held_window = 1; held_window < cfg.refresh_windows; ++held_window) {
+      EXPECT_EQ(f.controller.phase(), tgs_phase::refreshing);
+      EXPECT_EQ(f.window(plateau).opportunistic_budget, held()) << "held window " << held_window;
+      EXPECT_EQ(f.last.revisit_at, f.now + 5s);
+    }
+    EXPECT_EQ(f.controller.phase(), tgs_phase::refreshing);
+    // The last held window ends the refresh: the budget is exactly what it was.
+    EXPECT_EQ(f.window(plateau).opportunistic_budget, std::optional<std::uint64_t>{before});
+    EXPECT_EQ(f.controller.phase(), tgs_phase::slow_start);
+    EXPECT_EQ(f.controller.control_windows(), windows);
+    EXPECT_EQ(f.controller.budget(), before);
+    EXPECT_EQ(f.controller.refreshes(), round + 1);
+    EXPECT_DOUBLE_EQ(f.controller.max_rate(), static_cast<double>(plateau));
+    // The next control window is the twin's next one.
+    EXPECT_EQ(f.window(plateau).opportunistic_budget, twin.window(plateau).opportunistic_budget);
+    EXPECT_EQ(f.controller.phase(), twin.controller.phase());
+    EXPECT_EQ(f.controller.control_windows(), windows + 1);
+  }
+}
+
+TEST(TgsRateControlRefresh, MovesRByTheWeightTowardsTheMeanOfItsSamples) {
+  cfg_t cfg = refreshing_every(4);
+  cfg.refresh_windows = 4;
+  tgs_feed f = in_control(cfg);
+  for (int i = 1; i < 4; ++i) f.window(plateau);
+  ASSERT_EQ(f.controller.phase(), tgs_phase::refreshing);
+  ASSERT_DOUBLE_EQ(f.controller.max_rate(), 1e6);
+  // The first held window is discarded (its rate would pull the mean up to 1.4e6); the samples'
+  // mean is 1.1e6, so R moves halfway from 1e6: 1.05e6.
+  f.window(2 * plateau);
+  f.window(plateau * 105 / 100);
+  f.window(plateau * 110 / 100);
+  EXPECT_DOUBLE_EQ(f.controller.max_rate(), 1e6) << "R moved before the refresh ended";
+  f.window(plateau * 115 / 100);
+  EXPECT_DOUBLE_EQ(f.controller.max_rate(), 1.05e6);
+  EXPECT_EQ(f.controller.refreshes(), 1);
+  // The next refresh starts from nothing: its own samples (1.05e6) leave R where it is.
+  for (int i = 0; i < 4; ++i) f.window(plateau * 105 / 100);
+  ASSERT_EQ(f.controller.phase(), tgs_phase::refreshing);
+  f.window(2 * plateau);
+  for (int i = 0; i < 3; ++i) f.window(plateau * 105 / 100);
+  EXPECT_DOUBLE_EQ(f.controller.max_rate(), 1.05e6);
+  EXPECT_EQ(f.controller.refreshes(), 2);
+  // A drift downwards moves R down: with weight 1 it is the samples' mean.
+  cfg.refresh_weight = 1.0;
+  tgs_feed g = in_control(cfg);
+  for (int i = 1; i < 4; ++i) g.window(plateau);
+  g.window(plateau);
+  g.window(plateau * 90 / 100);
+  g.window(plateau * 92 / 100);
+  g.window(plateau * 94 / 100);
+  EXPECT_DOUBLE_EQ(g.controller.max_rate(), 0.92e6);
+}
+
+TEST(TgsRateControlRefresh, LetsTheBudgetGrowBesideAProductionJobThatDriftedBelowR) {
+  // The production job drifts to 0.93 of the R profiled at the arrival, nobody slowing it: the
+  // released controller reads the 7% as interference and cuts the budget to 0; a refresh that
+  // sees the drifted rate alone moves R to it and the budget grows.
+  cfg_t cfg = refreshing_every(10);
+  cfg.refresh_weight = 1.0;
+  const std::uint64_t drifted = plateau * 93 / 100;
+  tgs_feed released = in_control();
+  tgs_feed refreshed = in_control(cfg);
+  for (int i = 0; i < 60; ++i) {
+    released.window(drifted);
+    refreshed.window(drifted);
+  }
+  EXPECT_EQ(released.controller.budget(), 0u);
+  EXPECT_DOUBLE_EQ(refreshed.controller.max_rate(), static_cast<double>(drifted));
+  EXPECT_GT(refreshed.controller.budget(), 20'000u);
+  EXPECT_EQ(refreshed.controller.refreshes(), 4);  // 10 control + 3 held windows per round
+}
+
+TEST(TgsRateControlRefresh, RefreshedHostTimeKeepsTheCorrectedSampleAtR) {
+  // Profiled at 4 µs of host time and 1 µs of wait per block. Then the host side slows to
+  // 4.5 µs and, the GPU less queued, the job waits 0.75 µs alone: the corrected sample, with the
+  // 4 µs learnt while profiling, reads the job alone 5% above R (beyond the 3% band: the budget
+  // is cut) and the job slowed by 6% (1.1 µs of wait) as 2% below R (inside: unslowed). A
+  // refresh measures the host time and R at the job's current speed, after which the job alone
+  // reads R and the slowed job 6% below it.
+  cfg_t cfg = refreshing_every(6);
+  cfg.sync_wait_correction = true;
+  cfg.refresh_weight = 1.0;
+  tgs_feed f = make_feed(cfg);
+  f.arrive();
+  auto controlling = [&] { return f.controller.control_windows() > 0; };
+  ASSERT_NO_FATAL_FAILURE(step_until(f, host_and_wait(4e-6, 1e-6), controlling));
+  ASSERT_NEAR(f.controller.max_rate(), 1e6, 1.0);
+  const job_activity alone = host_and_wait(4.5e-6, 0.75e-6);
+  const job_activity slowed = host_and_wait(4.5e-6, 1.1e-6);
+  auto reads = [&] { return f.controller.last_sample() / f.controller.max_rate(); };
+
+  std::uint64_t before = f.controller.budget();
+  f.step(alone, blocks(0));
+  EXPECT_NEAR(reads(), 5.0 / 4.75, 1e-4);
+  EXPECT_LT(f.controller.budget(), before) << "stale host time: the job alone reads as a deviation";
+  before = f.controller.budget();
+  f.step(slowed, blocks(0));
+  EXPECT_NEAR(reads(), 5.0 / 5.1, 1e-4);
+  EXPECT_GT(f.controller.budget(), before) << "stale host time: the slowed job reads as unslowed";
+
+  auto refreshing = [&] { return f.controller.phase() == tgs_phase::refreshing; };
+  ASSERT_NO_FATAL_FAILURE(step_until(f, alone, refreshing));
+  for (int i = 0; i < cfg.refresh_windows; ++i) f.step(alone, blocks(0));
+  ASSERT_EQ(f.controller.refreshes(), 1);
+  const double launched_alone = static_cast<double>(alone.blocks_launched);
+  EXPECT_NEAR(f.controller.max_rate(), launched_alone, 1.0);
+
+  before = f.controller.budget();
+  f.step(alone, blocks(0));
+  EXPECT_NEAR(reads(), 1.0, 1e-6);
+  EXPECT_GT(f.controller.budget(), before);
+  before = f.controller.budget();
+  f.step(slowed, blocks(0));
+  EXPECT_NEAR(reads(), 5.25 / 5.6, 1e-4);
+  EXPECT_LT(f.controller.budget(), before);
+
+  // With weight 0.5 the host time and R move halfway, and R by the rate blended, not by the
+  // rate at the blended host time: the job alone reads 1 / ((1 + 1 / 1.05) / 2) = 1.024 of R
+  // after one refresh, and the misreading about halves with each refresh after that.
+  cfg.refresh_weight = 0.5;
+  tgs_feed g = make_feed(cfg);
+  g.arrive();
+  ASSERT_NO_FATAL_FAILURE(
+      step_until(g, host_and_wait(4e-6, 1e-6), [&] { return g.controller.control_windows() > 0; }));
+  double previous = 5.0 / 4.75;
+  for (int refresh = 1; refresh <= 3; ++refresh) {
+    SCOPED_TRACE(refresh);
+    ASSERT_NO_FATAL_FAILURE(
+        step_until(g, alone, [&] { return g.controller.phase() == tgs_phase::refreshing; }));
+    for (int i = 0; i < cfg.refresh_windows; ++i) g.step(alone, blocks(0));
+    ASSERT_EQ(g.controller.refreshes(), refresh);
+    g.step(alone, blocks(0));
+    const double read = g.controller.last_sample() / g.controller.max_rate();
+    if (refresh == 1) {
+      EXPECT_NEAR(g.controller.max_rate(), (1e6 + launched_alone) / 2.0, 1.0);
+      EXPECT_NEAR(read, 1.0 / ((1.0 + 1.0 / 1.05) / 2.0), 1e-4);
+    }
+    EXPECT_GT(read, 1.0);
+    EXPECT_LT(read - 1.0, 0.55 * (previous - 1.0));
+    previous = read;
+  }
+}
+
+TEST(TgsRateControlRefresh, AReprofileMeasuresTheHostTimeAgain) {
+  // A refresh moved the host time per block to 4.5 µs; a re-profile then measures the job at
+  // 4 µs again, and its corrected sample must read R, as after the first profiling run, not
+  // the 4.5 µs the refresh left (which would read it 9% slow).
+  cfg_t cfg = refreshing_every(3);
+  cfg.sync_wait_correction = true;
+  cfg.refresh_weight = 1.0;
+  tgs_feed f = make_feed(cfg);
+  f.arrive();
+  const job_activity usual = host_and_wait(4e-6, 1e-6);
+  ASSERT_NO_FATAL_FAILURE(step_until(f, usual, [&] { return f.controller.control_windows() > 0; }));
+  const job_activity slower_host = host_and_wait(4.5e-6, 0.75e-6);
+  ASSERT_NO_FATAL_FAILURE(
+      step_until(f, slower_host, [&] { return f.controller.phase() == tgs_phase::refreshing; }));
+  for (int i = 0; i < cfg.refresh_windows; ++i) f.step(slower_host, blocks(0));
+  ASSERT_EQ(f.controller.refreshes(), 1);
+  // Waits of 10 µs per block: the corrected rate falls by two thirds and the estimator, once the
+  // low windows fill it, re-profiles.
+  ASSERT_NO_FATAL_FAILURE(step_until(f, host_and_wait(4e-6, 10e-6),
+                                     [&] { return f.controller.phase() == tgs_phase::profiling; }));
+  ASSERT_NO_FATAL_FAILURE(
+      step_until(f, usual, [&] { return f.controller.phase() != tgs_phase::profiling; }));
+  EXPECT_NEAR(f.controller.max_rate(), 1e6, 1.0);
+  f.step(usual, blocks(0));
+  EXPECT_NEAR(f.controller.last_sample() / f.controller.max_rate(), 1.0, 1e-6);
+}
+
+TEST(TgsRateControlRefresh, AnIdleWindowEndsTheRefreshAsAControlWindowWithRUnchanged) {
+  const cfg_t cfg = refreshing_every(4);
+  tgs_feed f = in_control(cfg);
+  tgs_feed twin = in_control();
+  for (int i = 1; i < 4; ++i) {
+    f.window(plateau);
+    twin.window(plateau);
+  }
+  ASSERT_EQ(f.controller.phase(), tgs_phase::refreshing);
+  f.window(2 * plateau);  // the discarded first window: no trace of it may remain
+  // The production job goes idle in the refresh: the window is the twin's next control window.
+  EXPECT_EQ(f.window(0).opportunistic_budget, twin.window(0).opportunistic_budget);
+  EXPECT_EQ(f.controller.phase(), twin.controller.phase());
+  EXPECT_EQ(f.controller.control_windows(), twin.controller.control_windows());
+  EXPECT_EQ(f.controller.budget(), twin.controller.budget());
+  EXPECT_DOUBLE_EQ(f.controller.max_rate(), static_cast<double>(plateau));
+  EXPECT_EQ(f.controller.refreshes(), 0);
+  // The aborted refresh ended, and the idle window was the first control window after it: the
+  // next refresh comes K - 1 control windows later.
+  for (int i = 1; i < cfg.refresh_every_windows - 1; ++i) {
+    EXPECT_EQ(f.window(plateau).opportunistic_budget, twin.window(plateau).opportunistic_budget)
+        << "control window " << i;
+  }
+  f.window(plateau);
+  twin.window(plateau);
+  EXPECT_EQ(f.controller.phase(), tgs_phase::refreshing);
+  EXPECT_EQ(f.controller.budget(), twin.controller.budget());
+}
+
+TEST(TgsRateControlRefresh, IsNotStartedWhileTheOpportunisticJobIsUnthrottled) {
+  // Due after control window 18, when 3 idle windows of 5 have unthrottled the opportunistic
+  // job: the refresh waits for the first control window that throttles it again.
+  tgs_feed f = warmed_up(refreshing_every(18));
+  ASSERT_EQ(f.controller.control_windows(), 15);
+  for (int i = 0; i < 10; ++i) {
+    f.window(0);
+    EXPECT_NE(f.controller.phase(), tgs_phase::refreshing) << "idle window " << i;
+  }
+  ASSERT_EQ(f.controller.phase(), tgs_phase::unthrottled);
+  f.window(plateau);  // 4 idle of 5
+  f.window(plateau);  // 3 idle of 5
+  EXPECT_EQ(f.controller.phase(), tgs_phase::unthrottled);
+  EXPECT_FALSE(f.last.opportunistic_budget.has_value());
+  f.window(plateau);  // 2 idle of 5: the budget restarts at 20,000, and the refresh is due
+  EXPECT_EQ(f.controller.phase(), tgs_phase::refreshing);
+  EXPECT_EQ(f.last.opportunistic_budget, held());
+  EXPECT_EQ(f.controller.budget(), 20'000u);
+}
+
+TEST(TgsRateControlRefresh, AReprofileOrAnArrivalRestartsTheCount) {
+  const cfg_t cfg = refreshing_every(5);
+  tgs_feed f = in_control(cfg);
+  // Control windows 2 and 3 count towards the refresh; the third 30% window re-profiles (see
+  // EstimateBeyondTwentyPercentReprofilesKeepingTheBudget).
+  for (int i = 0; i < 3; ++i) f.window(plateau * 13 / 10);
+  ASSERT_EQ(f.controller.phase(), tgs_phase::profiling);
+  const std::int64_t windows = f.controller.control_windows();
+  ASSERT_NO_FATAL_FAILURE(step_until(f, blocks(plateau * 13 / 10),
+                                     [&] { return f.controller.phase() != tgs_phase::profiling; }));
+  // Profiling ended. Had the count survived the re-profile, the refresh would be due after 2
+  // more control windows; it is due after 5.
+  ASSERT_EQ(f.controller.control_windows(), windows);
+  for (int i = 1; i < cfg.refresh_every_windows; ++i) {
+    f.window(plateau * 13 / 10);
+    EXPECT_NE(f.controller.phase(), tgs_phase::refreshing) << "control window " << i;
+  }
+  f.window(plateau * 13 / 10);
+  EXPECT_EQ(f.controller.phase(), tgs_phase::refreshing);
+  for (int i = 0; i < cfg.refresh_windows; ++i) f.window(plateau * 13 / 10);
+  EXPECT_EQ(f.controller.refreshes(), 1);
+  ASSERT_NO_FATAL_FAILURE(step_until(
+      f, blocks(plateau * 13 / 10), [&] { return f.controller.phase() == tgs_phase::refreshing; }));
+  // The opportunistic job leaves mid-refresh and another arrives: profiling from scratch, no
+  // refresh counted yet, and the count of control windows starts again after it.
+  f.step(blocks(plateau), std::nullopt);
+  f.arrive();
+  EXPECT_EQ(f.controller.phase(), tgs_phase::profiling);
+  EXPECT_EQ(f.last.opportunistic_budget, held());
+  EXPECT_EQ(f.controller.refreshes(), 0);
+  ASSERT_NO_FATAL_FAILURE(
+      step_until(f, blocks(plateau), [&] { return f.controller.control_windows() > 0; }));
+  for (int i = 1; i < cfg.refresh_every_windows; ++i) {
+    EXPECT_EQ(f.controller.phase(), tgs_phase::slow_start) << "control window " << i;
+    f.window(plateau);
+  }
+  EXPECT_EQ(f.controller.phase(), tgs_phase::refreshing);
+}
+
+// The refresh settings, through the same check as the released ones.
+INSTANTIATE_TEST_SUITE_P(
+    RefreshFields, TgsRateControlConfig,
+    ::testing::Values(
+        std::pair{std::string{"refresh_every_windows"},
+                  with([](cfg_t& c) { c.refresh_every_windows = -1; })},
+        std::pair{std::string{"refresh_windows"}, with([](cfg_t& c) { c.refresh_windows = 1; })},
+        std::pair{std::string{"refresh_windows"}, with([](cfg_t& c) {
+                    c.refresh_every_windows = 10;
+                    c.refresh_windows = 0;
+                  })},
+        std::pair{std::string{"refresh_weight"}, with([](cfg_t& c) { c.refresh_weight = 0.0; })},
+        std::pair{std::string{"refresh_weight"}, with([](cfg_t& c) { c.refresh_weight = 1.01; })},
+        std::pair{std::string{"refresh_weight"},
+                  with([](cfg_t& c) { c.refresh_weight = std::nan(""); })}),
+    [](const ::testing::TestParamInfo<TgsRateControlConfig::ParamType>& param) {
+      return param.param.first + "_" + std::to_string(param.index);
+    });
+
+TEST(TgsRateControlRefresh, TheBoundsThemselvesAreAccepted) {
+  cfg_t cfg = refreshing_every(1);
+  cfg.refresh_windows = 2;
+  cfg.refresh_weight = 1.0;
+  EXPECT_NO_THROW(tgs_rate_control{cfg});
+}
+
+}  // namespace
+}  // namespace tgs::test

@@ -368,12 +368,16 @@ void node_server::send_status(connection& c, bool json) {
     // The rate the controller compared with R in its last window: with --sync-wait-correction
     // it is not the launched rate, so the deviation it acted on is only visible here.
     std::string sample_rate = "null";
+    // Completed reference refreshes since the pairing (--refresh-every-windows): beside the
+    // "refreshing" phase it tells a refresh that measured R from one an idle window ended.
+    std::string refreshes = "null";
     if (const auto* t = l->controller().target<tgs_rate_control>()) {
       phase = std::string(to_string(t->phase()));
       const double window_s = std::chrono::duration<double>(t->settings().production_window).count();
       if (t->max_rate() > 0.0) max_rate = fmt::format("{:.0f}", t->max_rate() / window_s);
       if (t->last_sample() > 0.0) sample_rate = fmt::format("{:.0f}", t->last_sample() / window_s);
       dead_band = fmt::format("{:.4f}", t->dead_band());
+      refreshes = std::to_string(t->refreshes());
     }
     const std::string budget = d.opportunistic_budget ? std::to_string(*d.opportunistic_budget) : "unthrottled";
     const double window_ms = std::chrono::duration<double, std::milli>(d.budget_window).count();
@@ -385,11 +389,11 @@ void node_server::send_status(connection& c, bool json) {
       lines.push_back(fmt::format(
           R"({{"gpu":{},"phase":"{}","budget_blocks":{},"budget_window_ms":{:.1f},"memory_policy":"{}",)"
           R"("memory_budget_bytes":{},"opportunistic_resident_limit":{},"residency_split":{},)"
-          R"("max_rate_blocks_per_s":{},"dead_band":{},"sample_blocks_per_s":{}}})",
+          R"("max_rate_blocks_per_s":{},"dead_band":{},"sample_blocks_per_s":{},"refreshes":{}}})",
           gpu, phase, d.opportunistic_budget ? budget : "null", window_ms, memory_policy,
           m != nullptr ? m->budget().count() : 0, limit,
           m != nullptr ? fmt::format("\"{}\"", to_string(m->split())) : std::string("null"), max_rate, dead_band,
-          sample_rate));
+          sample_rate, refreshes));
     } else {
       const std::string estimate =
           max_rate == "null" ? std::string()

@@ -210,6 +210,26 @@ TEST_F(EndToEnd, TheHostBoundPresetReachesTheNodesControllerAndGivenFlagsWinOver
   EXPECT_EQ(count(s, R"("dead_band":0.0600)"), 1) << "the preset's dead band\n" << s;
 }
 
+TEST_F(EndToEnd, AReferenceRefreshHoldsTheOpportunisticJobAndTheStatusCountsIt) {
+  // With 200 ms windows, a refresh after every 3 control windows holds the opportunistic job for
+  // 2: the status must show the phase with a budget of 0, and count the refreshes that ended.
+  start_node({"--refresh-every-windows", "3", "--refresh-windows", "2"});
+  start_production();
+  start_opportunistic();
+  wait_until([&] { return count(status(), R"("job":)") == 2; }, 5s, "two registered jobs");
+  bool held = false;
+  wait_until(
+      [&] {
+        const std::string s = status();
+        held = held || count(s, R"("phase":"refreshing","budget_blocks":0,)") > 0;
+        return held && std::regex_search(s, std::regex(R"re("refreshes":[1-9])re"));
+      },
+      10s, "a refresh seen in progress and one completed");
+  const std::string s = status();
+  EXPECT_EQ(count(s, R"("phase":"profiling")"), 0)
+      << "the refreshes must not re-profile a steady job\n" << s;
+}
+
 TEST_F(EndToEnd, SyncWaitGrowsWithGpuContentionNotWithTheJobsOwnHostTime) {
   // The time a job blocks in its synchronisation calls is the completion signal the interposer
   // gets for free: it must rise when another job takes the device and stay low when the job

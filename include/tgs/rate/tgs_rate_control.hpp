@@ -32,6 +32,10 @@ enum class tgs_phase : std::uint8_t {
   /// The opportunistic job runs unthrottled: the production job is idle or absent, or there is
   /// no opportunistic job to throttle.
   unthrottled,
+  /// A reference refresh (`config::refresh_every_windows`, our extension): in control, the
+  /// opportunistic job is held for a few windows while R is measured again; the budget, the
+  /// growth state and the window counts resume unchanged afterwards.
+  refreshing,
 };
 
 [[nodiscard]] constexpr std::string_view to_string(tgs_phase p) noexcept {
@@ -40,6 +44,7 @@ enum class tgs_phase : std::uint8_t {
     case tgs_phase::slow_start: return "slow_start";
     case tgs_phase::congestion_avoidance: return "congestion_avoidance";
     case tgs_phase::unthrottled: return "unthrottled";
+    case tgs_phase::refreshing: return "refreshing";
   }
   return "unknown";
 }
@@ -68,6 +73,10 @@ enum class tgs_phase : std::uint8_t {
 ///    fewer than 1,000 blocks in 3 or more of the last 5 windows the opportunistic job is
 ///    unthrottled; with exactly 2 such windows the budget restarts at 20,000 in slow start, which
 ///    throttles the opportunistic job again within 3 windows of the production job resuming.
+/// 4. **Reference refresh** (our extension, off by default: `config::refresh_every_windows`).
+///    Every so many control windows the opportunistic job is held for `refresh_windows` windows
+///    and R moves part of the way towards the rate the production job makes alone; the budget
+///    and the growth state resume where they were.
 ///
 /// Deliberate differences from the released code, each a `config` switch or documented default
 /// (see docs/policies/rate-control.md):
@@ -246,6 +255,38 @@ class tgs_rate_control {
     /// Freeze R while any of the last `rate_window_size` windows is idle. Our deviation (see the
     /// class comment); `false` reproduces the released code.
     bool freeze_max_rate_while_idle = true;
+    /// Measure R again every this many control windows (a reference refresh); 0, the default,
+    /// never does, as the released code. R is otherwise measured once, while profiling at an
+    /// arrival, and a host-bound production job's standalone rate drifts: between runs minutes
+    /// apart, and within a run, where its launched rate can settle below the R profiled at the
+    /// start while the opportunistic job is held to a small fraction of its rate. A stale R reads
+    /// that drift as interference (the budget is cut to nothing) or, with
+    /// `sync_wait_correction`, reads a slower host side as unslowed. Once this many control
+    /// windows have passed since profiling ended or since the last refresh ended, the
+    /// opportunistic job is held (budget 0) for `refresh_windows` production windows; the
+    /// budget, the growth state and the window counts stand still meanwhile, and the budget
+    /// resumes at its value before the refresh. A refresh starts only after a control window
+    /// that left the opportunistic job throttled (not while the production job is idle), and an
+    /// idle production window ends it at once, R unchanged, that window then counting as a
+    /// control window. The cost is the opportunistic job's: it is held `refresh_windows` of every
+    /// `refresh_every_windows + refresh_windows` windows. Our extension.
+    int refresh_every_windows = 0;
+    /// Production windows one refresh holds the opportunistic job for, at least 2. The first is
+    /// discarded, since the opportunistic job's kernels already queued drain during it; the
+    /// others are the refresh's samples. Our extension (see `refresh_every_windows`).
+    int refresh_windows = 3;
+    /// How far one refresh moves R, in (0, 1]: R <- (1 - weight) R + weight x the refresh's
+    /// estimate, so one refresh that a stall of the job's own disturbed moves R only partway. The
+    /// estimate is the mean launched rate of the refresh's samples. With `sync_wait_correction`
+    /// and a learnt host time per block h (and a sync wait in every sample), it is instead blocks
+    /// x `production_window` / (host time + wait) over the samples, as profiling measures R, and
+    /// h moves by the same weight towards the samples' host time per block, so the corrected
+    /// samples that follow compare the job at its current host speed with an R measured at it.
+    /// The estimator's window keeps the control samples from before the refresh, corrected with
+    /// the old h, so a refresh that moves h and R far can leave the estimate beyond
+    /// `reprofile_threshold` of the new R for a few windows, which re-profiles. Our extension
+    /// (see `refresh_every_windows`).
+    double refresh_weight = 0.5;
   };
 
   static constexpr std::string_view name = "tgs";
@@ -277,9 +318,21 @@ class tgs_rate_control {
       return decision();
     }
     // The code floors the received count at 1 block (`recv_counter >= 1. ? recv_counter : 1.`).
-    double sample = std::max(
+    const double launched = std::max(
         rate_detail::per_period(obs.production->blocks_launched, obs.window, cfg_.production_window),
         1.0);
+    if (stage_ == stage::refreshing) {
+      if (launched >= static_cast<double>(cfg_.idle_blocks)) {
+        refresh(*obs.production, obs.window, launched);
+        next_revisit_ = rate_detail::later(obs.now, cfg_.production_window);
+        return decision();
+      }
+      // An idle production job says nothing about its standalone rate: the refresh ends with R
+      // unchanged, and the window is a control window, so the idle rules see it at once.
+      stage_ = stage::control;
+      since_refresh_ = 0;
+    }
+    double sample = launched;
     if (cfg_.sync_wait_correction) sample = corrected_for_host_noise(*obs.production, obs.window, sample);
     if (cfg_.rate_smoothing > 0.0) {
       // Going idle or coming back is not noise: the idle rules must see it at once, so the
@@ -296,6 +349,7 @@ class tgs_rate_control {
       const double opportunistic_rate = rate_detail::per_period(
           obs.opportunistic->blocks_launched, obs.window, cfg_.budget_window);
       control(sample, opportunistic_rate);
+      if (refresh_due()) start_refresh();
     }
     next_revisit_ = rate_detail::later(obs.now, cfg_.production_window);
     return decision();
@@ -304,6 +358,7 @@ class tgs_rate_control {
   /// The current phase of Algorithm 1.
   [[nodiscard]] tgs_phase phase() const noexcept {
     if (stage_ == stage::inactive) return tgs_phase::unthrottled;
+    if (stage_ == stage::refreshing) return tgs_phase::refreshing;
     if (stage_ == stage::profiling || control_windows_ == 0) return tgs_phase::profiling;
     if (unthrottled_) return tgs_phase::unthrottled;
     return growth_ == growth::slow_start ? tgs_phase::slow_start
@@ -337,8 +392,16 @@ class tgs_rate_control {
   /// Windows of the current profiling run (the code's `t`).
   [[nodiscard]] int profiled_windows() const noexcept { return profile_windows_; }
 
+  /// Reference refreshes completed since the arrival (`config::refresh_every_windows`), each of
+  /// which moved R towards the rate measured in it; one that an idle window ended is not
+  /// counted. Beside `phase()` it tells a status reader whether the refreshes it saw held the
+  /// opportunistic job for a new R or ended early.
+  [[nodiscard]] std::int64_t refreshes() const noexcept { return refreshes_; }
+
  private:
-  enum class stage : std::uint8_t { inactive, profiling, control };
+  /// `refreshing` is part of control: the budget and the growth state stand still while the
+  /// opportunistic job is held.
+  enum class stage : std::uint8_t { inactive, profiling, control, refreshing };
   enum class growth : std::uint8_t { slow_start, congestion_avoidance };
 
   static config validated(const config& c) {
@@ -407,6 +470,14 @@ class tgs_rate_control {
           c.slow_start_cap_floor);
     check(c.congestion_cap_floor >= 1, p, "congestion_cap_floor", "at least 1",
           c.congestion_cap_floor);
+    check(c.refresh_every_windows >= 0, p, "refresh_every_windows", "at least 0 (0: off)",
+          c.refresh_every_windows);
+    // Checked whether or not refreshes are on, so a value that is wrong fails at once rather
+    // than when the flag that turns refreshes on is added.
+    check(c.refresh_windows >= 2, p, "refresh_windows",
+          "at least 2 (the first held window is discarded)", c.refresh_windows);
+    check(c.refresh_weight > 0.0 && c.refresh_weight <= 1.0, p, "refresh_weight", "in (0, 1]",
+          c.refresh_weight);
     return c;
   }
 
@@ -426,6 +497,11 @@ class tgs_rate_control {
     band_ = cfg_.dead_band;
     noise_ = {};
     host_ = {};
+    host_per_block_ = 0.0;
+    since_refresh_ = 0;
+    refresh_seen_ = 0;
+    refresh_ = {};
+    refreshes_ = 0;
   }
 
   /// The dead band in force: `dead_band`, widened to `noise_band_multiple` times the noise of
@@ -442,25 +518,89 @@ class tgs_rate_control {
     return cfg_.max_rate_from_profile_mean || (cfg_.sync_wait_correction && host_.blocks > 0.0);
   }
 
+  /// One window of the production job split for `sync_wait_correction`: host time (the window
+  /// less the sync wait) and wait, in seconds, and the blocks launched.
+  struct host_split {
+    double seconds;
+    double wait;
+    double blocks;
+  };
+
+  /// The window's split, or none without a sync wait or below `idle_blocks` (nothing to learn).
+  [[nodiscard]] std::optional<host_split> split_host_time(const job_activity& a,
+                                                          duration window) const noexcept {
+    const auto idle = static_cast<double>(cfg_.idle_blocks);
+    if (!a.sync_wait || static_cast<double>(a.blocks_launched) < idle) return std::nullopt;
+    const double w = std::chrono::duration<double>(window).count();
+    const double wait = std::clamp(std::chrono::duration<double>(*a.sync_wait).count(), 0.0, w);
+    return host_split{w - wait, wait, static_cast<double>(a.blocks_launched)};
+  }
+
   /// See `config::sync_wait_correction`. Profiling windows add to the host-time and wait sums
   /// and keep their block rate; control windows get the corrected rate once a host time per
   /// block is known.
   double corrected_for_host_noise(const job_activity& a, duration window, double sample) noexcept {
-    const auto idle = static_cast<double>(cfg_.idle_blocks);
-    if (!a.sync_wait || static_cast<double>(a.blocks_launched) < idle) return sample;
-    const double w = std::chrono::duration<double>(window).count();
-    const double wait = std::clamp(std::chrono::duration<double>(*a.sync_wait).count(), 0.0, w);
-    const auto blocks = static_cast<double>(a.blocks_launched);
+    const std::optional<host_split> split = split_host_time(a, window);
+    if (!split) return sample;
     if (stage_ == stage::profiling) {
-      host_.seconds += w - wait;
-      host_.wait += wait;
-      host_.blocks += blocks;
+      host_.seconds += split->seconds;
+      host_.wait += split->wait;
+      host_.blocks += split->blocks;
       return sample;
     }
     if (host_.blocks <= 0.0) return sample;
-    const double per_block = host_.seconds / host_.blocks + wait / blocks;
+    const double per_block = host_per_block_ + split->wait / split->blocks;
     if (per_block <= 0.0) return sample;
     return std::max(std::chrono::duration<double>(cfg_.production_window).count() / per_block, 1.0);
+  }
+
+  /// A refresh is due after `refresh_every_windows` control windows, and only after one that left
+  /// the opportunistic job throttled: an idle production job has no standalone rate to measure,
+  /// and holding an opportunistic job that the idle rules released would undo them.
+  [[nodiscard]] bool refresh_due() const noexcept {
+    return cfg_.refresh_every_windows > 0 && stage_ == stage::control && !unthrottled_ &&
+           since_refresh_ >= cfg_.refresh_every_windows;
+  }
+
+  void start_refresh() noexcept {
+    stage_ = stage::refreshing;
+    refresh_seen_ = 0;
+    refresh_ = {};
+  }
+
+  /// One held window of a refresh (see `config::refresh_every_windows`); the last one moves R,
+  /// and with the sync-wait correction the host time per block, by `refresh_weight`.
+  void refresh(const job_activity& a, duration window, double launched) noexcept {
+    // The first held window is discarded: the opportunistic job's queued kernels drain in it.
+    if (++refresh_seen_ > 1) {
+      ++refresh_.n;
+      refresh_.launched += launched;
+      if (const std::optional<host_split> split = split_host_time(a, window)) {
+        refresh_.seconds += split->seconds;
+        refresh_.wait += split->wait;
+        refresh_.blocks += split->blocks;
+      } else {
+        refresh_.every_window_waited = false;
+      }
+    }
+    if (refresh_seen_ < cfg_.refresh_windows) return;
+    stage_ = stage::control;
+    since_refresh_ = 0;
+    const double weight = cfg_.refresh_weight;
+    const bool host_known = cfg_.sync_wait_correction && host_.blocks > 0.0;
+    if (host_known && refresh_.every_window_waited && refresh_.blocks > 0.0) {
+      // As profiling measures them (`profile`), so a corrected sample at the refreshed host time
+      // and the refresh's wait per block reads exactly the refreshed R when the weight is 1.
+      const double w = std::chrono::duration<double>(cfg_.production_window).count();
+      const double host_per_block = refresh_.seconds / refresh_.blocks;
+      const double rate = refresh_.blocks * w / (refresh_.seconds + refresh_.wait);
+      host_per_block_ = (1.0 - weight) * host_per_block_ + weight * host_per_block;
+      max_rate_ = (1.0 - weight) * max_rate_ + weight * rate;
+    } else {
+      const double rate = refresh_.launched / static_cast<double>(refresh_.n);
+      max_rate_ = (1.0 - weight) * max_rate_ + weight * rate;
+    }
+    ++refreshes_;
   }
 
   /// `shift_window`: the largest mean of two adjacent entries of the window *before* `sample`
@@ -521,6 +661,8 @@ class tgs_rate_control {
     const bool bounded = profile_windows_ >= cfg_.max_profile_windows;
     if (minimum_done && (!keep_profiling_ || bounded) && max_rate_ > 0.0) {
       if (cfg_.max_rate_from_profile_mean && noise_.n > 0) max_rate_ = noise_.mean;
+      // Every profiling run measures h afresh from the sums, superseding what refreshes made of it.
+      if (host_.blocks > 0.0) host_per_block_ = host_.seconds / host_.blocks;
       if (cfg_.sync_wait_correction && host_.blocks > 0.0 && host_.seconds + host_.wait > 0.0) {
         // Consistent with the corrected samples: at the learnt host time and the profiled wait
         // per block the job makes exactly R.
@@ -528,6 +670,7 @@ class tgs_rate_control {
                     (host_.seconds + host_.wait);
       }
       stage_ = stage::control;
+      since_refresh_ = 0;  // a profiling run measured R just now, whether at an arrival or not
       band_ = band_for_noise();
       keep_profiling_ = false;  // the code leaves its loop only with the flag clear
     }
@@ -551,6 +694,7 @@ class tgs_rate_control {
       }
     }
     ++control_windows_;
+    ++since_refresh_;
     if (control_windows_ == 1) {
       start_slow(static_cast<std::int64_t>(cfg_.initial_budget));
       return;
@@ -652,7 +796,9 @@ class tgs_rate_control {
       d.revisit_at = never;
       return d;
     }
-    if (unthrottled_) {
+    if (stage_ == stage::refreshing) {
+      d.opportunistic_budget = std::uint64_t{0};  // held while R is measured; `budget_` waits
+    } else if (unthrottled_) {
       d.opportunistic_budget = std::nullopt;
     } else {
       d.opportunistic_budget = static_cast<std::uint64_t>(budget_);
@@ -685,6 +831,20 @@ class tgs_rate_control {
     double wait = 0.0;     // sync wait over the profiling windows
     double blocks = 0.0;   // blocks over the same windows
   } host_;  // `sync_wait_correction`'s sums, since the arrival
+  // h, the host time per block the corrected samples use: the sums' at the end of the latest
+  // profiling run, then moved by each refresh.
+  double host_per_block_ = 0.0;
+  std::int64_t since_refresh_ = 0;  // control windows since profiling or the last refresh ended
+  int refresh_seen_ = 0;            // held windows of the refresh in progress
+  struct {
+    int n = 0;                        // samples (held windows after the first)
+    double launched = 0.0;            // their launched rates, blocks per production window
+    double seconds = 0.0;             // host time of those with a sync wait
+    double wait = 0.0;                // their sync wait
+    double blocks = 0.0;              // their blocks
+    bool every_window_waited = true;  // false: the refresh uses the launched rates
+  } refresh_;
+  std::int64_t refreshes_ = 0;  // completed refreshes since the arrival
   instant next_revisit_ = never;
 };
 

@@ -97,6 +97,24 @@ inline constexpr std::array tgs_rate_control_settings{
         "budget while the production job runs faster than R; with R fixed by --sync-wait-correction "
         "that holds back the opportunistic job whenever the production job sped up after profiling)",
         &tgs_rate_control::config::slowdown_only},
+    // A reference refresh: R is otherwise measured once per arrival, and a host-bound production
+    // job's standalone rate drifts after that.
+    tgs_rate_control_setting{
+        "refresh-every-windows",
+        "tgs: measure R again after this many control windows (and after each refresh), "
+        "holding the opportunistic job for --refresh-windows production windows; the budget "
+        "resumes where it was (0: never, the released code)",
+        &tgs_rate_control::config::refresh_every_windows},
+    tgs_rate_control_setting{
+        "refresh-windows",
+        "tgs: production windows one refresh holds the opportunistic job for, at least 2: the "
+        "first lets its queued kernels drain and is discarded, the others measure R",
+        &tgs_rate_control::config::refresh_windows},
+    tgs_rate_control_setting{
+        "refresh-weight",
+        "tgs: how far one refresh moves R towards the rate it measured, in (0, 1] (with "
+        "--sync-wait-correction the host time per block moves as far)",
+        &tgs_rate_control::config::refresh_weight},
     // The released code's growth constants, for opportunistic jobs whose block rate is far from
     // the production job's (a DLRM-like job launches many cheap blocks: docs/results/gpu-memory.md).
     tgs_rate_control_setting{
