@@ -6,7 +6,8 @@ line per sample: {"run": ..., "t": unix time, "gpus": [...], "jobs": [...]}. Thi
 file and prints, for every run and every rate-control phase of GPU 0 while both a production and
 an opportunistic job were registered (and as the phase "production-alone" while only the
 production job was: the same job under the interposer with the GPU to itself), the number of
-samples and the medians of:
+samples and the medians of (the phase "refreshing" is a reference refresh, tgs-node
+--refresh-every-windows: the opportunistic job held for a few windows while R is measured again):
   budget       the opportunistic budget (blocks per budget window)
   R            the controller's maximum production rate (blocks/s)
   band         the dead band in force (with --noise-band-multiple: calibrated from the profiling
@@ -20,8 +21,10 @@ samples and the medians of:
   prod_launch_us, opp_launch_us  each job's mean time inside the driver's launch call (launch_call_us)
 
 With --control it prints instead one line per run in which the controller left profiling, on
-how it got where it settled (leaving out the run's last sample with both jobs registered: it spans
-memory.sh stopping them, so the production job's rate in it is a partial second, down to 0):
+how it got where it settled. Its control samples are those in slow start or congestion avoidance;
+samples of a refresh are not control samples (the opportunistic job is held in them). The run's
+last sample in control or in a refresh is left out: it spans memory.sh stopping the jobs, so the
+production job's rate in it is a partial second, down to 0.
   ss_n         samples in slow start
   ss_peak      the largest budget in slow start (20000, the initial budget, means the first
                control windows already ended it)
@@ -42,6 +45,13 @@ memory.sh stopping them, so the production job's rate in it is a partial second,
                control, a slowdown the sync-wait correction reads as the job's own noise, whether
                the machine drifted or the opportunistic job slowed the host side (-: no profiling
                sample with a wait, or none in control)
+  refresh_n    the refreshes seen in the run: runs of consecutive "refreshing" samples
+  ctl_over_held
+               the production job's loss beside the opportunistic job, measured within the run so
+               that the job's drift between runs does not enter it: for each refresh, the median
+               launched blocks/s over the control samples in the 10 s before it, over the median
+               over the refresh's samples less its first (in which the opportunistic job's queued
+               kernels drain); the median of that over the refreshes (-: no refresh with both)
 
 Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N]]
 """
@@ -77,7 +87,8 @@ def number(v):
 
 
 def parse(d: dict):
-    """(run, phase, values) of one sample, or None while GPU 0 has no production job."""
+    """(run, phase, values) of one sample, or None while GPU 0 has no production job. Values hold
+    the FIELDS a sample has and its time "t" (unix seconds)."""
     gpus, jobs, run = d["gpus"], d["jobs"], str(d["run"])
     if not gpus:
         return None
@@ -87,6 +98,7 @@ def parse(d: dict):
         return None
     if o is None:
         return run, "production-alone", {
+            "t": number(d.get("t")),
             "prod_bps": number(p.get("blocks_per_s")),
             "prod_wait": number(p.get("sync_wait_fraction")),
             "prod_launch_us": number(p.get("launch_call_us")),
@@ -94,6 +106,7 @@ def parse(d: dict):
     g = next(g for g in gpus if g.get("gpu", 0) == 0)
     resident = number(o.get("resident_bytes"))
     return run, str(g.get("phase", "?")), {
+        "t": number(d.get("t")),
         "budget": number(g.get("budget_blocks")),
         "R": number(g.get("max_rate_blocks_per_s")),
         "band": number(g.get("dead_band")),
@@ -112,9 +125,9 @@ def summarize(path: str) -> list:
     for run, phase, values in rows(path):
         g = groups.setdefault((run, phase), {k: [] for k in FIELDS})
         samples[(run, phase)] = samples.get((run, phase), 0) + 1
-        for k, v in values.items():
-            if v is not None:
-                g[k].append(v)
+        for k in FIELDS:
+            if values.get(k) is not None:
+                g[k].append(values[k])
     out = []
     for (run, phase), g in groups.items():  # insertion order: runs, then phases as first seen
         entry = {"run": run, "phase": phase, "samples": samples[(run, phase)]}
@@ -125,6 +138,10 @@ def summarize(path: str) -> list:
 
 
 CONTROL_PHASES = ("slow_start", "congestion_avoidance")
+REFRESH_PHASE = "refreshing"
+# ctl_over_held compares a refresh with the control samples of this many seconds before it: with
+# one sample a second, about ten, and near enough for the machine not to have drifted.
+BEFORE_REFRESH_S = 10.0
 
 
 def over_r(samples: list, key: str):
@@ -139,24 +156,65 @@ def over_r(samples: list, key: str):
     return rel, (below / len(rel) if rel else None)
 
 
+def refreshes(sequence: list, stop: int) -> list:
+    """The refreshes of a run's samples SEQUENCE ((phase, values) in order, every phase): one
+    list per run of consecutive refreshing samples, of (index in SEQUENCE, values), the sample at
+    index STOP (the jobs' stop) left out."""
+    out, current = [], None
+    for i, (phase, v) in enumerate(sequence):
+        if phase != REFRESH_PHASE:
+            current = None
+            continue
+        if current is None:
+            current = []
+            out.append(current)
+        if i != stop:
+            current.append((i, v))
+    return out
+
+
+def control_over_held(sequence: list, stop: int):
+    """ctl_over_held (see the module doc) of a run's samples SEQUENCE, or None."""
+    ratios = []
+    for refresh in refreshes(sequence, stop):
+        if not refresh or refresh[0][1].get("t") is None:
+            continue
+        start, t0 = refresh[0][0], refresh[0][1]["t"]
+        before = [v["prod_bps"] for i, (phase, v) in enumerate(sequence[:start])
+                  if phase in CONTROL_PHASES and i != stop and v.get("t") is not None
+                  and t0 - BEFORE_REFRESH_S <= v["t"] < t0 and v.get("prod_bps") is not None]
+        # The refresh's first sample is left out: the opportunistic job's queued kernels drain in
+        # it, as the controller discards its first held window.
+        held = [v["prod_bps"] for _, v in refresh[1:] if v.get("prod_bps") is not None]
+        if before and held and statistics.median(held) > 0:
+            ratios.append(statistics.median(before) / statistics.median(held))
+    return statistics.median(ratios) if ratios else None
+
+
 def control(path: str, last: int = 10) -> list:
     """One entry per run with control samples (slow start or congestion avoidance), in run order."""
-    runs, profiling = {}, {}
+    runs, profiling, sequences = {}, {}, {}
     for run, phase, v in rows(path):
+        sequence = sequences.setdefault(run, [])
+        sequence.append((phase, v))
         if phase in CONTROL_PHASES:
-            runs.setdefault(run, []).append((phase, v))
+            runs.setdefault(run, []).append((len(sequence) - 1, phase, v))
         elif phase == "profiling":
             profiling.setdefault(run, []).append(v)
     out = []
-    for run, samples in runs.items():
+    for run, indexed in runs.items():
+        sequence = sequences[run]
         # A run's last sample with both jobs registered spans memory.sh stopping them: the
         # production job's rate in it is a partial second (down to 0), not the controller's noise.
         # Left out here, where a standard deviation and a share below the band are taken, which
         # one such sample distorts (it tripled sample_sd in two runs). The per-phase table keeps
         # it: a median moves by at most one neighbour, and the numbers docs/results quotes from
         # that table were taken with every sample (without it, 292 of its 967 phase medians there
-        # move by more than 0.5%, each quoted number to be checked again first).
-        samples = samples[:-1] or samples
+        # move by more than 0.5%, each quoted number to be checked again first). The stop is the
+        # run's last sample in control or in a refresh, so a file without refreshes loses its last
+        # control sample, as it always did.
+        stop = max(i for i, (phase, _) in enumerate(sequence) if phase in CONTROL_PHASES or phase == REFRESH_PHASE)
+        samples = [(phase, v) for i, phase, v in indexed if i != stop] or [(phase, v) for _, phase, v in indexed]
         ss = [v["budget"] for phase, v in samples if phase == "slow_start" and v["budget"] is not None]
         ca = [v for phase, v in samples if phase == "congestion_avoidance"][-last:]
         ca_budget = [v["budget"] for v in ca if v["budget"] is not None]
@@ -177,6 +235,8 @@ def control(path: str, last: int = 10) -> list:
             "sample_sd": statistics.stdev(seen) if len(seen) > 1 else None,
             "sample_below": seen_below,
             "host_speed": host_profiling / host_control if host_profiling and host_control else None,
+            "refresh_n": len(refreshes(sequence, stop)),
+            "ctl_over_held": control_over_held(sequence, stop),
         })
     return out
 
@@ -215,13 +275,14 @@ def main() -> int:
         return 0
     if args.control:
         print(f"{'run':<20} {'ss_n':>4} {'ss_peak':>9} {'ca_budget':>9} {'ca_opp_bps':>11} {'prod_over_R':>11} "
-              f"{'below_band':>10} {'sample_over_R':>13} {'sample_sd':>9} {'sample_below':>12} {'host_speed':>10}")
+              f"{'below_band':>10} {'sample_over_R':>13} {'sample_sd':>9} {'sample_below':>12} {'host_speed':>10} "
+              f"{'refresh_n':>9} {'ctl_over_held':>13}")
         for e in table:
             print(f"{e['run']:<20} {e['ss_n']:>4} {fmt(e['ss_peak'], '9.0f'):>9} {fmt(e['ca_budget'], '9.0f'):>9} "
                   f"{fmt(e['ca_opp_bps'], '11.0f'):>11} {fmt(e['prod_over_R'], '11.3f'):>11} "
                   f"{fmt(e['below_band'], '10.2f'):>10} {fmt(e['sample_over_R'], '13.3f'):>13} "
                   f"{fmt(e['sample_sd'], '9.3f'):>9} {fmt(e['sample_below'], '12.2f'):>12} "
-                  f"{fmt(e['host_speed'], '10.3f'):>10}")
+                  f"{fmt(e['host_speed'], '10.3f'):>10} {e['refresh_n']:>9} {fmt(e['ctl_over_held'], '13.3f'):>13}")
         return 0
     print(f"{'run':<16} {'phase':<22} {'n':>3} {'budget':>9} {'R':>11} {'band':>6} {'prod_bps':>11} {'sample_bps':>11} "
           f"{'prod_wait':>9} {'opp_bps':>11} {'opp_res_gib':>11} {'prod_launch_us':>14} {'opp_launch_us':>13}")

@@ -13,7 +13,7 @@ import status_phases  # noqa: E402
 
 
 def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_opp=True, launch_us=None,
-           band=0.03, seen=None):
+           band=0.03, seen=None, t=0.0):
     jobs = [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps, "sync_wait_fraction": wait,
              "launch_call_us": launch_us}]
     if with_opp:
@@ -22,7 +22,7 @@ def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_
     gpu = {"gpu": 0, "phase": phase, "budget_blocks": budget, "max_rate_blocks_per_s": 100, "dead_band": band}
     if seen is not None:  # tgs-node reports the rate its controller acted on (sample_blocks_per_s)
         gpu["sample_blocks_per_s"] = seen
-    return {"run": run, "t": 0.0, "gpus": [gpu], "jobs": jobs}
+    return {"run": run, "t": t, "gpus": [gpu], "jobs": jobs}
 
 
 class StatusPhases(unittest.TestCase):
@@ -153,6 +153,59 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("host_speed", out.stdout)
         self.assertIn("0.750", out.stdout)
+
+    def test_refreshes_are_not_control_samples_and_give_the_loss_within_the_run(self):
+        def ca(run, t, prod):
+            return sample(run, "congestion_avoidance", 1000, prod, 0.0, 5, t=t)
+
+        def held(run, t, prod):
+            return sample(run, "refreshing", 0, prod, 0.0, 0, t=t)
+
+        path = self.write(
+            [sample("a", "profiling", 0, 100, 0.0, 0, t=0)]
+            + [ca("a", t, 10) for t in (1, 2)]                 # more than 10 s before the first refresh
+            + [ca("a", t, 90) for t in range(3, 8)]
+            + [ca("a", t, 100) for t in range(8, 13)]          # 10 s before it: median 95
+            + [held("a", 13, 50), held("a", 14, 110), held("a", 15, 120)]  # first left out: 115
+            + [ca("a", t, 80) for t in range(16, 20)]
+            # 10 s before the second: 100 x 3 and 80 x 4 in control (median 80); the first
+            # refresh's samples in between are not control samples.
+            + [held("a", 20, 300), held("a", 21, 100), held("a", 22, 100)]
+            + [ca("a", 23, 95)]
+            + [held("a", 24, 0), held("a", 25, 200), held("a", 26, 200)]  # before: 80 x 4, 95
+            + [ca("a", 27, 0)]                                 # the jobs' stop: left out
+            # b's stop is in a refresh: its last control sample (60) stays in.
+            + [ca("b", 0, 100), ca("b", 1, 100), ca("b", 2, 60), held("b", 3, 100)]
+            # c's refresh has only its first sample: no held rate to compare with.
+            + [ca("c", 0, 100), held("c", 1, 100), ca("c", 2, 100), ca("c", 3, 100)]
+            + [ca("d", 0, 100), ca("d", 1, 90)])
+        a, b, c, d = status_phases.control(path)
+        self.assertEqual(a["refresh_n"], 3)
+        # 95 / 115, 80 / 100 and 80 / 200: the median is the second.
+        self.assertAlmostEqual(a["ctl_over_held"], 0.8)
+        # The control samples alone (R = 100): 10 x 2, 90 x 5, 100 x 5, 80 x 4, 95; the refreshes'
+        # rates (up to 300) and their budgets of 0 take no part.
+        self.assertAlmostEqual(a["prod_over_R"], 0.90)
+        self.assertAlmostEqual(a["below_band"], 12 / 17)  # all but the 100s
+        self.assertEqual(a["ca_budget"], 1000)
+        self.assertEqual((b["refresh_n"], b["ctl_over_held"]), (1, None))
+        self.assertAlmostEqual(b["below_band"], 1 / 3)
+        self.assertEqual((c["refresh_n"], c["ctl_over_held"]), (1, None))
+        self.assertEqual((d["refresh_n"], d["ctl_over_held"]), (0, None))
+        self.assertEqual(d["prod_over_R"], 1.0)  # its stop (90) left out, as before refreshes
+        self.assertIn(("a", "refreshing", 9), [(e["run"], e["phase"], e["samples"]) for e in status_phases.summarize(path)])
+        out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
+                             text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        header, line_a, line_b = out.stdout.splitlines()[:3]
+        self.assertEqual(header.split()[-2:], ["refresh_n", "ctl_over_held"])
+        self.assertEqual(line_a.split()[-2:], ["3", "0.800"])
+        self.assertEqual(line_b.split()[-2:], ["1", "-"])
+        js = subprocess.run([sys.executable, status_phases.__file__, path, "--control", "--json"], capture_output=True,
+                            text=True)
+        self.assertEqual(js.returncode, 0, js.stderr)
+        first = json.loads(js.stdout.splitlines()[0])
+        self.assertEqual((first["refresh_n"], first["ctl_over_held"]), (3, 0.8))
 
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])
