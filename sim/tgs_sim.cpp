@@ -54,6 +54,7 @@ struct pairs_command {
   double memory_budget_gib = 0;
   std::string memory_policy;
   double observation_noise = 0;
+  double production_drift = 0;
   std::uint64_t seed = 1;
   tgs::tgs_rate_control::config tgs_settings;
   tgs::tgs_rate_control_flag_values tgs_extra;  // the windows in ms, the cap floor, the preset
@@ -95,6 +96,13 @@ struct pairs_command {
         ->capture_default_str();
     app.add_option("--seed", seed, "Seed of the observation noise (a run is a function of it)")
         ->capture_default_str();
+    app.add_option("--production-drift", production_drift,
+                   "Fraction by which the production job's standalone speed falls, linearly over "
+                   "the run (0: steady). Real, unlike --observation-noise: the job makes fewer "
+                   "iterations and launches fewer blocks, as a host-bound job whose CPU side slows; "
+                   "its share is taken against an alone job that drifts alike")
+        ->check(CLI::Range(0.0, 0.99))
+        ->capture_default_str();
     // The tgs policy's settings, named as tgs-node names them (one table for both tools).
     app.add_option("--production-window-ms", tgs_extra.production_window_ms,
                    "tgs: production window (controller step period)")
@@ -130,6 +138,7 @@ struct pairs_command {
     options.memory_policy = memory_policy;
     options.observation_noise = observation_noise;
     options.seed = seed;
+    options.production_drift = production_drift;
     // Without flags this is the policy's default configuration exactly.
     tgs::tgs_rate_control::config tgs_cfg = tgs_settings;
     tgs::tgs_rate_control_flag_values extra = tgs_extra;

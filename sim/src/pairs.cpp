@@ -128,6 +128,7 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
   spec.warmup = options.warmup;
   spec.observation_noise = options.observation_noise;
   spec.seed = options.seed;
+  spec.production_drift = options.production_drift;
 
   pair_result result{r, memory_name, {}, std::nullopt};
   if (timeline != nullptr) {

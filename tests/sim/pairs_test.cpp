@@ -156,6 +156,26 @@ TEST(PairSimulator, ExclusiveHoldsTheOpportunisticJob) {
                                             .interposer_overhead), 1e-9);
 }
 
+TEST(PairSimulator, ProductionDriftSlowsTheJobAlongALine) {
+  // Alone (the opportunistic job never arrives) and not interposed, the production job has 300 s
+  // of standalone iterations. With its speed falling by 20% over a 600 s run, 1 - t / 3000, it
+  // has made Y - Y^2 / 6000 of them by Y s: done at Y = (6000 - sqrt(6000^2 - 4 x 6000 x 300)) / 2
+  // = 316.7 s. Its throughput relative to alone stays 1: the alone job drifts alike.
+  for (const double drift : {0.0, 0.2}) {
+    SCOPED_TRACE(drift);
+    auto spec = spec_for("resnet50", "shufflenet");
+    spec.interposed = false;
+    spec.opportunistic.arrival = epoch + 10000s;
+    spec.production_drift = drift;
+    spec.production.iterations = 300.0 / to_seconds(spec.production.profile->iteration_time);
+    const auto out = run_pair(spec, exclusive{{}}, transparent_unified_memory{{}});
+    ASSERT_TRUE(out.production_end.has_value());
+    const double expected = drift == 0.0 ? 300.0 : (6000.0 - std::sqrt(6000.0 * 6000.0 - 4 * 6000.0 * 300.0)) / 2;
+    EXPECT_NEAR(to_seconds(*out.production_end - epoch), expected, 0.5);
+    EXPECT_NEAR(out.production, 1.0, 1e-9);
+  }
+}
+
 TEST(PairSimulator, OversubscriptionEvictsAndProductionDepartureRestores) {
   auto spec = spec_for("resnet50", "dlrm");
   const double production_seconds = 200;

@@ -38,6 +38,9 @@ struct pair_options {
   double observation_noise = 0;
   /// `pair_spec::seed` of that noise.
   std::uint64_t seed = 1;
+  /// `pair_spec::production_drift`: the fraction by which the production job's standalone speed
+  /// falls over the run (0: steady).
+  double production_drift = 0;
   /// Settings of the "tgs" policy; empty: its defaults (the released code's constants).
   std::optional<tgs_rate_control::config> tgs{};
 };
