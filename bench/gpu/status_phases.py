@@ -173,10 +173,11 @@ def refreshes(sequence: list, stop: int) -> list:
     return out
 
 
-def control_over_held(sequence: list, stop: int):
-    """ctl_over_held (see the module doc) of a run's samples SEQUENCE, or None."""
+def control_over_held(sequence: list, stop: int, held_runs: list):
+    """ctl_over_held (see the module doc) of a run's samples SEQUENCE, or None; HELD_RUNS is
+    refreshes(SEQUENCE, STOP)."""
     ratios = []
-    for refresh in refreshes(sequence, stop):
+    for refresh in held_runs:
         if not refresh or refresh[0][1].get("t") is None:
             continue
         start, t0 = refresh[0][0], refresh[0][1]["t"]
@@ -193,17 +194,14 @@ def control_over_held(sequence: list, stop: int):
 
 def control(path: str, last: int = 10) -> list:
     """One entry per run with control samples (slow start or congestion avoidance), in run order."""
-    runs, profiling, sequences = {}, {}, {}
+    sequences = {}  # run -> its samples in order, (phase, values), every phase
     for run, phase, v in rows(path):
-        sequence = sequences.setdefault(run, [])
-        sequence.append((phase, v))
-        if phase in CONTROL_PHASES:
-            runs.setdefault(run, []).append((len(sequence) - 1, phase, v))
-        elif phase == "profiling":
-            profiling.setdefault(run, []).append(v)
+        sequences.setdefault(run, []).append((phase, v))
     out = []
-    for run, indexed in runs.items():
-        sequence = sequences[run]
+    for run, sequence in sequences.items():
+        indexed = [i for i, (phase, _) in enumerate(sequence) if phase in CONTROL_PHASES]
+        if not indexed:
+            continue
         # A run's last sample with both jobs registered spans memory.sh stopping them: the
         # production job's rate in it is a partial second (down to 0), not the controller's noise.
         # Left out here, where a standard deviation and a share below the band are taken, which
@@ -214,14 +212,15 @@ def control(path: str, last: int = 10) -> list:
         # run's last sample in control or in a refresh, so a file without refreshes loses its last
         # control sample, as it always did.
         stop = max(i for i, (phase, _) in enumerate(sequence) if phase in CONTROL_PHASES or phase == REFRESH_PHASE)
-        samples = [(phase, v) for i, phase, v in indexed if i != stop] or [(phase, v) for _, phase, v in indexed]
+        samples = [sequence[i] for i in indexed if i != stop] or [sequence[i] for i in indexed]
+        held_runs = refreshes(sequence, stop)
         ss = [v["budget"] for phase, v in samples if phase == "slow_start" and v["budget"] is not None]
         ca = [v for phase, v in samples if phase == "congestion_avoidance"][-last:]
         ca_budget = [v["budget"] for v in ca if v["budget"] is not None]
         ca_opp = [v["opp_bps"] for v in ca if v["opp_bps"] is not None]
         launched, below = over_r(samples, "prod_bps")
         seen, seen_below = over_r(samples, "sample_bps")
-        host_profiling = host_time_per_block(profiling.get(run, []))
+        host_profiling = host_time_per_block([v for phase, v in sequence if phase == "profiling"])
         host_control = host_time_per_block([v for _, v in samples])
         out.append({
             "run": run,
@@ -235,8 +234,8 @@ def control(path: str, last: int = 10) -> list:
             "sample_sd": statistics.stdev(seen) if len(seen) > 1 else None,
             "sample_below": seen_below,
             "host_speed": host_profiling / host_control if host_profiling and host_control else None,
-            "refresh_n": len(refreshes(sequence, stop)),
-            "ctl_over_held": control_over_held(sequence, stop),
+            "refresh_n": len(held_runs),
+            "ctl_over_held": control_over_held(sequence, stop, held_runs),
         })
     return out
 
