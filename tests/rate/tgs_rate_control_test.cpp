@@ -806,6 +806,27 @@ cfg_t refreshing_every(int every) {
   return cfg;
 }
 
+/// The same with the sync-wait correction, each refresh moving R (and the host time) all the way.
+cfg_t corrected_refreshing_every(int every) {
+  cfg_t cfg = refreshing_every(every);
+  cfg.sync_wait_correction = true;
+  cfg.refresh_weight = 1.0;
+  return cfg;
+}
+
+/// Arrives and profiles at 4 µs of host time and 1 µs of wait per block (R = 1e6 blocks per
+/// window) until the first control window.
+void profile_at_four_and_one(tgs_feed& f) {
+  f.arrive();
+  step_until(f, host_and_wait(4e-6, 1e-6), [&] { return f.controller.control_windows() > 0; });
+}
+
+/// Steps with `production` until a refresh starts, then through its held windows.
+void refresh_with(tgs_feed& f, const job_activity& production) {
+  step_until(f, production, [&] { return f.controller.phase() == tgs_phase::refreshing; });
+  for (int i = 0; i < f.controller.settings().refresh_windows; ++i) f.step(production, blocks(0));
+}
+
 TEST(TgsRateControlRefresh, IsOffByDefaultAndNeverHoldsTheOpportunisticJob) {
   const cfg_t defaults;
   EXPECT_EQ(defaults.refresh_every_windows, 0);
@@ -922,13 +943,9 @@ TEST(TgsRateControlRefresh, RefreshedHostTimeKeepsTheCorrectedSampleAtR) {
   // is cut) and the job slowed by 6% (1.1 µs of wait) as 2% below R (inside: unslowed). A
   // refresh measures the host time and R at the job's current speed, after which the job alone
   // reads R and the slowed job 6% below it.
-  cfg_t cfg = refreshing_every(6);
-  cfg.sync_wait_correction = true;
-  cfg.refresh_weight = 1.0;
+  cfg_t cfg = corrected_refreshing_every(6);
   tgs_feed f = make_feed(cfg);
-  f.arrive();
-  auto controlling = [&] { return f.controller.control_windows() > 0; };
-  ASSERT_NO_FATAL_FAILURE(step_until(f, host_and_wait(4e-6, 1e-6), controlling));
+  ASSERT_NO_FATAL_FAILURE(profile_at_four_and_one(f));
   ASSERT_NEAR(f.controller.max_rate(), 1e6, 1.0);
   const job_activity alone = host_and_wait(4.5e-6, 0.75e-6);
   const job_activity slowed = host_and_wait(4.5e-6, 1.1e-6);
@@ -943,9 +960,7 @@ TEST(TgsRateControlRefresh, RefreshedHostTimeKeepsTheCorrectedSampleAtR) {
   EXPECT_NEAR(reads(), 5.0 / 5.1, 1e-4);
   EXPECT_GT(f.controller.budget(), before) << "stale host time: the slowed job reads as unslowed";
 
-  auto refreshing = [&] { return f.controller.phase() == tgs_phase::refreshing; };
-  ASSERT_NO_FATAL_FAILURE(step_until(f, alone, refreshing));
-  for (int i = 0; i < cfg.refresh_windows; ++i) f.step(alone, blocks(0));
+  ASSERT_NO_FATAL_FAILURE(refresh_with(f, alone));
   ASSERT_EQ(f.controller.refreshes(), 1);
   const double launched_alone = static_cast<double>(alone.blocks_launched);
   EXPECT_NEAR(f.controller.max_rate(), launched_alone, 1.0);
@@ -964,15 +979,11 @@ TEST(TgsRateControlRefresh, RefreshedHostTimeKeepsTheCorrectedSampleAtR) {
   // after one refresh, and the misreading about halves with each refresh after that.
   cfg.refresh_weight = 0.5;
   tgs_feed g = make_feed(cfg);
-  g.arrive();
-  ASSERT_NO_FATAL_FAILURE(
-      step_until(g, host_and_wait(4e-6, 1e-6), [&] { return g.controller.control_windows() > 0; }));
+  ASSERT_NO_FATAL_FAILURE(profile_at_four_and_one(g));
   double previous = 5.0 / 4.75;
   for (int refresh = 1; refresh <= 3; ++refresh) {
     SCOPED_TRACE(refresh);
-    ASSERT_NO_FATAL_FAILURE(
-        step_until(g, alone, [&] { return g.controller.phase() == tgs_phase::refreshing; }));
-    for (int i = 0; i < cfg.refresh_windows; ++i) g.step(alone, blocks(0));
+    ASSERT_NO_FATAL_FAILURE(refresh_with(g, alone));
     ASSERT_EQ(g.controller.refreshes(), refresh);
     g.step(alone, blocks(0));
     const double read = g.controller.last_sample() / g.controller.max_rate();
@@ -990,17 +1001,11 @@ TEST(TgsRateControlRefresh, AReprofileMeasuresTheHostTimeAgain) {
   // A refresh moved the host time per block to 4.5 µs; a re-profile then measures the job at
   // 4 µs again, and its corrected sample must read R, as after the first profiling run, not
   // the 4.5 µs the refresh left (which would read it 9% slow).
-  cfg_t cfg = refreshing_every(3);
-  cfg.sync_wait_correction = true;
-  cfg.refresh_weight = 1.0;
+  const cfg_t cfg = corrected_refreshing_every(3);
   tgs_feed f = make_feed(cfg);
-  f.arrive();
   const job_activity usual = host_and_wait(4e-6, 1e-6);
-  ASSERT_NO_FATAL_FAILURE(step_until(f, usual, [&] { return f.controller.control_windows() > 0; }));
-  const job_activity slower_host = host_and_wait(4.5e-6, 0.75e-6);
-  ASSERT_NO_FATAL_FAILURE(
-      step_until(f, slower_host, [&] { return f.controller.phase() == tgs_phase::refreshing; }));
-  for (int i = 0; i < cfg.refresh_windows; ++i) f.step(slower_host, blocks(0));
+  ASSERT_NO_FATAL_FAILURE(profile_at_four_and_one(f));
+  ASSERT_NO_FATAL_FAILURE(refresh_with(f, host_and_wait(4.5e-6, 0.75e-6)));
   ASSERT_EQ(f.controller.refreshes(), 1);
   // Waits of 10 µs per block: the corrected rate falls by two thirds and the estimator, once the
   // low windows fill it, re-profiles.
