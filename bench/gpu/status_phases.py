@@ -53,7 +53,21 @@ production job's rate in it is a partial second, down to 0.
                over the refresh's samples less its first (in which the opportunistic job's queued
                kernels drain); the median of that over the refreshes (-: no refresh with both)
 
-Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N]]
+With --refreshes it prints instead one line per refresh, the parts of ctl_over_held one by one:
+  run, refresh the run and the refresh's number in it (a refresh cut short by the jobs' stop
+               counts, as in refresh_n, with nothing measured)
+  at_s         seconds from the run's first sample with both jobs to the refresh's first sample
+  held_n       the refresh's samples that measure the held rate (all but its first)
+  prod_before  the production job's launched blocks/s, median over the control samples in the 10 s
+               before the refresh
+  prod_held    the same over the held samples
+  ctl_over_held  prod_before / prod_held
+  opp_before   the opportunistic job's launched blocks/s over the same 10 s: what it ran at while
+               costing the production job that much
+  R_before, R_after  R in the last control sample before the refresh and the first after it (the
+               refresh's move; -: none)
+
+Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N] | --refreshes]
 """
 import argparse
 import json
@@ -173,32 +187,86 @@ def refreshes(sequence: list, stop: int) -> list:
     return out
 
 
+def around_refresh(sequence: list, stop: int, refresh: list):
+    """The samples that ctl_over_held compares for one REFRESH (an entry of refreshes()): the
+    values of the control samples in the BEFORE_REFRESH_S seconds before it, and the production
+    job's launched rates in it less its first sample (in which the opportunistic job's queued
+    kernels drain, as the controller discards its first held window). ([], []) for a refresh
+    without a time."""
+    if not refresh or refresh[0][1].get("t") is None:
+        return [], []
+    start, t0 = refresh[0][0], refresh[0][1]["t"]
+    before = [v for i, (phase, v) in enumerate(sequence[:start])
+              if phase in CONTROL_PHASES and i != stop and v.get("t") is not None
+              and t0 - BEFORE_REFRESH_S <= v["t"] < t0 and v.get("prod_bps") is not None]
+    held = [v["prod_bps"] for _, v in refresh[1:] if v.get("prod_bps") is not None]
+    return before, held
+
+
+def refresh_ratio(before: list, held: list):
+    """The median production rate BEFORE (values) over the median HELD rate, or None."""
+    if before and held and statistics.median(held) > 0:
+        return statistics.median([v["prod_bps"] for v in before]) / statistics.median(held)
+    return None
+
+
 def control_over_held(sequence: list, stop: int, held_runs: list):
     """ctl_over_held (see the module doc) of a run's samples SEQUENCE, or None; HELD_RUNS is
     refreshes(SEQUENCE, STOP)."""
-    ratios = []
-    for refresh in held_runs:
-        if not refresh or refresh[0][1].get("t") is None:
-            continue
-        start, t0 = refresh[0][0], refresh[0][1]["t"]
-        before = [v["prod_bps"] for i, (phase, v) in enumerate(sequence[:start])
-                  if phase in CONTROL_PHASES and i != stop and v.get("t") is not None
-                  and t0 - BEFORE_REFRESH_S <= v["t"] < t0 and v.get("prod_bps") is not None]
-        # The refresh's first sample is left out: the opportunistic job's queued kernels drain in
-        # it, as the controller discards its first held window.
-        held = [v["prod_bps"] for _, v in refresh[1:] if v.get("prod_bps") is not None]
-        if before and held and statistics.median(held) > 0:
-            ratios.append(statistics.median(before) / statistics.median(held))
+    ratios = [r for r in (refresh_ratio(*around_refresh(sequence, stop, refresh)) for refresh in held_runs)
+              if r is not None]
     return statistics.median(ratios) if ratios else None
+
+
+def sequences(path: str) -> dict:
+    """Each run's samples in order, (phase, values), every phase; runs in the file's order."""
+    out = {}
+    for run, phase, v in rows(path):
+        out.setdefault(run, []).append((phase, v))
+    return out
+
+
+def stop_index(sequence: list):
+    """The index of a run's last sample in control or in a refresh (the jobs' stop), or None."""
+    marks = [i for i, (phase, _) in enumerate(sequence) if phase in CONTROL_PHASES or phase == REFRESH_PHASE]
+    return max(marks) if marks else None
+
+
+def refresh_table(path: str) -> list:
+    """One entry per refresh (see --refreshes in the module doc), runs and refreshes in order."""
+    out = []
+    for run, sequence in sequences(path).items():
+        stop = stop_index(sequence)
+        if stop is None:
+            continue
+        t_start = next((v["t"] for _, v in sequence if v.get("t") is not None), None)
+        for n, refresh in enumerate(refreshes(sequence, stop), 1):
+            before, held = around_refresh(sequence, stop, refresh)
+            first = refresh[0][0] if refresh else stop
+            last = refresh[-1][0] if refresh else stop
+            after = next((v for phase, v in sequence[last + 1:] if phase in CONTROL_PHASES), None)
+            t0 = refresh[0][1].get("t") if refresh else None
+            opp = [v["opp_bps"] for v in before if v.get("opp_bps") is not None]
+            r_before = next((v["R"] for phase, v in reversed(sequence[:first]) if phase in CONTROL_PHASES), None)
+            out.append({
+                "run": run,
+                "refresh": n,
+                "at_s": t0 - t_start if t0 is not None and t_start is not None else None,
+                "held_n": len(held),
+                "prod_before": statistics.median([v["prod_bps"] for v in before]) if before else None,
+                "prod_held": statistics.median(held) if held else None,
+                "ctl_over_held": refresh_ratio(before, held),
+                "opp_before": statistics.median(opp) if opp else None,
+                "R_before": r_before,
+                "R_after": after["R"] if after is not None else None,
+            })
+    return out
 
 
 def control(path: str, last: int = 10) -> list:
     """One entry per run with control samples (slow start or congestion avoidance), in run order."""
-    sequences = {}  # run -> its samples in order, (phase, values), every phase
-    for run, phase, v in rows(path):
-        sequences.setdefault(run, []).append((phase, v))
     out = []
-    for run, sequence in sequences.items():
+    for run, sequence in sequences(path).items():
         indexed = [i for i, (phase, _) in enumerate(sequence) if phase in CONTROL_PHASES]
         if not indexed:
             continue
@@ -211,7 +279,7 @@ def control(path: str, last: int = 10) -> list:
         # move by more than 0.5%, each quoted number to be checked again first). The stop is the
         # run's last sample in control or in a refresh, so a file without refreshes loses its last
         # control sample, as it always did.
-        stop = max(i for i, (phase, _) in enumerate(sequence) if phase in CONTROL_PHASES or phase == REFRESH_PHASE)
+        stop = stop_index(sequence)
         samples = [sequence[i] for i in indexed if i != stop] or [sequence[i] for i in indexed]
         held_runs = refreshes(sequence, stop)
         ss = [v["budget"] for phase, v in samples if phase == "slow_start" and v["budget"] is not None]
@@ -260,17 +328,35 @@ def main() -> int:
                         help="one line per run: how the controller grew and where it settled")
     parser.add_argument("--last", type=int, default=10,
                         help="with --control: congestion-avoidance samples the settled values take (10)")
+    parser.add_argument("--refreshes", action="store_true",
+                        help="one line per reference refresh: the production rate before it and in it")
     args = parser.parse_args()
     if args.last < 1:
         parser.error("--last must be at least 1")
+    if args.control and args.refreshes:
+        parser.error("--control and --refreshes are two different tables: give one")
     try:
-        table = control(args.file, args.last) if args.control else summarize(args.file)
+        if args.refreshes:
+            table = refresh_table(args.file)
+        elif args.control:
+            table = control(args.file, args.last)
+        else:
+            table = summarize(args.file)
     except (OSError, ValueError) as e:
         print(f"status_phases: {e}", file=sys.stderr)
         return 2
     if args.json:
         for entry in table:
             print(json.dumps(entry))
+        return 0
+    if args.refreshes:
+        print(f"{'run':<20} {'refresh':>7} {'at_s':>6} {'held_n':>6} {'prod_before':>11} {'prod_held':>11} "
+              f"{'ctl_over_held':>13} {'opp_before':>11} {'R_before':>11} {'R_after':>11}")
+        for e in table:
+            print(f"{e['run']:<20} {e['refresh']:>7} {fmt(e['at_s'], '6.1f'):>6} {e['held_n']:>6} "
+                  f"{fmt(e['prod_before'], '11.0f'):>11} {fmt(e['prod_held'], '11.0f'):>11} "
+                  f"{fmt(e['ctl_over_held'], '13.3f'):>13} {fmt(e['opp_before'], '11.0f'):>11} "
+                  f"{fmt(e['R_before'], '11.0f'):>11} {fmt(e['R_after'], '11.0f'):>11}")
         return 0
     if args.control:
         print(f"{'run':<20} {'ss_n':>4} {'ss_peak':>9} {'ca_budget':>9} {'ca_opp_bps':>11} {'prod_over_R':>11} "

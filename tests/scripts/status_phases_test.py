@@ -13,13 +13,13 @@ import status_phases  # noqa: E402
 
 
 def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_opp=True, launch_us=None,
-           band=0.03, seen=None, t=0.0):
+           band=0.03, seen=None, t=0.0, rate=100):
     jobs = [{"gpu": 0, "class": "production", "blocks_per_s": prod_bps, "sync_wait_fraction": wait,
              "launch_call_us": launch_us}]
     if with_opp:
         jobs.append({"gpu": 0, "class": "opportunistic", "blocks_per_s": opp_bps,
                      "resident_bytes": opp_resident, "launch_call_us": None})
-    gpu = {"gpu": 0, "phase": phase, "budget_blocks": budget, "max_rate_blocks_per_s": 100, "dead_band": band}
+    gpu = {"gpu": 0, "phase": phase, "budget_blocks": budget, "max_rate_blocks_per_s": rate, "dead_band": band}
     if seen is not None:  # tgs-node reports the rate its controller acted on (sample_blocks_per_s)
         gpu["sample_blocks_per_s"] = seen
     return {"run": run, "t": t, "gpus": [gpu], "jobs": jobs}
@@ -206,6 +206,53 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual(js.returncode, 0, js.stderr)
         first = json.loads(js.stdout.splitlines()[0])
         self.assertEqual((first["refresh_n"], first["ctl_over_held"]), (3, 0.8))
+
+    def test_refreshes_one_line_each_with_the_rates_compared_and_the_move_of_r(self):
+        def ca(run, t, prod, opp, rate):
+            return sample(run, "congestion_avoidance", 1000, prod, 0.0, opp, t=t, rate=rate)
+
+        def held(run, t, prod, rate):
+            return sample(run, "refreshing", 0, prod, 0.0, 0, t=t, rate=rate)
+
+        path = self.write(
+            [sample("a", "profiling", 0, 100, 0.0, 0, t=100, rate=None)]
+            + [ca("a", t, 80, 40, 100) for t in range(101, 106)]      # 10 s before: 80, opp 40
+            + [held("a", 106, 30, 100), held("a", 107, 90, 100), held("a", 108, 110, 100)]
+            + [ca("a", 109, 85, 50, 95), ca("a", 115, 90, 5, 95)]    # only 115 within 10 s of 120
+            + [held("a", 120, 100, 95)]                                # only its first sample
+            + [ca("a", 121, 90, 5, 95)]                                # the jobs' stop
+            + [held("b", 0, 50, 100), held("b", 1, 50, 100)]           # the stop in a refresh
+            + [ca("c", 0, 100, 0, 100), ca("c", 1, 100, 0, 100)])      # no refresh
+        a1, a2, b1 = status_phases.refresh_table(path)
+        self.assertEqual((a1["run"], a1["refresh"], a1["at_s"], a1["held_n"]), ("a", 1, 6.0, 2))
+        self.assertEqual((a1["prod_before"], a1["prod_held"], a1["opp_before"]), (80, 100, 40))
+        self.assertAlmostEqual(a1["ctl_over_held"], 0.8)
+        self.assertEqual((a1["R_before"], a1["R_after"]), (100, 95))
+        self.assertEqual((a2["refresh"], a2["at_s"], a2["held_n"], a2["ctl_over_held"]), (2, 20.0, 0, None))
+        self.assertEqual((a2["prod_before"], a2["opp_before"]), (90, 5))
+        # R is the controller's state, not a rate: the stop sample's R counts.
+        self.assertEqual((a2["R_before"], a2["R_after"]), (95, 95))
+        self.assertEqual((b1["run"], b1["held_n"], b1["ctl_over_held"]), ("b", 0, None))  # its second sample is the stop
+        self.assertEqual((b1["R_before"], b1["R_after"]), (None, None))
+        # The same refreshes as --control counts, and its ctl_over_held the median of these.
+        control = {e["run"]: e for e in status_phases.control(path)}
+        self.assertEqual(control["a"]["refresh_n"], 2)
+        self.assertAlmostEqual(control["a"]["ctl_over_held"], 0.8)
+        out = subprocess.run([sys.executable, status_phases.__file__, path, "--refreshes"], capture_output=True,
+                             text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["run", "refresh", "at_s", "held_n", "prod_before", "prod_held",
+                                            "ctl_over_held", "opp_before", "R_before", "R_after"])
+        self.assertEqual(lines[1].split(), ["a", "1", "6.0", "2", "80", "100", "0.800", "40", "100", "95"])
+        self.assertEqual(len(lines), 4)
+        js = subprocess.run([sys.executable, status_phases.__file__, path, "--refreshes", "--json"],
+                            capture_output=True, text=True)
+        self.assertEqual(json.loads(js.stdout.splitlines()[0])["ctl_over_held"], 0.8)
+        both = subprocess.run([sys.executable, status_phases.__file__, path, "--refreshes", "--control"],
+                              capture_output=True, text=True)
+        self.assertEqual(both.returncode, 2)
+        self.assertIn("give one", both.stderr)
 
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])
