@@ -56,7 +56,8 @@ production job's rate in it is a partial second, down to 0.
 With --refreshes it prints instead one line per refresh, the parts of ctl_over_held one by one:
   run, refresh the run and the refresh's number in it (a refresh cut short by the jobs' stop
                counts, as in refresh_n, with nothing measured)
-  at_s         seconds from the run's first sample with both jobs to the refresh's first sample
+  at_s         seconds from the run's first sample (its production job registered) to the
+               refresh's first sample
   held_n       the refresh's samples that measure the held rate (all but its first)
   prod_before  the production job's launched blocks/s, median over the control samples in the 10 s
                before the refresh
