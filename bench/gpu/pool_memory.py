@@ -37,6 +37,13 @@ baseline of an older call); memory.sh ALONE_SETTLE_S measures the alone runs lat
 --against MODE compares the cell with another mode of the same interleaved calls round by round
 (run i over run i of MODE: both saw the machine as it was then, and the alone baseline cancels),
 with a sign test of whether either mode is the faster.
+
+--by-host-speed lists the calls by how fast the production job ran alone in them (the median of
+the call's alone runs, it/s) and gives, over the calls, Spearman's rank correlation of that rate
+with each call's median share of each job, with its permutation p (rank_stats.py). On the H100s a
+host-bound production job ran 33-65 it/s alone from one machine to the next, and how much of the
+GPU it leaves idle, so what an opportunistic job can take without slowing it, went with that: a
+pooled median over such calls mixes regimes that this separates.
 """
 import argparse
 import json
@@ -48,6 +55,7 @@ import statistics
 import sys
 
 from memory_call import call_file, command_word, read_result_lines, window_rates
+from rank_stats import spearman
 
 CLASSES = ("production", "opportunistic")
 
@@ -154,8 +162,24 @@ def card_of(summary: dict) -> str | None:
     return None
 
 
+def by_host_speed(per_call: list) -> dict:
+    """The calls in order of the production job's alone rate (it/s, slowest first), each with its
+    median shares, and over the calls the rank correlation of that rate with each job's median."""
+    rows = sorted(({"file": e["file"], **({"mode": e["mode"]} if "mode" in e else {}), "gpu": e["gpu"],
+                    "production_alone_it_per_s": e["production_alone_it_per_s"],
+                    **{c: e[c] for c in CLASSES}} for e in per_call),
+                  key=lambda r: r["production_alone_it_per_s"])
+    out = {"calls": rows}
+    for c in CLASSES:
+        pairs = [(r["production_alone_it_per_s"], r[c]) for r in rows if r[c] is not None]
+        rho, p = spearman([a for a, _ in pairs], [v for _, v in pairs])
+        out[c + "_spearman"], out[c + "_permutation_p"] = rho, p
+        out[c + "_ranked_calls"] = len(pairs)  # a call whose runs printed nothing has no median
+    return out
+
+
 def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: int = 1,
-         against: str | None = None, with_by_round: bool = False) -> dict:
+         against: str | None = None, with_by_round: bool = False, with_host_speed: bool = False) -> dict:
     m = re.fullmatch(r"([\w.-]+)/([\w.-]+)", cell)
     if not m:
         raise ValueError(f"bad cell '{cell}' (want SCENARIO/MODE)")
@@ -275,6 +299,8 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
         out["by_round"] = {c: [{"position": i, "runs": len(v), "median": statistics.median(v),
                                 "spread": [min(v), max(v)]} for i, v in sorted(by_round[c].items())]
                            for c in CLASSES}
+    if with_host_speed:
+        out["by_host_speed"] = by_host_speed(per_call)
     if against is not None:
         if not versus["production"]:
             raise ValueError(f"{cell}: no round holds runs of both {cell_mode} and {against}")
@@ -308,6 +334,9 @@ def main(argv: list[str]) -> int:
                     help="also pool the runs by their place in their call (run 1 of every call, run 2, ...), "
                     "normalized to their call's alone runs: a call with one alone run at its start puts any "
                     "drift of the machine during the call into its later runs")
+    ap.add_argument("--by-host-speed", action="store_true",
+                    help="also list the calls by the production job's alone rate and give the rank correlation "
+                    "of that rate with each call's median share, over the calls")
     ap.add_argument("--alone-from-window", type=int, default=1, metavar="K",
                     help="normalize to the alone runs' windows K.. only (default 1: all, as memory.sh's "
                     "summary does); shows how much a cell's number rests on alone runs that were still "
@@ -315,7 +344,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv[1:])
     try:
         pooled = pool(args.cell, args.calls, mixed=args.mixed, alone_from_window=args.alone_from_window,
-                      against=args.against, with_by_round=args.by_round)
+                      against=args.against, with_by_round=args.by_round, with_host_speed=args.by_host_speed)
     except (OSError, ValueError, KeyError) as e:
         print(f"pool_memory: {e}", file=sys.stderr)
         return 2
@@ -325,7 +354,8 @@ def main(argv: list[str]) -> int:
                                  + ([f"--alone-from-window={args.alone_from_window}"]
                                     if args.alone_from_window > 1 else [])
                                  + ([f"--against={args.against}"] if args.against else [])
-                                 + (["--by-round"] if args.by_round else [])))
+                                 + (["--by-round"] if args.by_round else [])
+                                 + (["--by-host-speed"] if args.by_host_speed else [])))
     scen, mode = args.cell.split("/")
     cell = pooled["scenarios"][scen]["modes"][mode]
     if args.json:
@@ -359,6 +389,17 @@ def main(argv: list[str]) -> int:
             print(f"  {c:13} by place in the call: " + ", ".join(
                 f"run {r['position']} {fx(r['median'])} ({r['runs']} runs, {fx(r['spread'][0])}-{fx(r['spread'][1])})"
                 for r in cell["by_round"][c]))
+    if "by_host_speed" in cell:
+        h = cell["by_host_speed"]
+        print("  by the production job's alone rate (it/s), slowest first:")
+        for r in h["calls"]:
+            name = r["file"] + (":" + r["mode"] if "mode" in r else "")
+            print(f"    {r['production_alone_it_per_s']:7.1f}  {name:52} {fx(r['production']):>10} "
+                  f"{fx(r['opportunistic']):>13}")
+        for c in CLASSES:
+            rho, p = h[c + "_spearman"], h[c + "_permutation_p"]
+            print(f"  {c:13} against the alone rate over {h[c + '_ranked_calls']} calls: Spearman "
+                  + ("-" if rho is None else f"{rho:+.2f}, permutation p {p:.4f}"))
     if "against" in cell:
         a = cell["against"]
         print(f"  round by round over {a['mode']}:")

@@ -369,6 +369,44 @@ class PoolMemory(unittest.TestCase):
         self.assertIn("production    by place in the call: run 1 0.97 (2 runs, 0.95-1.00), run 2 0.90 (2 runs",
                       text.getvalue())
 
+    def test_calls_are_ranked_by_the_production_jobs_alone_rate(self):
+        # Alone rates 60, 30, 45 and 40 it/s; the production job keeps 0.9 of alone in every call,
+        # and the opportunistic share falls as the host gets faster: 0.2, 0.8, 0.4, 0.6.
+        calls = [self.call("fast", "interleaved", {1: (60, 100)}, {1: (54, 20)}),
+                 self.call("slow", "interleaved", {1: (30, 100)}, {1: (27, 80)}),
+                 self.call("mid", "interleaved", {1: (45, 100)}, {1: (40.5, 40)}),
+                 self.call("mid2", "interleaved", {1: (40, 100)}, {1: (36, 60)}, mode="tgs-x")]
+        calls[3] += ":tgs-x"
+        # A call whose runs of the cell printed nothing has no median: listed, not ranked.
+        calls.append(self.call("none", "interleaved", {1: (50, 100)}, {}))
+        cell = pool_memory.pool("low/tgs", calls, with_host_speed=True)["scenarios"]["low"]["modes"]["tgs"]
+        h = cell["by_host_speed"]
+        self.assertEqual([r["file"] for r in h["calls"]],
+                         ["slow.json", "mid2.json", "mid.json", "none.json", "fast.json"])
+        self.assertIsNone(h["calls"][3]["opportunistic"])
+        self.assertEqual(h["calls"][1]["mode"], "tgs-x")
+        self.assertEqual([r["production_alone_it_per_s"] for r in h["calls"]], [30, 40, 45, 50, 60])
+        self.assertEqual([r["opportunistic"] for r in h["calls"]], [0.8, 0.6, 0.4, None, 0.2])
+        self.assertAlmostEqual(h["opportunistic_spearman"], -1.0)
+        self.assertEqual(h["opportunistic_ranked_calls"], 4)
+        # 4 calls: 2 of the 24 orders are as extreme, so the permutation p is near 1/12.
+        self.assertGreater(h["opportunistic_permutation_p"], 0.06)
+        self.assertLess(h["opportunistic_permutation_p"], 0.11)
+        # The production job's share is the same in every call: no order to rank.
+        self.assertEqual((h["production_spearman"], h["production_permutation_p"]), (None, None))
+        self.assertNotIn("by_host_speed", pool_memory.pool("low/tgs", calls)["scenarios"]["low"]["modes"]["tgs"])
+        text = io.StringIO()
+        with redirect_stdout(text):
+            self.assertEqual(pool_memory.main(["pool_memory.py", "low/tgs", *calls, "--by-host-speed"]), 0)
+        lines = text.getvalue().splitlines()
+        at = lines.index("  by the production job's alone rate (it/s), slowest first:")
+        self.assertEqual(lines[at + 1].split(), ["30.0", "slow.json", "0.90", "0.80"])
+        self.assertEqual(lines[at + 2].split(), ["40.0", "mid2.json:tgs-x", "0.90", "0.60"])
+        self.assertEqual(lines[at + 4].split(), ["50.0", "none.json", "-", "-"])
+        self.assertIn("opportunistic against the alone rate over 4 calls: Spearman -1.00, permutation p 0.0",
+                      text.getvalue())
+        self.assertIn("production    against the alone rate over 4 calls: Spearman -\n", text.getvalue())
+
     def test_main_prints_the_table_and_writes_a_cell_merge_memory_reads(self):
         import merge_memory
         a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
