@@ -526,6 +526,27 @@ class tgs_rate_control {
     double blocks;
   };
 
+  /// Sums of such splits over several windows: profiling's (`host_`) and a refresh's. Both derive
+  /// the host time per block and R from them the same way.
+  struct host_sums {
+    double seconds = 0.0;  // host time (window less sync wait)
+    double wait = 0.0;     // sync wait
+    double blocks = 0.0;   // blocks over the same windows
+
+    void add(const host_split& s) noexcept {
+      seconds += s.seconds;
+      wait += s.wait;
+      blocks += s.blocks;
+    }
+    /// h: host seconds per block (blocks > 0).
+    [[nodiscard]] double per_block() const noexcept { return seconds / blocks; }
+    /// R as profiling measures it: blocks per `period` at this host time and wait per block
+    /// (seconds + wait > 0).
+    [[nodiscard]] double rate(duration period) const noexcept {
+      return blocks * std::chrono::duration<double>(period).count() / (seconds + wait);
+    }
+  };
+
   /// The window's split, or none without a sync wait or below `idle_blocks` (nothing to learn).
   [[nodiscard]] std::optional<host_split> split_host_time(const job_activity& a,
                                                           duration window) const noexcept {
@@ -543,9 +564,7 @@ class tgs_rate_control {
     const std::optional<host_split> split = split_host_time(a, window);
     if (!split) return sample;
     if (stage_ == stage::profiling) {
-      host_.seconds += split->seconds;
-      host_.wait += split->wait;
-      host_.blocks += split->blocks;
+      host_.add(*split);
       return sample;
     }
     if (host_.blocks <= 0.0) return sample;
@@ -576,9 +595,7 @@ class tgs_rate_control {
       ++refresh_.n;
       refresh_.launched += launched;
       if (const std::optional<host_split> split = split_host_time(a, window)) {
-        refresh_.seconds += split->seconds;
-        refresh_.wait += split->wait;
-        refresh_.blocks += split->blocks;
+        refresh_.host.add(*split);
       } else {
         refresh_.every_window_waited = false;
       }
@@ -588,14 +605,11 @@ class tgs_rate_control {
     since_refresh_ = 0;
     const double weight = cfg_.refresh_weight;
     const bool host_known = cfg_.sync_wait_correction && host_.blocks > 0.0;
-    if (host_known && refresh_.every_window_waited && refresh_.blocks > 0.0) {
+    if (host_known && refresh_.every_window_waited && refresh_.host.blocks > 0.0) {
       // As profiling measures them (`profile`), so a corrected sample at the refreshed host time
       // and the refresh's wait per block reads exactly the refreshed R when the weight is 1.
-      const double w = std::chrono::duration<double>(cfg_.production_window).count();
-      const double host_per_block = refresh_.seconds / refresh_.blocks;
-      const double rate = refresh_.blocks * w / (refresh_.seconds + refresh_.wait);
-      host_per_block_ = (1.0 - weight) * host_per_block_ + weight * host_per_block;
-      max_rate_ = (1.0 - weight) * max_rate_ + weight * rate;
+      host_per_block_ = (1.0 - weight) * host_per_block_ + weight * refresh_.host.per_block();
+      max_rate_ = (1.0 - weight) * max_rate_ + weight * refresh_.host.rate(cfg_.production_window);
     } else {
       const double rate = refresh_.launched / static_cast<double>(refresh_.n);
       max_rate_ = (1.0 - weight) * max_rate_ + weight * rate;
@@ -662,12 +676,11 @@ class tgs_rate_control {
     if (minimum_done && (!keep_profiling_ || bounded) && max_rate_ > 0.0) {
       if (cfg_.max_rate_from_profile_mean && noise_.n > 0) max_rate_ = noise_.mean;
       // Every profiling run measures h afresh from the sums, superseding what refreshes made of it.
-      if (host_.blocks > 0.0) host_per_block_ = host_.seconds / host_.blocks;
+      if (host_.blocks > 0.0) host_per_block_ = host_.per_block();
       if (cfg_.sync_wait_correction && host_.blocks > 0.0 && host_.seconds + host_.wait > 0.0) {
         // Consistent with the corrected samples: at the learnt host time and the profiled wait
         // per block the job makes exactly R.
-        max_rate_ = host_.blocks * std::chrono::duration<double>(cfg_.production_window).count() /
-                    (host_.seconds + host_.wait);
+        max_rate_ = host_.rate(cfg_.production_window);
       }
       stage_ = stage::control;
       since_refresh_ = 0;  // a profiling run measured R just now, whether at an arrival or not
@@ -826,11 +839,7 @@ class tgs_rate_control {
     double mean = 0.0;
     double m2 = 0.0;
   } noise_;  // the production rate's samples in the current profiling run
-  struct {
-    double seconds = 0.0;  // host time (window less sync wait) over the profiling windows
-    double wait = 0.0;     // sync wait over the profiling windows
-    double blocks = 0.0;   // blocks over the same windows
-  } host_;  // `sync_wait_correction`'s sums, since the arrival
+  host_sums host_;  // `sync_wait_correction`'s sums over the profiling windows, since the arrival
   // h, the host time per block the corrected samples use: the sums' at the end of the latest
   // profiling run, then moved by each refresh.
   double host_per_block_ = 0.0;
@@ -839,9 +848,7 @@ class tgs_rate_control {
   struct {
     int n = 0;                        // samples (held windows after the first)
     double launched = 0.0;            // their launched rates, blocks per production window
-    double seconds = 0.0;             // host time of those with a sync wait
-    double wait = 0.0;                // their sync wait
-    double blocks = 0.0;              // their blocks
+    host_sums host;                   // the split of those with a sync wait
     bool every_window_waited = true;  // false: the refresh uses the launched rates
   } refresh_;
   std::int64_t refreshes_ = 0;  // completed refreshes since the arrival
