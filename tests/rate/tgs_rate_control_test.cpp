@@ -399,6 +399,11 @@ cfg_t with(auto mutate) {
   return c;
 }
 
+// A case's name: the field it breaks and its index (one field can fail several ways).
+std::string config_case_name(const ::testing::TestParamInfo<TgsRateControlConfig::ParamType>& param) {
+  return param.param.first + "_" + std::to_string(param.index);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Fields, TgsRateControlConfig,
     ::testing::Values(
@@ -426,9 +431,7 @@ INSTANTIATE_TEST_SUITE_P(
         std::pair{std::string{"budget_ceiling"}, with([](cfg_t& c) { c.budget_ceiling = 0; })},
         std::pair{std::string{"profile_tolerance"},
                   with([](cfg_t& c) { c.profile_tolerance = std::nan(""); })}),
-    [](const ::testing::TestParamInfo<TgsRateControlConfig::ParamType>& param) {
-      return param.param.first + "_" + std::to_string(param.index);
-    });
+    config_case_name);
 
 TEST(TgsRateControl, DefaultConfigIsTheReleasedCodesConstants) {
   const cfg_t c;
@@ -1121,9 +1124,7 @@ INSTANTIATE_TEST_SUITE_P(
         std::pair{std::string{"refresh_weight"}, with([](cfg_t& c) { c.refresh_weight = 1.01; })},
         std::pair{std::string{"refresh_weight"},
                   with([](cfg_t& c) { c.refresh_weight = std::nan(""); })}),
-    [](const ::testing::TestParamInfo<TgsRateControlConfig::ParamType>& param) {
-      return param.param.first + "_" + std::to_string(param.index);
-    });
+    config_case_name);
 
 TEST(TgsRateControlRefresh, TheBoundsThemselvesAreAccepted) {
   cfg_t cfg = refreshing_every(1);
