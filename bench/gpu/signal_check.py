@@ -44,7 +44,7 @@ import sys
 import pool_memory
 import status_phases
 from memory_call import call_file
-from rank_stats import ranks, spearman  # noqa: F401 (ranks: the tests reach it here)
+from rank_stats import spearman
 
 SIGNALS = {"launched": "prod_over_R", "corrected": "sample_over_R", "host": "host_speed"}
 
