@@ -68,7 +68,23 @@ With --refreshes it prints instead one line per refresh, the parts of ctl_over_h
   R_before, R_after  R in the last control sample before the refresh and the first after it (the
                refresh's move; -: none)
 
-Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N] | --refreshes]
+With --beside it prints instead one line per run that has both kinds of sample: the production
+job's launched rate while the opportunistic job could run, against the same job's rate in the
+same run while it was alone (before the opportunistic job registered). This compares a fixed
+share's or a controller's cost within one run, so that the drift of a host between runs does not
+enter it; the alone samples are the job's first seconds, so they measure it younger than the
+samples beside the opportunistic job do.
+  alone_n, alone_bps, alone_wait
+               the production-alone samples: their count, and the medians of the production job's
+               launched blocks/s and of its sync_wait_fraction
+  beside_n, beside_bps, beside_wait
+               the same over the samples in which the opportunistic job was allowed to launch:
+               every phase with both jobs registered except profiling and refreshing (which hold
+               it), the run's last such sample (the jobs' stop, a partial second) left out
+  beside_over_alone  beside_bps / alone_bps
+  opp_bps      the opportunistic job's launched blocks/s, median over the beside samples
+
+Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N] | --refreshes | --beside]
 """
 import argparse
 import json
@@ -309,6 +325,44 @@ def control(path: str, last: int = 10) -> list:
     return out
 
 
+# Phases in which the controller holds the opportunistic job (no budget): the production job in
+# them runs as if alone, so they are neither alone samples nor samples beside it.
+HELD_PHASES = ("profiling", REFRESH_PHASE)
+
+
+def beside(path: str) -> list:
+    """One entry per run with production-alone samples and samples beside the opportunistic job
+    (see --beside in the module doc), in run order."""
+    out = []
+    for run, sequence in sequences(path).items():
+        alone = [v for phase, v in sequence if phase == "production-alone"]
+        indexed = [i for i, (phase, _) in enumerate(sequence) if phase != "production-alone" and phase not in HELD_PHASES]
+        # The last sample with both jobs registered spans the jobs' stop (as in control()).
+        both = [i for i, (phase, _) in enumerate(sequence) if phase != "production-alone"]
+        stop = both[-1] if both else None
+        shared = [sequence[i][1] for i in indexed if i != stop]
+        if not alone or not shared:
+            continue
+
+        def median_of(samples, key):
+            values = [v[key] for v in samples if v.get(key) is not None]
+            return statistics.median(values) if values else None
+
+        alone_bps, beside_bps = median_of(alone, "prod_bps"), median_of(shared, "prod_bps")
+        out.append({
+            "run": run,
+            "alone_n": len(alone),
+            "alone_bps": alone_bps,
+            "alone_wait": median_of(alone, "prod_wait"),
+            "beside_n": len(shared),
+            "beside_bps": beside_bps,
+            "beside_wait": median_of(shared, "prod_wait"),
+            "beside_over_alone": beside_bps / alone_bps if alone_bps and beside_bps is not None else None,
+            "opp_bps": median_of(shared, "opp_bps"),
+        })
+    return out
+
+
 def host_time_per_block(samples: list):
     """The median over SAMPLES of the production job's host seconds per launched block,
     (1 - sync_wait_fraction) / blocks_per_s; None without a sample that has both."""
@@ -331,13 +385,17 @@ def main() -> int:
                         help="with --control: congestion-avoidance samples the settled values take (10)")
     parser.add_argument("--refreshes", action="store_true",
                         help="one line per reference refresh: the production rate before it and in it")
+    parser.add_argument("--beside", action="store_true",
+                        help="one line per run: the production rate beside the opportunistic job against alone")
     args = parser.parse_args()
     if args.last < 1:
         parser.error("--last must be at least 1")
-    if args.control and args.refreshes:
-        parser.error("--control and --refreshes are two different tables: give one")
+    if args.control + args.refreshes + args.beside > 1:
+        parser.error("--control, --refreshes and --beside are different tables: give one")
     try:
-        if args.refreshes:
+        if args.beside:
+            table = beside(args.file)
+        elif args.refreshes:
             table = refresh_table(args.file)
         elif args.control:
             table = control(args.file, args.last)
@@ -349,6 +407,14 @@ def main() -> int:
     if args.json:
         for entry in table:
             print(json.dumps(entry))
+        return 0
+    if args.beside:
+        print(f"{'run':<24} {'alone_n':>7} {'alone_bps':>11} {'alone_wait':>10} {'beside_n':>8} {'beside_bps':>11} "
+              f"{'beside_wait':>11} {'beside_over_alone':>17} {'opp_bps':>11}")
+        for e in table:
+            print(f"{e['run']:<24} {e['alone_n']:>7} {fmt(e['alone_bps'], '11.0f'):>11} {fmt(e['alone_wait'], '10.3f'):>10} "
+                  f"{e['beside_n']:>8} {fmt(e['beside_bps'], '11.0f'):>11} {fmt(e['beside_wait'], '11.3f'):>11} "
+                  f"{fmt(e['beside_over_alone'], '17.3f'):>17} {fmt(e['opp_bps'], '11.0f'):>11}")
         return 0
     if args.refreshes:
         print(f"{'run':<20} {'refresh':>7} {'at_s':>6} {'held_n':>6} {'prod_before':>11} {'prod_held':>11} "

@@ -254,6 +254,47 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual(both.returncode, 2)
         self.assertIn("give one", both.stderr)
 
+    def test_beside_compares_the_rate_beside_the_opportunistic_job_with_alone_in_the_same_run(self):
+        def alone(run, t, prod, wait):
+            return sample(run, "-", None, prod, wait, None, with_opp=False, t=t)
+
+        path = self.write(
+            [alone("fixed", 0, 100, 0.01), alone("fixed", 1, 120, 0.03), alone("fixed", 2, 110, 0.02)]
+            + [sample("fixed", "-", 500, prod, 0.3, 70, t=t) for t, prod in ((3, 80), (4, 90), (5, 85))]
+            + [sample("fixed", "-", 500, 10, 0.0, 1, t=6)]                          # the stop: left out
+            + [alone("tgs", 0, 200, 0.1)]
+            + [sample("tgs", "profiling", 0, 190, 0.1, 0, t=1),                   # held: neither
+               sample("tgs", "slow_start", 20000, 150, 0.2, 30, t=2),
+               sample("tgs", "refreshing", 0, 199, 0.1, 0, t=3),                  # held: neither
+               sample("tgs", "congestion_avoidance", 9000, 170, 0.4, 50, t=4),
+               sample("tgs", "congestion_avoidance", 9000, 0, 0.0, 0, t=5)]       # the stop
+            + [sample("no-alone", "-", 500, 90, 0.0, 9, t=0), sample("no-alone", "-", 500, 90, 0.0, 9, t=1)]
+            + [alone("no-beside", 0, 90, 0.0), sample("no-beside", "profiling", 0, 90, 0.0, 0, t=1)])
+        fixed, tgs = status_phases.beside(path)  # the runs without both kinds of sample are left out
+        self.assertEqual((fixed["run"], fixed["alone_n"], fixed["alone_bps"], fixed["alone_wait"]),
+                         ("fixed", 3, 110, 0.02))
+        self.assertEqual((fixed["beside_n"], fixed["beside_bps"], fixed["beside_wait"], fixed["opp_bps"]),
+                         (3, 85, 0.3, 70))
+        self.assertAlmostEqual(fixed["beside_over_alone"], 85 / 110)
+        self.assertEqual((tgs["alone_n"], tgs["beside_n"], tgs["beside_bps"], tgs["opp_bps"]), (1, 2, 160, 40))
+        self.assertAlmostEqual(tgs["beside_wait"], 0.3)
+        self.assertAlmostEqual(tgs["beside_over_alone"], 0.8)
+        out = subprocess.run([sys.executable, status_phases.__file__, path, "--beside"], capture_output=True,
+                             text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["run", "alone_n", "alone_bps", "alone_wait", "beside_n", "beside_bps",
+                                            "beside_wait", "beside_over_alone", "opp_bps"])
+        self.assertEqual(lines[1].split(), ["fixed", "3", "110", "0.020", "3", "85", "0.300", "0.773", "70"])
+        self.assertEqual(len(lines), 3)
+        js = subprocess.run([sys.executable, status_phases.__file__, path, "--beside", "--json"],
+                            capture_output=True, text=True)
+        self.assertEqual(json.loads(js.stdout.splitlines()[1])["beside_over_alone"], 0.8)
+        both = subprocess.run([sys.executable, status_phases.__file__, path, "--beside", "--control"],
+                              capture_output=True, text=True)
+        self.assertEqual(both.returncode, 2)
+        self.assertIn("give one", both.stderr)
+
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])
         out = subprocess.run([sys.executable, status_phases.__file__, path], capture_output=True, text=True)
