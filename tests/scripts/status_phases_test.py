@@ -9,6 +9,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
+sys.path.insert(0, os.path.dirname(__file__))
+import byte_fuzz  # noqa: E402
 import status_phases  # noqa: E402
 
 
@@ -294,6 +296,25 @@ class StatusPhases(unittest.TestCase):
                               capture_output=True, text=True)
         self.assertEqual(both.returncode, 2)
         self.assertIn("give one", both.stderr)
+
+    def test_mutated_samples_are_refused_or_read_never_crash(self):
+        # Bytes of a valid file replaced by JSON punctuation and digits; every table either reads
+        # the file or refuses it with a ValueError naming the line.
+        path = self.write(
+            [sample("a", "-", None, 100, 0.01, None, with_opp=False, t=0)]
+            + [sample("a", "profiling", 0, 100, 0.0, 0, t=1), sample("a", "slow_start", 20000, 99, 0.1, 5, t=2)]
+            + [sample("a", "congestion_avoidance", 9000, 90, 0.2, 7, t=t, seen=95) for t in range(3, 8)]
+            + [sample("a", "refreshing", 0, 100, 0.0, 0, t=t) for t in (8, 9)]
+            + [sample("a", "congestion_avoidance", 9000, 80, 0.2, 7, t=10)])
+
+        def read_all():
+            status_phases.summarize(path)
+            status_phases.control(path)
+            status_phases.refresh_table(path)
+            status_phases.beside(path)
+
+        refused = byte_fuzz.fuzz_files([path], read_all, rounds=600, seed=3, refusals=(ValueError,))
+        self.assertGreater(refused, 0)
 
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])
