@@ -70,7 +70,8 @@ With --refreshes it prints instead one line per refresh, the parts of ctl_over_h
 
 With --beside it prints instead one line per run that has both kinds of sample: the production
 job's launched rate while the opportunistic job could run, against the same job's rate in the
-same run while it was alone (before the opportunistic job registered). This compares a fixed
+same run while it was alone (in memory.sh's runs, the seconds before the opportunistic job
+registered). This compares a fixed
 share's or a controller's cost within one run, so that the drift of a host between runs does not
 enter it; the alone samples are the job's first seconds, so they measure it younger than the
 samples beside the opportunistic job do.
@@ -336,18 +337,12 @@ def beside(path: str) -> list:
     out = []
     for run, sequence in sequences(path).items():
         alone = [v for phase, v in sequence if phase == "production-alone"]
-        indexed = [i for i, (phase, _) in enumerate(sequence) if phase != "production-alone" and phase not in HELD_PHASES]
         # The last sample with both jobs registered spans the jobs' stop (as in control()).
-        both = [i for i, (phase, _) in enumerate(sequence) if phase != "production-alone"]
-        stop = both[-1] if both else None
-        shared = [sequence[i][1] for i in indexed if i != stop]
+        stop = max((i for i, (phase, _) in enumerate(sequence) if phase != "production-alone"), default=None)
+        shared = [v for i, (phase, v) in enumerate(sequence)
+                  if i != stop and phase != "production-alone" and phase not in HELD_PHASES]
         if not alone or not shared:
             continue
-
-        def median_of(samples, key):
-            values = [v[key] for v in samples if v.get(key) is not None]
-            return statistics.median(values) if values else None
-
         alone_bps, beside_bps = median_of(alone, "prod_bps"), median_of(shared, "prod_bps")
         out.append({
             "run": run,
@@ -361,6 +356,12 @@ def beside(path: str) -> list:
             "opp_bps": median_of(shared, "opp_bps"),
         })
     return out
+
+
+def median_of(samples: list, key: str):
+    """The median of KEY over the SAMPLES (values) that have it, or None."""
+    values = [v[key] for v in samples if v.get(key) is not None]
+    return statistics.median(values) if values else None
 
 
 def host_time_per_block(samples: list):
