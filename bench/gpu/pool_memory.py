@@ -198,7 +198,9 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
     for arg in calls:
         path, own_mode = split_call(arg)
         mode = own_mode or cell_mode
-        if mode.startswith("alone"):
+        # The plain alone runs normalize every cell; alone-mps (each job alone under MPS, against
+        # those plain runs) is a cell like any other.
+        if mode == "alone":
             raise ValueError(f"'{arg}': the alone runs are the normalization, not a cell to pool")
         with open(path, encoding="utf-8") as f:
             summary = json.load(f)

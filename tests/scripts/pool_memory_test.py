@@ -195,6 +195,28 @@ class PoolMemory(unittest.TestCase):
                 pool_memory.pool("low/tgs", calls, against=mode)
             self.assertIn(words, str(e.exception))
 
+    def test_alone_under_mps_is_a_cell_and_a_mode_to_compare_against(self):
+        # memory.sh MPS=1: alone-mps runs each job alone under MPS, normalized to the plain alone
+        # runs like any shared mode, so it pools, and tgs compares with it round by round.
+        a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (44, 150), 2: (36, 80)}, mode="alone-mps")
+        with open(a[:-len(".json")] + "-runs.jsonl", "a") as f:
+            for i, (p, o) in {1: (33, 75), 2: (36, 40)}.items():
+                f.write(json.dumps({"label": f"low/tgs/{i}/production", "it_per_s": [p]}) + "\n")
+                f.write(json.dumps({"label": f"low/tgs/{i}/opportunistic", "it_per_s": [o]}) + "\n")
+        summary = json.load(open(a))
+        summary["scenarios"]["low"]["modes"]["tgs"] = {}
+        with open(a, "w") as f:
+            json.dump(summary, f)
+        mps = pool_memory.pool("low/alone-mps", [a])["scenarios"]["low"]["modes"]["alone-mps"]
+        self.assertEqual(mps["runs"], 2)
+        self.assertAlmostEqual(mps["production"], (44 / 35 + 36 / 35) / 2)  # the plain alone median 35
+        vs = pool_memory.pool("low/tgs", [a], against="alone-mps")["scenarios"]["low"]["modes"]["tgs"]["against"]
+        self.assertAlmostEqual(vs["production"], (33 / 44 + 36 / 36) / 2)
+        self.assertAlmostEqual(vs["opportunistic"], (75 / 150 + 40 / 80) / 2)
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/alone", [a])
+        self.assertIn("normalization", str(e.exception))
+
     def test_every_cell_must_share_the_alone_runs_settling(self):
         # Alone runs measured later are another normalization, for every mode; a command that does
         # not name ALONE_SETTLE_S ran with 0.
