@@ -36,7 +36,8 @@ its start. --alone-from-window K takes each alone run's rate from its K-th windo
 baseline of an older call); memory.sh ALONE_SETTLE_S measures the alone runs later (a new call).
 --against MODE compares the cell with another mode of the same interleaved calls round by round
 (run i over run i of MODE: both saw the machine as it was then, and the alone baseline cancels),
-with a sign test of whether either mode is the faster.
+with a sign test of whether either mode is the faster. MODE may be alone-mps (memory.sh MPS=1):
+the cell against each job alone under MPS in the same round, so MPS's own cost cancels too.
 
 --by-host-speed lists the calls by how fast the production job ran alone in them (the median of
 the call's alone runs, it/s) and gives, over the calls, Spearman's rank correlation of that rate
