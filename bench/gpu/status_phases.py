@@ -95,6 +95,16 @@ import sys
 FIELDS = ("budget", "R", "band", "prod_bps", "sample_bps", "prod_wait", "opp_bps", "opp_res_gib", "prod_launch_us", "opp_launch_us")
 
 
+def median_or_none(values: list):
+    """The median of VALUES, or None for none: every table prints "-" for a median of nothing."""
+    return statistics.median(values) if values else None
+
+
+def median_of(samples: list, key: str):
+    """The median of KEY over the SAMPLES (values) that have it, or None."""
+    return median_or_none([v[key] for v in samples if v.get(key) is not None])
+
+
 def rows(path: str):
     """(run, phase, values) per sample with both classes present; errors name file and line."""
     with open(path, encoding="utf-8") as f:
@@ -164,7 +174,7 @@ def summarize(path: str) -> list:
     for (run, phase), g in groups.items():  # insertion order: runs, then phases as first seen
         entry = {"run": run, "phase": phase, "samples": samples[(run, phase)]}
         for k in FIELDS:
-            entry[k] = statistics.median(g[k]) if g[k] else None
+            entry[k] = median_or_none(g[k])
         out.append(entry)
     return out
 
@@ -233,7 +243,7 @@ def control_over_held(sequence: list, stop: int, held_runs: list):
     refreshes(SEQUENCE, STOP)."""
     ratios = [r for r in (refresh_ratio(*around_refresh(sequence, stop, refresh)) for refresh in held_runs)
               if r is not None]
-    return statistics.median(ratios) if ratios else None
+    return median_or_none(ratios)
 
 
 def sequences(path: str) -> dict:
@@ -264,17 +274,16 @@ def refresh_table(path: str) -> list:
             last = refresh[-1][0] if refresh else stop
             after = next((v for phase, v in sequence[last + 1:] if phase in CONTROL_PHASES), None)
             t0 = refresh[0][1].get("t") if refresh else None
-            opp = [v["opp_bps"] for v in before if v.get("opp_bps") is not None]
             r_before = next((v["R"] for phase, v in reversed(sequence[:first]) if phase in CONTROL_PHASES), None)
             out.append({
                 "run": run,
                 "refresh": n,
                 "at_s": t0 - t_start if t0 is not None and t_start is not None else None,
                 "held_n": len(held),
-                "prod_before": statistics.median([v["prod_bps"] for v in before]) if before else None,
-                "prod_held": statistics.median(held) if held else None,
+                "prod_before": median_of(before, "prod_bps"),
+                "prod_held": median_or_none(held),
                 "ctl_over_held": refresh_ratio(before, held),
-                "opp_before": statistics.median(opp) if opp else None,
+                "opp_before": median_of(before, "opp_bps"),
                 "R_before": r_before,
                 "R_after": after["R"] if after is not None else None,
             })
@@ -302,8 +311,6 @@ def control(path: str, last: int = 10) -> list:
         held_runs = refreshes(sequence, stop)
         ss = [v["budget"] for phase, v in samples if phase == "slow_start" and v["budget"] is not None]
         ca = [v for phase, v in samples if phase == "congestion_avoidance"][-last:]
-        ca_budget = [v["budget"] for v in ca if v["budget"] is not None]
-        ca_opp = [v["opp_bps"] for v in ca if v["opp_bps"] is not None]
         launched, below = over_r(samples, "prod_bps")
         seen, seen_below = over_r(samples, "sample_bps")
         host_profiling = host_time_per_block([v for phase, v in sequence if phase == "profiling"])
@@ -312,11 +319,11 @@ def control(path: str, last: int = 10) -> list:
             "run": run,
             "ss_n": sum(1 for phase, _ in samples if phase == "slow_start"),
             "ss_peak": max(ss) if ss else None,
-            "ca_budget": statistics.median(ca_budget) if ca_budget else None,
-            "ca_opp_bps": statistics.median(ca_opp) if ca_opp else None,
-            "prod_over_R": statistics.median(launched) if launched else None,
+            "ca_budget": median_of(ca, "budget"),
+            "ca_opp_bps": median_of(ca, "opp_bps"),
+            "prod_over_R": median_or_none(launched),
             "below_band": below,
-            "sample_over_R": statistics.median(seen) if seen else None,
+            "sample_over_R": median_or_none(seen),
             "sample_sd": statistics.stdev(seen) if len(seen) > 1 else None,
             "sample_below": seen_below,
             "host_speed": host_profiling / host_control if host_profiling and host_control else None,
@@ -358,18 +365,12 @@ def beside(path: str) -> list:
     return out
 
 
-def median_of(samples: list, key: str):
-    """The median of KEY over the SAMPLES (values) that have it, or None."""
-    values = [v[key] for v in samples if v.get(key) is not None]
-    return statistics.median(values) if values else None
-
-
 def host_time_per_block(samples: list):
     """The median over SAMPLES of the production job's host seconds per launched block,
     (1 - sync_wait_fraction) / blocks_per_s; None without a sample that has both."""
     h = [(1.0 - v["prod_wait"]) / v["prod_bps"] for v in samples
          if (v.get("prod_bps") or 0) > 0 and v.get("prod_wait") is not None]
-    return statistics.median(h) if h else None
+    return median_or_none(h)
 
 
 def fmt(v, spec):
