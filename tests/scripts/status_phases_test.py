@@ -27,6 +27,11 @@ def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_
     return {"run": run, "t": t, "gpus": [gpu], "jobs": jobs}
 
 
+def run_cli(*args):
+    """status_phases.py run as a user runs it, with ARGS; its exit code and output."""
+    return subprocess.run([sys.executable, status_phases.__file__, *args], capture_output=True, text=True)
+
+
 class StatusPhases(unittest.TestCase):
     def write(self, lines):
         f = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
@@ -96,13 +101,11 @@ class StatusPhases(unittest.TestCase):
         self.assertAlmostEqual(a["below_band"], 1 / 5)
         self.assertEqual((c["run"], c["ss_peak"], c["ca_budget"]), ("c", 20000, 13333))
         self.assertAlmostEqual(c["below_band"], 1 / 2)  # 50 is below 100 * (1 - 0.03); 100 is not
-        out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
-                             text=True)
+        out = run_cli(path, "--control")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("ss_peak", out.stdout)
         self.assertEqual(len(out.stdout.splitlines()), 3)  # header, a, c
-        bad = subprocess.run([sys.executable, status_phases.__file__, path, "--control", "--last", "0"],
-                             capture_output=True, text=True)
+        bad = run_cli(path, "--control", "--last", "0")
         self.assertEqual(bad.returncode, 2)
         self.assertIn("--last must be at least 1", bad.stderr)
 
@@ -128,8 +131,7 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual(b["ss_n"], 1)
         table = status_phases.summarize(path)
         self.assertEqual(table[1]["sample_bps"], 90)  # the phase table keeps every sample: 90, 98, 0
-        out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
-                             text=True)
+        out = run_cli(path, "--control")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("sample_sd", out.stdout)
 
@@ -150,8 +152,7 @@ class StatusPhases(unittest.TestCase):
         self.assertAlmostEqual(a["host_speed"], 0.75)
         self.assertIsNone(b["host_speed"])
         self.assertIsNone(c["host_speed"])
-        out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
-                             text=True)
+        out = run_cli(path, "--control")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("host_speed", out.stdout)
         self.assertIn("0.750", out.stdout)
@@ -196,15 +197,13 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual((d["refresh_n"], d["ctl_over_held"]), (0, None))
         self.assertEqual(d["prod_over_R"], 1.0)  # its stop (90) left out, as before refreshes
         self.assertIn(("a", "refreshing", 9), [(e["run"], e["phase"], e["samples"]) for e in status_phases.summarize(path)])
-        out = subprocess.run([sys.executable, status_phases.__file__, path, "--control"], capture_output=True,
-                             text=True)
+        out = run_cli(path, "--control")
         self.assertEqual(out.returncode, 0, out.stderr)
         header, line_a, line_b = out.stdout.splitlines()[:3]
         self.assertEqual(header.split()[-2:], ["refresh_n", "ctl_over_held"])
         self.assertEqual(line_a.split()[-2:], ["3", "0.800"])
         self.assertEqual(line_b.split()[-2:], ["1", "-"])
-        js = subprocess.run([sys.executable, status_phases.__file__, path, "--control", "--json"], capture_output=True,
-                            text=True)
+        js = run_cli(path, "--control", "--json")
         self.assertEqual(js.returncode, 0, js.stderr)
         first = json.loads(js.stdout.splitlines()[0])
         self.assertEqual((first["refresh_n"], first["ctl_over_held"]), (3, 0.8))
@@ -240,19 +239,16 @@ class StatusPhases(unittest.TestCase):
         control = {e["run"]: e for e in status_phases.control(path)}
         self.assertEqual(control["a"]["refresh_n"], 2)
         self.assertAlmostEqual(control["a"]["ctl_over_held"], 0.8)
-        out = subprocess.run([sys.executable, status_phases.__file__, path, "--refreshes"], capture_output=True,
-                             text=True)
+        out = run_cli(path, "--refreshes")
         self.assertEqual(out.returncode, 0, out.stderr)
         lines = out.stdout.splitlines()
         self.assertEqual(lines[0].split(), ["run", "refresh", "at_s", "held_n", "prod_before", "prod_held",
                                             "ctl_over_held", "opp_before", "R_before", "R_after"])
         self.assertEqual(lines[1].split(), ["a", "1", "6.0", "2", "80", "100", "0.800", "40", "100", "95"])
         self.assertEqual(len(lines), 4)
-        js = subprocess.run([sys.executable, status_phases.__file__, path, "--refreshes", "--json"],
-                            capture_output=True, text=True)
+        js = run_cli(path, "--refreshes", "--json")
         self.assertEqual(json.loads(js.stdout.splitlines()[0])["ctl_over_held"], 0.8)
-        both = subprocess.run([sys.executable, status_phases.__file__, path, "--refreshes", "--control"],
-                              capture_output=True, text=True)
+        both = run_cli(path, "--refreshes", "--control")
         self.assertEqual(both.returncode, 2)
         self.assertIn("give one", both.stderr)
 
@@ -281,19 +277,16 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual((tgs["alone_n"], tgs["beside_n"], tgs["beside_bps"], tgs["opp_bps"]), (1, 2, 160, 40))
         self.assertAlmostEqual(tgs["beside_wait"], 0.3)
         self.assertAlmostEqual(tgs["beside_over_alone"], 0.8)
-        out = subprocess.run([sys.executable, status_phases.__file__, path, "--beside"], capture_output=True,
-                             text=True)
+        out = run_cli(path, "--beside")
         self.assertEqual(out.returncode, 0, out.stderr)
         lines = out.stdout.splitlines()
         self.assertEqual(lines[0].split(), ["run", "alone_n", "alone_bps", "alone_wait", "beside_n", "beside_bps",
                                             "beside_wait", "beside_over_alone", "opp_bps"])
         self.assertEqual(lines[1].split(), ["fixed", "3", "110", "0.020", "3", "85", "0.300", "0.773", "70"])
         self.assertEqual(len(lines), 3)
-        js = subprocess.run([sys.executable, status_phases.__file__, path, "--beside", "--json"],
-                            capture_output=True, text=True)
+        js = run_cli(path, "--beside", "--json")
         self.assertEqual(json.loads(js.stdout.splitlines()[1])["beside_over_alone"], 0.8)
-        both = subprocess.run([sys.executable, status_phases.__file__, path, "--beside", "--control"],
-                              capture_output=True, text=True)
+        both = run_cli(path, "--beside", "--control")
         self.assertEqual(both.returncode, 2)
         self.assertIn("give one", both.stderr)
 
@@ -318,14 +311,13 @@ class StatusPhases(unittest.TestCase):
 
     def test_bad_line_is_named(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), "{not json"])
-        out = subprocess.run([sys.executable, status_phases.__file__, path], capture_output=True, text=True)
+        out = run_cli(path)
         self.assertEqual(out.returncode, 2)
         self.assertIn(f"{path}:2: not a status sample", out.stderr)
 
     def test_json_output_one_line_per_group(self):
         path = self.write([sample("a", "profiling", 0, 1, 0.0, 0), sample("a", "slow_start", 5, 1, 0.0, 2)])
-        out = subprocess.run([sys.executable, status_phases.__file__, path, "--json"],
-                             capture_output=True, text=True)
+        out = run_cli(path, "--json")
         self.assertEqual(out.returncode, 0, out.stderr)
         lines = [json.loads(line) for line in out.stdout.splitlines()]
         self.assertEqual([e["phase"] for e in lines], ["profiling", "slow_start"])
