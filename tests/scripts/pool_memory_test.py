@@ -53,6 +53,19 @@ class PoolMemory(unittest.TestCase):
                 f.write(json.dumps(line) + "\n")
         return path
 
+    def add_mode(self, path, mode, pairs):
+        """Adds MODE to the call at PATH (made by call()): its cell in the summary and its runs,
+        pairs = {i: (prod, opp)} in it/s, so a test can compare two modes of one call."""
+        with open(path[:-len(".json")] + "-runs.jsonl", "a") as f:
+            for i, (p, o) in pairs.items():
+                f.write(json.dumps({"label": f"low/{mode}/{i}/production", "it_per_s": [p]}) + "\n")
+                f.write(json.dumps({"label": f"low/{mode}/{i}/opportunistic", "it_per_s": [o]}) + "\n")
+        with open(path) as f:
+            summary = json.load(f)
+        summary["scenarios"]["low"]["modes"][mode] = {}
+        with open(path, "w") as f:
+            json.dump(summary, f)
+
     def test_each_call_is_normalized_to_its_own_alone_runs_and_rounds(self):
         # Call a: alone 40 then 30 (drift); the pair runs beside them at 36 and 27.
         a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
@@ -163,15 +176,8 @@ class PoolMemory(unittest.TestCase):
     def test_a_cell_is_compared_round_by_round_with_another_mode(self):
         a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (36, 100), 2: (27, 50)})
         b = self.call("b", "interleaved", {1: (40, 200), 2: (40, 200)}, {1: (30, 60), 2: (30, 0)})
-        for path, rows in ((a, {1: (30, 200), 2: (30, 100)}), (b, {1: (30, 120), 2: (20, 0)})):
-            with open(path[:-len(".json")] + "-runs.jsonl", "a") as f:
-                for i, (p, o) in rows.items():
-                    f.write(json.dumps({"label": f"low/coexec-budget/{i}/production", "it_per_s": [p]}) + "\n")
-                    f.write(json.dumps({"label": f"low/coexec-budget/{i}/opportunistic", "it_per_s": [o]}) + "\n")
-            summary = json.load(open(path))
-            summary["scenarios"]["low"]["modes"]["coexec-budget"] = {}
-            with open(path, "w") as f:
-                json.dump(summary, f)
+        self.add_mode(a, "coexec-budget", {1: (30, 200), 2: (30, 100)})
+        self.add_mode(b, "coexec-budget", {1: (30, 120), 2: (20, 0)})
         cell = pool_memory.pool("low/tgs", [a, b], against="coexec-budget")["scenarios"]["low"]["modes"]["tgs"]
         vs = cell["against"]
         # production: 36/30, 27/30, 30/30 (a tie), 30/20; opportunistic: 100/200, 50/100, 60/120
@@ -199,14 +205,7 @@ class PoolMemory(unittest.TestCase):
         # memory.sh MPS=1: alone-mps runs each job alone under MPS, normalized to the plain alone
         # runs like any shared mode, so it pools, and tgs compares with it round by round.
         a = self.call("a", "interleaved", {1: (40, 200), 2: (30, 100)}, {1: (44, 150), 2: (36, 80)}, mode="alone-mps")
-        with open(a[:-len(".json")] + "-runs.jsonl", "a") as f:
-            for i, (p, o) in {1: (33, 75), 2: (36, 40)}.items():
-                f.write(json.dumps({"label": f"low/tgs/{i}/production", "it_per_s": [p]}) + "\n")
-                f.write(json.dumps({"label": f"low/tgs/{i}/opportunistic", "it_per_s": [o]}) + "\n")
-        summary = json.load(open(a))
-        summary["scenarios"]["low"]["modes"]["tgs"] = {}
-        with open(a, "w") as f:
-            json.dump(summary, f)
+        self.add_mode(a, "tgs", {1: (33, 75), 2: (36, 40)})
         mps = pool_memory.pool("low/alone-mps", [a])["scenarios"]["low"]["modes"]["alone-mps"]
         self.assertEqual(mps["runs"], 2)
         self.assertAlmostEqual(mps["production"], (44 / 35 + 36 / 35) / 2)  # the plain alone median 35
