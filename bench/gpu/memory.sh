@@ -99,7 +99,8 @@
 #   all alone runs, then each mode's runs in turn; interleaved: round i makes the i-th alone runs
 #   and then the i-th run of every mode, so drift of the machine during a call hits the modes
 #   alike; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order, the ones MAX_S
-#   would skip and about when the call would end, and stop, without a GPU and writing nothing).
+#   would skip and about when the call would end, and stop, without a GPU and writing nothing;
+#   a call whose plan leaves a requested mode no run refuses to start).
 # Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
 # fixed runs, tgs-NAME runs, tgs runs (the fault demonstration ends the last one); ORDER=interleaved
 # makes rounds of that order, with the tgs-NAME runs after the tgs run of each round.
@@ -296,6 +297,14 @@ pair_entries() {
 }
 # variant_entries: the tgs-NAME modes, in order, one "MODE_NAME<TAB>FLAGS" line each.
 variant_entries() { printf '%s' "$variant_modes"; }
+# requested_modes: the name of every mode this call measures, one per line (alone-mps with MPS=1).
+requested_modes() {
+  local entry
+  if [ "$MPS" = 1 ]; then echo alone-mps; fi
+  while read -r entry; do if [ -n "$entry" ]; then echo "${entry%% *}"; fi; done <<< "$(pair_entries)"
+  while IFS=$'\t' read -r entry _; do if [ -n "$entry" ]; then echo "$entry"; fi; done <<< "$(variant_entries)"
+  if has_mode tgs; then echo tgs; fi
+}
 # variant_run SCEN I ENTRY: run I of the TGS_VARIANTS mode of ENTRY (a variant_entries line), or
 # its skip.
 variant_run() {
@@ -434,7 +443,8 @@ if [ "$PLAN_ONLY" = 1 ]; then
   timed() { local est=$1; shift; "$@"; plan_t=$(( plan_t + est - 5 )); }
   fits() { [ $(( plan_t + $1 )) -le "$MAX_S" ]; }
   skip() { echo "plan: $1 (skipped: it would end past MAX_S=$MAX_S s)"; plan_skipped=$(( plan_skipped + 1 )); }
-  plan() { echo "plan: $*"; }
+  plan_labels=""  # every run the plan keeps, one label per line
+  plan() { echo "plan: $*"; plan_labels+="$1"$'\n'; }
   run_alone() { plan "alone/$1/$2"; }
   run_alone_mps() { plan "$1/alone-mps/$2"; }
   run_coexec() { plan "$1/$3/$2"; }
@@ -445,10 +455,25 @@ if [ "$PLAN_ONLY" = 1 ]; then
     if [ "$3" = 1 ]; then plan "$1/tgs/$2 (then the fault demonstration)"; else plan "$1/${4:-tgs}/$2${5:+ (+ $5)}"; fi
   }
   run_scenarios
+  # A mode the call asks for but of which MAX_S leaves no run: the call would spend its time on
+  # alone runs with nothing to normalize (the real call refuses to start, below).
+  no_run=""
+  for m in $(requested_modes); do
+    case $plan_labels in *"/$m/"*) ;; *) no_run+=" $m" ;; esac
+  done
+  if [ -n "$no_run" ]; then echo "plan: MAX_S=$MAX_S s leaves no run of:${no_run}"; fi
   probe_words=""
   if [ "$PROBE" = 1 ]; then probe_words=", the probe (PROBE=1) not counted"; fi
   echo "plan ends about $plan_t s after the call's start (MAX_S=$MAX_S s; $plan_setup_s s assumed for the build and the footprints$probe_words); $plan_skipped skipped"
   exit 0
+fi
+
+# Before the build: a call whose own plan leaves a requested mode no run would spend the GPU on
+# alone runs only (as one call did with MAX_S=390). The plan's clock assumes the build's 40 s, so
+# this errs toward refusing a call that would only just fit.
+no_run_line=$(PLAN_ONLY=1 bash "$repo/bench/gpu/memory.sh" | grep '^plan: MAX_S=.* leaves no run of:' || true)
+if [ -n "$no_run_line" ]; then
+  echo "${no_run_line#plan: } (raise MAX_S or ask for fewer runs; PLAN_ONLY=1 prints the plan)"; exit 2
 fi
 
 BUILD=${TGS_GPU_BUILD:-/tmp/tgs-gpu-build}

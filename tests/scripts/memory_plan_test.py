@@ -136,6 +136,32 @@ class MemoryPlan(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn("low/tgs/1 and after (skipped: it would end past MAX_S=300 s)", runs)
 
+    def test_a_call_that_leaves_a_mode_no_run_is_named_and_refused_before_the_build(self):
+        # The knobs of an H100 call that ran its alone runs and then skipped both tgs runs.
+        knobs = dict(ORDER="interleaved", FAULT_DEMO="0", SCENARIOS="low", RUNS="2", ALONE_RUNS="1",
+                     MODES="tgs", WARMUP_S="15", WINDOWS="3", WINDOW_S="5", TGS_SETTLE_S="40",
+                     ALONE_SETTLE_S="40", MAX_S="250")
+        rc, runs, out = plan(**knobs)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs[-1], "MAX_S=250 s leaves no run of: tgs")
+        rc, runs, out = plan(**dict(knobs, MAX_S="330"))
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("leaves no run", out, "one tgs run fits")
+        # Only the modes with no run are named (fixed-500000-5ms fits), variants and fixed shares by
+        # their run names.
+        rc, runs, out = plan(**dict(knobs, MODES="fixed tgs", FIXED_BUDGETS="500000:5 1000000000",
+                                    TGS_VARIANTS="band=--noise-band-multiple 2", MAX_S="260"))
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs[-1], "MAX_S=260 s leaves no run of: fixed-1000000000 tgs-band tgs")
+        # The real call refuses before it builds anything or looks for a GPU.
+        with tempfile.TemporaryDirectory() as out_dir:
+            env = dict(os.environ, OUT=os.path.join(out_dir, "out"), PLAN_ONLY="0", **knobs)
+            proc = subprocess.run(["bash", SCRIPT], env=env, capture_output=True, text=True, timeout=60)
+        said = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 2, said)
+        self.assertIn("MAX_S=250 s leaves no run of: tgs (raise MAX_S or ask for fewer runs", said)
+        self.assertNotIn("build", said)
+
     def test_every_numeric_knob_is_checked_before_the_plan(self):
         for knob, words in (("MAX_S", "MAX_S must be a whole number of seconds (got '9m')"),
                             ("WINDOW_S", "WINDOW_S must be a whole number of seconds (got '9m')"),
