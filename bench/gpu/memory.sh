@@ -98,7 +98,8 @@
 #   their own CPUs; 0: unpinned, as every call before PIN_CPUS was), ORDER (grouped: per scenario
 #   all alone runs, then each mode's runs in turn; interleaved: round i makes the i-th alone runs
 #   and then the i-th run of every mode, so drift of the machine during a call hits the modes
-#   alike; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order, the ones MAX_S
+#   alike, and skips an alone run of round 2 or later after which the round's first run would
+#   not fit in MAX_S; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order, the ones MAX_S
 #   would skip and about when the call would end, and stop, without a GPU and writing nothing;
 #   a call whose plan leaves a requested mode no run refuses to start).
 # Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
@@ -272,7 +273,8 @@ est_opp_limited=$(( est_plain + 15 ))  # and the idle production job's start-up 
 est_demo=$(( 2 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 15 ))
 if [ "$FAULT_DEMO" = 0 ]; then est_demo=0; fi
 fits() { [ $(( SECONDS + $1 )) -le "$MAX_S" ]; }
-skip() { echo "!! WARNING: skipped $1: it would end past MAX_S=$MAX_S s" | tee -a "$work/warnings.txt"; }
+# skip LABEL [WHY]: records LABEL as skipped (WHY: it would end past MAX_S).
+skip() { echo "!! WARNING: skipped $1: ${2:-it would end past MAX_S=$MAX_S s}" | tee -a "$work/warnings.txt"; }
 
 # timed EST COMMAND...: runs COMMAND, a run the time guard expects to take about EST seconds
 # (PLAN_ONLY=1 advances its clock by it).
@@ -327,16 +329,26 @@ pair_run() {
   esac
 }
 
+# alone_est_of KIND: the guard's seconds for one alone run of KIND (mps: both jobs, one by one).
+alone_est_of() { if [ "$1" = mps ]; then echo $(( 2 * est_alone )); else echo "$est_alone"; fi; }
+# alone_label SCEN I KIND: the label of the I-th alone run of KIND.
+alone_label() {
+  case $3 in
+    production) echo "alone/$(prod_model_of "$1")/$2" ;;
+    dlrm) echo "alone/dlrm/$2" ;;
+    mps) echo "$1/alone-mps/$2" ;;
+  esac
+}
 # alone_run SCEN I KIND: the I-th alone run of SCEN's production job (KIND production), of the
 # DLRM job (dlrm: in a call's first scenario only, its alone runs serve them all) or of both
 # under MPS (mps, MPS=1 only).
 alone_run() {
-  local scen=$1 i=$2 prod
-  prod=$(prod_model_of "$scen")
+  local scen=$1 i=$2 label
+  label=$(alone_label "$scen" "$i" "$3")
   case $3 in
-    production) attempt "$est_alone" "alone/$prod/$i" run_alone "$prod" "$i" ;;
-    dlrm) attempt "$est_alone" "alone/dlrm/$i" run_alone dlrm "$i" ;;
-    mps) attempt $(( 2 * est_alone )) "$scen/alone-mps/$i" run_alone_mps "$scen" "$i" ;;
+    production) attempt "$(alone_est_of "$3")" "$label" run_alone "$(prod_model_of "$scen")" "$i" ;;
+    dlrm) attempt "$(alone_est_of "$3")" "$label" run_alone dlrm "$i" ;;
+    mps) attempt "$(alone_est_of "$3")" "$label" run_alone_mps "$scen" "$i" ;;
   esac
 }
 # alone_kinds FIRST: the alone runs a scenario makes (FIRST=1: the call's first scenario).
@@ -347,6 +359,21 @@ alone_kinds() {
 }
 # alone_runs_of KIND: how many alone runs of KIND a scenario makes.
 alone_runs_of() { if [ "$1" = dlrm ]; then echo "$ALONE_DLRM_RUNS"; else echo "$ALONE_RUNS"; fi; }
+
+# round_first_est I: the guard's seconds for the first run of a mode in round I, or nothing when
+# round I runs no mode (only the alone runs beyond RUNS).
+round_first_est() {
+  local entry mode
+  while read -r entry; do
+    [ -n "$entry" ] || continue
+    mode=${entry%% *}
+    if [ "$1" -le "$(runs_of "$mode")" ]; then
+      case $mode in opp-limited) echo "$est_opp_limited" ;; *) echo "$est_pair" ;; esac
+      return
+    fi
+  done <<< "$(pair_entries)"
+  if [ "$1" -le "$RUNS" ] && { has_mode tgs || [ -n "$variant_modes" ]; }; then echo "$est_tgs"; fi
+}
 
 # ORDER=grouped: per scenario every alone run first, then each mode's runs one after another; the
 # fault demonstration (FAULT_DEMO=1) ends the last tgs run that fits.
@@ -391,15 +418,24 @@ run_grouped() {
 # of every mode, so a machine whose speed drifts during the call (alone rates moved 13% within
 # three minutes on one H100 host) shifts every mode alike instead of the modes run last.
 run_interleaved() {
-  local scen i first=1 kind entry mode fb fw fd entries=() variants=()
+  local scen i first=1 kind entry mode fb fw fd first_est entries=() variants=()
   local rounds=$(( RUNS > ALONE_RUNS ? RUNS : ALONE_RUNS ))
   mapfile -t entries < <(pair_entries)
   mapfile -t variants < <(variant_entries)
   for scen in $SCENARIOS; do
     for i in $(seq "$rounds"); do
+      # A later round's alone runs serve only that round's runs: an alone run after which the
+      # round's first run would no longer fit is skipped, so the time goes to that run
+      # (normalized to the call's alone median) instead of to an alone run nothing follows.
+      first_est=$(round_first_est "$i")
       if [ "$i" -le "$ALONE_RUNS" ]; then
         for kind in $(alone_kinds "$first"); do
-          if [ "$i" -le "$(alone_runs_of "$kind")" ]; then alone_run "$scen" "$i" "$kind"; fi
+          [ "$i" -le "$(alone_runs_of "$kind")" ] || continue
+          if [ "$i" -gt 1 ] && [ -n "$first_est" ] && ! fits $(( $(alone_est_of "$kind") + first_est )); then
+            skip "$(alone_label "$scen" "$i" "$kind")" "round $i's first run would not fit after it in MAX_S=$MAX_S s"
+          else
+            alone_run "$scen" "$i" "$kind"
+          fi
         done
       fi
       for entry in ${entries[@]+"${entries[@]}"}; do
@@ -442,7 +478,7 @@ if [ "$PLAN_ONLY" = 1 ]; then
   plan_skipped=0
   timed() { local est=$1; shift; "$@"; plan_t=$(( plan_t + est - 5 )); }
   fits() { [ $(( plan_t + $1 )) -le "$MAX_S" ]; }
-  skip() { echo "plan: $1 (skipped: it would end past MAX_S=$MAX_S s)"; plan_skipped=$(( plan_skipped + 1 )); }
+  skip() { echo "plan: $1 (skipped: ${2:-it would end past MAX_S=$MAX_S s})"; plan_skipped=$(( plan_skipped + 1 )); }
   plan_labels=""  # every run the plan keeps, one label per line
   plan() { echo "plan: $*"; plan_labels+="$1"$'\n'; }
   run_alone() { plan "alone/$1/$2"; }

@@ -162,6 +162,34 @@ class MemoryPlan(unittest.TestCase):
         self.assertIn("MAX_S=250 s leaves no run of: tgs (raise MAX_S or ask for fewer runs", said)
         self.assertNotIn("build", said)
 
+    def test_a_later_rounds_alone_run_gives_way_to_the_rounds_first_run(self):
+        # The knobs of two H100 calls whose second round ran its alone run under MPS and then had
+        # no time left for its tgs run. Round 1 ends at 400 s by the plan (40 s set-up, then runs
+        # of 71, 71, 147 and 71 s); an alone run of round 2 is made only where tgs/2 still fits
+        # after it, and tgs/2 runs either way.
+        knobs = dict(ORDER="interleaved", FAULT_DEMO="0", SCENARIOS="low", RUNS="2", ALONE_RUNS="2",
+                     ALONE_DLRM_RUNS="1", MPS="1", MODES="tgs", WARMUP_S="15", WINDOWS="3", WINDOW_S="5",
+                     TGS_SETTLE_S="40", ALONE_SETTLE_S="40")
+        rc, runs, out = plan(MAX_S="590", **knobs)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs[4:], ["alone/resnet50/2",
+                                    "low/alone-mps/2 (skipped: round 2's first run would not fit after it in MAX_S=590 s)",
+                                    "low/tgs/2"])
+        rc, runs, out = plan(MAX_S="500", **knobs)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs[4:], ["alone/resnet50/2 (skipped: round 2's first run would not fit after it in MAX_S=500 s)",
+                                    "low/alone-mps/2 (skipped: round 2's first run would not fit after it in MAX_S=500 s)",
+                                    "low/tgs/2"])
+        # With time for everything nothing gives way; alone runs beyond RUNS have no run to wait for.
+        rc, runs, out = plan(MAX_S="700", **knobs)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs[4:], ["alone/resnet50/2", "low/alone-mps/2", "low/tgs/2"])
+        rc, runs, out = plan(**dict(knobs, MPS="0", ALONE_DLRM_RUNS="3", RUNS="1", ALONE_RUNS="3", MAX_S="400"))
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(runs, ["alone/resnet50/1", "alone/dlrm/1", "low/tgs/1", "alone/resnet50/2", "alone/dlrm/2",
+                                "alone/resnet50/3 (skipped: it would end past MAX_S=400 s)",
+                                "alone/dlrm/3 (skipped: it would end past MAX_S=400 s)"])
+
     def test_every_numeric_knob_is_checked_before_the_plan(self):
         for knob, words in (("MAX_S", "MAX_S must be a whole number of seconds (got '9m')"),
                             ("WINDOW_S", "WINDOW_S must be a whole number of seconds (got '9m')"),
