@@ -99,9 +99,9 @@
 #   all alone runs, then each mode's runs in turn; interleaved: round i makes the i-th alone runs
 #   and then the i-th run of every mode, so drift of the machine during a call hits the modes
 #   alike, and skips an alone run of round 2 or later after which the round's first run would
-#   not fit in MAX_S; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order, the ones MAX_S
-#   would skip and about when the call would end, and stop, without a GPU and writing nothing;
-#   a call whose plan leaves a requested mode no run refuses to start).
+#   not fit in MAX_S; needs FAULT_DEMO=0 with tgs), PLAN_ONLY (1: print the runs in order, the
+#   ones MAX_S would skip and about when the call would end, and stop, without a GPU and writing
+#   nothing; a call whose plan leaves a requested mode no run refuses to start).
 # Order per scenario: alone runs, alone-mps runs (MPS=1), coexec-um runs, coexec-budget runs, opp-limited runs, hard-limit,
 # fixed runs, tgs-NAME runs, tgs runs (the fault demonstration ends the last one); ORDER=interleaved
 # makes rounds of that order, with the tgs-NAME runs after the tgs run of each round.
