@@ -239,16 +239,25 @@ class StatusPhases(unittest.TestCase):
         control = {e["run"]: e for e in status_phases.control(path)}
         self.assertEqual(control["a"]["refresh_n"], 2)
         self.assertAlmostEqual(control["a"]["ctl_over_held"], 0.8)
-        out = run_cli(path, "--refreshes")
+        self.assert_table_cli(path, "--refreshes",
+                              ["run", "refresh", "at_s", "held_n", "prod_before", "prod_held", "ctl_over_held",
+                               "opp_before", "R_before", "R_after"],
+                              ["a", "1", "6.0", "2", "80", "100", "0.800", "40", "100", "95"], 4,
+                              (0, "ctl_over_held", 0.8))
+
+    def assert_table_cli(self, path, flag, header, first_row, n_lines, json_check):
+        """FLAG's table: its header, first row and line count; JSON_CHECK (line, key, value) of its
+        --json lines; and that FLAG with a second table (--control) is refused."""
+        out = run_cli(path, flag)
         self.assertEqual(out.returncode, 0, out.stderr)
         lines = out.stdout.splitlines()
-        self.assertEqual(lines[0].split(), ["run", "refresh", "at_s", "held_n", "prod_before", "prod_held",
-                                            "ctl_over_held", "opp_before", "R_before", "R_after"])
-        self.assertEqual(lines[1].split(), ["a", "1", "6.0", "2", "80", "100", "0.800", "40", "100", "95"])
-        self.assertEqual(len(lines), 4)
-        js = run_cli(path, "--refreshes", "--json")
-        self.assertEqual(json.loads(js.stdout.splitlines()[0])["ctl_over_held"], 0.8)
-        both = run_cli(path, "--refreshes", "--control")
+        self.assertEqual(lines[0].split(), header)
+        self.assertEqual(lines[1].split(), first_row)
+        self.assertEqual(len(lines), n_lines)
+        line, key, value = json_check
+        js = run_cli(path, flag, "--json")
+        self.assertEqual(json.loads(js.stdout.splitlines()[line])[key], value)
+        both = run_cli(path, flag, "--control")
         self.assertEqual(both.returncode, 2)
         self.assertIn("give one", both.stderr)
 
@@ -277,18 +286,11 @@ class StatusPhases(unittest.TestCase):
         self.assertEqual((tgs["alone_n"], tgs["beside_n"], tgs["beside_bps"], tgs["opp_bps"]), (1, 2, 160, 40))
         self.assertAlmostEqual(tgs["beside_wait"], 0.3)
         self.assertAlmostEqual(tgs["beside_over_alone"], 0.8)
-        out = run_cli(path, "--beside")
-        self.assertEqual(out.returncode, 0, out.stderr)
-        lines = out.stdout.splitlines()
-        self.assertEqual(lines[0].split(), ["run", "alone_n", "alone_bps", "alone_wait", "beside_n", "beside_bps",
-                                            "beside_wait", "beside_over_alone", "opp_bps"])
-        self.assertEqual(lines[1].split(), ["fixed", "3", "110", "0.020", "3", "85", "0.300", "0.773", "70"])
-        self.assertEqual(len(lines), 3)
-        js = run_cli(path, "--beside", "--json")
-        self.assertEqual(json.loads(js.stdout.splitlines()[1])["beside_over_alone"], 0.8)
-        both = run_cli(path, "--beside", "--control")
-        self.assertEqual(both.returncode, 2)
-        self.assertIn("give one", both.stderr)
+        self.assert_table_cli(path, "--beside",
+                              ["run", "alone_n", "alone_bps", "alone_wait", "beside_n", "beside_bps", "beside_wait",
+                               "beside_over_alone", "opp_bps"],
+                              ["fixed", "3", "110", "0.020", "3", "85", "0.300", "0.773", "70"], 3,
+                              (1, "beside_over_alone", 0.8))
 
     def test_mutated_samples_are_refused_or_read_never_crash(self):
         # Bytes of a valid file replaced by JSON punctuation and digits; every table either reads
