@@ -318,14 +318,17 @@ variant_run() {
 # runs_of MODE: how many runs of MODE a scenario gets (hard-limit: one).
 runs_of() { if [ "$1" = hard-limit ]; then echo 1; else echo "$RUNS"; fi; }
 
+# pair_est MODE: the guard's seconds for one run of MODE, a mode of two jobs other than tgs.
+pair_est() { if [ "$1" = opp-limited ]; then echo "$est_opp_limited"; else echo "$est_pair"; fi; }
 # pair_run SCEN I MODE [BLOCKS WINDOW_MS INFLIGHT]: run I of MODE, or its skip.
 pair_run() {
-  local scen=$1 i=$2 mode=$3
+  local scen=$1 i=$2 mode=$3 est
+  est=$(pair_est "$mode")
   case $mode in
-    coexec-um | coexec-budget) attempt "$est_pair" "$scen/$mode/$i" run_coexec "$scen" "$i" "$mode" ;;
-    opp-limited) attempt "$est_opp_limited" "$scen/opp-limited/$i" run_opp_limited "$scen" "$i" ;;
-    hard-limit) attempt "$est_pair" "$scen/hard-limit/1" run_hard_limit "$scen" ;;
-    *) attempt "$est_pair" "$scen/$mode/$i" run_fixed "$scen" "$i" "$mode" "$4" "$5" "$6" ;;
+    coexec-um | coexec-budget) attempt "$est" "$scen/$mode/$i" run_coexec "$scen" "$i" "$mode" ;;
+    opp-limited) attempt "$est" "$scen/opp-limited/$i" run_opp_limited "$scen" "$i" ;;
+    hard-limit) attempt "$est" "$scen/hard-limit/1" run_hard_limit "$scen" ;;
+    *) attempt "$est" "$scen/$mode/$i" run_fixed "$scen" "$i" "$mode" "$4" "$5" "$6" ;;
   esac
 }
 
@@ -367,10 +370,7 @@ round_first_est() {
   while read -r entry; do
     [ -n "$entry" ] || continue
     mode=${entry%% *}
-    if [ "$1" -le "$(runs_of "$mode")" ]; then
-      case $mode in opp-limited) echo "$est_opp_limited" ;; *) echo "$est_pair" ;; esac
-      return
-    fi
+    if [ "$1" -le "$(runs_of "$mode")" ]; then pair_est "$mode"; return; fi
   done <<< "$(pair_entries)"
   if [ "$1" -le "$RUNS" ] && { has_mode tgs || [ -n "$variant_modes" ]; }; then echo "$est_tgs"; fi
 }
