@@ -91,7 +91,10 @@
 #   plain GPU; MPS=1 adds the mode alone-mps: each job alone under a fresh MPS daemon,
 #   ALONE_RUNS runs per scenario, normalized like a pair to the plain alone runs, so a row shows
 #   what MPS alone does to each job's rate), MPS_OPP_PCT (100: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-#   of the opportunistic job under MPS=1; the production job always gets 100), PIN_CPUS (1: every
+#   of the opportunistic job under MPS=1; the production job always gets 100), MPS_OPP_PRIORITY (0;
+#   1: CUDA_MPS_CLIENT_PRIORITY=1, below normal, for the opportunistic job under MPS=1, so the
+#   GPU's block scheduler takes the production job's pending blocks first; the production job
+#   stays at 0, normal; PLAN_ONLY=1 prints both jobs' MPS settings), PIN_CPUS (1: every
 #   job runs under taskset on one half of the CPUs local to the GPU, whole cores where sysfs says
 #   which threads share one, bench/gpu/gpu_cpus.py: the
 #   DLRM job on the second half, alone too, a production model on the first, as containers get
@@ -222,6 +225,20 @@ MPS_OPP_PCT=${MPS_OPP_PCT:-100}
 case $MPS in 0 | 1) ;; *) echo "MPS must be 0 or 1 (got '$MPS')"; exit 2 ;; esac
 case $MPS_OPP_PCT in '' | *[!0-9]*) echo "MPS_OPP_PCT must be a whole number in [1, 100] (got '$MPS_OPP_PCT')"; exit 2 ;; esac
 if [ "$MPS_OPP_PCT" -lt 1 ] || [ "$MPS_OPP_PCT" -gt 100 ]; then echo "MPS_OPP_PCT must be in [1, 100] (got '$MPS_OPP_PCT')"; exit 2; fi
+MPS_OPP_PRIORITY=${MPS_OPP_PRIORITY:-0}
+case $MPS_OPP_PRIORITY in 0 | 1) ;; *) echo "MPS_OPP_PRIORITY must be 0 (normal) or 1 (below normal) (got '$MPS_OPP_PRIORITY')"; exit 2 ;; esac
+if [ "$MPS_OPP_PRIORITY" = 1 ] && [ "$MPS" != 1 ]; then
+  echo "MPS_OPP_PRIORITY=1 needs MPS=1: a client priority means nothing without an MPS daemon"; exit 2
+fi
+# mps_client_env CLASS: the MPS settings of a job of CLASS (production|opportunistic) under MPS=1,
+# one NAME=VALUE per line; the launch and the plan both read them here.
+mps_client_env() {
+  if [ "$1" = opportunistic ]; then
+    echo "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$MPS_OPP_PCT"
+    if [ "$MPS_OPP_PRIORITY" = 1 ]; then echo "CUDA_MPS_CLIENT_PRIORITY=1"; fi
+  fi
+  return 0
+}
 if [ "$MPS" = 1 ] && [ "$PLAN_ONLY" != 1 ] && ! command -v nvidia-cuda-mps-control > /dev/null; then
   echo "MPS=1 needs nvidia-cuda-mps-control on the PATH"; exit 1
 fi
@@ -469,6 +486,13 @@ ages_line() {
 # "(skipped: ...)", and the last line says about when the call would end.
 if [ "$PLAN_ONLY" = 1 ]; then
   ages_line
+  if [ "$MPS" = 1 ]; then
+    for cls in production opportunistic; do
+      settings=$(mps_client_env "$cls" | tr '\n' ' ')
+      if [ -z "$settings" ]; then settings="the daemon's defaults"; fi
+      echo "mps: the $cls job, in a pair and in alone-mps: ${settings% }"
+    done
+  fi
   # The plan's clock starts after the build and the footprint runs (16-43 s on the H100 machines
   # measured). A run ends about 5 s before the guard's estimate, which keeps that much for
   # start-up and teardown (an alone run of 15 + 40 s and 3 windows of 5 s took 71 s, against its
@@ -517,6 +541,8 @@ FAULT_KEEP_S=$(( 3 * FAULT_TIMEOUT_S + FAULT_RUN_S + FAULT_AFTER_S + 60 ))  # li
 # Not $([ ... ] && echo ...): under set -e a false test there ends the script without a word.
 mps_words=""
 if [ "$MPS" = 1 ]; then mps_words=" MPS=1 MPS_OPP_PCT=$MPS_OPP_PCT"; fi
+# Named only when set, so the commands of earlier MPS calls read the same.
+if [ "$MPS_OPP_PRIORITY" = 1 ]; then mps_words+=" MPS_OPP_PRIORITY=1"; fi
 # Named only where it differs from ALONE_RUNS, so the commands of earlier calls read the same.
 alone_dlrm_word=""
 if [ "$ALONE_DLRM_RUNS" != "$ALONE_RUNS" ]; then alone_dlrm_word=" ALONE_DLRM_RUNS=$ALONE_DLRM_RUNS"; fi
@@ -1100,7 +1126,8 @@ launch() {
   fi
   if [ "$mps_started" = 1 ]; then
     envs+=(CUDA_MPS_PIPE_DIRECTORY="$work/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$work/mps-log")
-    if [ "$cls" = opportunistic ]; then envs+=(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="$MPS_OPP_PCT"); fi
+    local setting
+    while read -r setting; do envs+=("$setting"); done < <(mps_client_env "$cls")
   fi
   # Each job on its own half of the GPU's local CPUs, as containers get their own CPUs: the DLRM
   # job's half whenever it runs (alone too, so its alone rate is taken on the CPUs it shares

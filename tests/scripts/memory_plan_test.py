@@ -203,6 +203,33 @@ class MemoryPlan(unittest.TestCase):
         self.assertEqual((rc, runs), (2, []))
         self.assertIn("need at least one measured window of at least 1 s (got WINDOWS=0", out)
 
+    def test_the_opportunistic_jobs_mps_priority_is_set_only_when_asked_and_only_for_it(self):
+        def mps_lines(**knobs):
+            rc, runs, out = plan(MPS="1", MPS_OPP_PCT="50", MODES="tgs", RUNS="1", ALONE_RUNS="1",
+                                 SCENARIOS="high", FAULT_DEMO="0", **knobs)
+            self.assertEqual(rc, 0, out)
+            self.assertEqual(runs, ["alone/bert_base/1", "alone/dlrm/1", "high/alone-mps/1", "high/tgs/1"])
+            return [line for line in out.splitlines() if line.startswith("mps: ")]
+        self.assertEqual(mps_lines(), [
+            "mps: the production job, in a pair and in alone-mps: the daemon's defaults",
+            "mps: the opportunistic job, in a pair and in alone-mps: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"])
+        self.assertEqual(mps_lines(MPS_OPP_PRIORITY="1"), [
+            "mps: the production job, in a pair and in alone-mps: the daemon's defaults",
+            "mps: the opportunistic job, in a pair and in alone-mps: "
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 CUDA_MPS_CLIENT_PRIORITY=1"])
+        # Without MPS nothing is set, and nothing is printed.
+        rc, _, out = plan(MODES="tgs", RUNS="1", ALONE_RUNS="1", SCENARIOS="high")
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("mps: ", out)
+
+    def test_a_bad_or_pointless_mps_priority_is_refused(self):
+        rc, runs, out = plan(MPS="1", MPS_OPP_PRIORITY="2")
+        self.assertEqual((rc, runs), (2, []))
+        self.assertIn("MPS_OPP_PRIORITY must be 0 (normal) or 1 (below normal) (got '2')", out)
+        rc, runs, out = plan(MPS_OPP_PRIORITY="1")
+        self.assertEqual((rc, runs), (2, []))
+        self.assertIn("MPS_OPP_PRIORITY=1 needs MPS=1", out)
+
     def test_an_unknown_order_is_named(self):
         rc, _, out = plan(ORDER="sideways")
         self.assertEqual(rc, 2)
