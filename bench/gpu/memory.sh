@@ -92,9 +92,10 @@
 #   ALONE_RUNS runs per scenario, normalized like a pair to the plain alone runs, so a row shows
 #   what MPS alone does to each job's rate), MPS_OPP_PCT (100: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 #   of the opportunistic job under MPS=1; the production job always gets 100), MPS_OPP_PRIORITY (0;
-#   1: CUDA_MPS_CLIENT_PRIORITY=1, below normal, for the opportunistic job under MPS=1, so the
-#   GPU's block scheduler takes the production job's pending blocks first; the production job
-#   stays at 0, normal; PLAN_ONLY=1 prints both jobs' MPS settings), PIN_CPUS (1: every
+#   1: CUDA_MPS_CLIENT_PRIORITY=1, below normal, for the opportunistic job under MPS=1, meant to
+#   let the GPU's block scheduler take the production job's pending blocks first; on an H100 and
+#   an H200 it did not measurably protect the production job, docs/results/gpu-memory.md; the
+#   production job stays at 0, normal; PLAN_ONLY=1 prints both jobs' MPS settings), PIN_CPUS (1: every
 #   job runs under taskset on one half of the CPUs local to the GPU, whole cores where sysfs says
 #   which threads share one, bench/gpu/gpu_cpus.py: the
 #   DLRM job on the second half, alone too, a production model on the first, as containers get
