@@ -254,9 +254,11 @@ def sequences(path: str) -> dict:
     return out
 
 
-def stop_index(sequence: list):
-    """The index of a run's last sample in control or in a refresh (the jobs' stop), or None."""
-    marks = [i for i, (phase, _) in enumerate(sequence) if phase in CONTROL_PHASES or phase == REFRESH_PHASE]
+def stop_index(sequence: list, counts=lambda phase: phase in CONTROL_PHASES or phase == REFRESH_PHASE):
+    """The index of a run's last sample whose phase COUNTS (the jobs' stop, a partial second), or
+    None. By default the last sample in control or in a refresh, the tables of the controller;
+    --beside counts every phase with both jobs registered."""
+    marks = [i for i, (phase, _) in enumerate(sequence) if counts(phase)]
     return max(marks) if marks else None
 
 
@@ -344,8 +346,7 @@ def beside(path: str) -> list:
     out = []
     for run, sequence in sequences(path).items():
         alone = [v for phase, v in sequence if phase == "production-alone"]
-        # The last sample with both jobs registered spans the jobs' stop (as in control()).
-        stop = max((i for i, (phase, _) in enumerate(sequence) if phase != "production-alone"), default=None)
+        stop = stop_index(sequence, lambda phase: phase != "production-alone")
         shared = [v for i, (phase, v) in enumerate(sequence)
                   if i != stop and phase != "production-alone" and phase not in HELD_PHASES]
         if not alone or not shared:
