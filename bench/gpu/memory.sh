@@ -340,14 +340,14 @@ runs_of() { if [ "$1" = hard-limit ]; then echo 1; else echo "$RUNS"; fi; }
 pair_est() { if [ "$1" = opp-limited ]; then echo "$est_opp_limited"; else echo "$est_pair"; fi; }
 # pair_run SCEN I MODE [BLOCKS WINDOW_MS INFLIGHT]: run I of MODE, or its skip.
 pair_run() {
-  local scen=$1 i=$2 mode=$3 est
-  est=$(pair_est "$mode")
+  local scen=$1 i=$2 mode=$3 run
   case $mode in
-    coexec-um | coexec-budget) attempt "$est" "$scen/$mode/$i" run_coexec "$scen" "$i" "$mode" ;;
-    opp-limited) attempt "$est" "$scen/opp-limited/$i" run_opp_limited "$scen" "$i" ;;
-    hard-limit) attempt "$est" "$scen/hard-limit/1" run_hard_limit "$scen" ;;
-    *) attempt "$est" "$scen/$mode/$i" run_fixed "$scen" "$i" "$mode" "$4" "$5" "$6" ;;
+    coexec-um | coexec-budget) run=(run_coexec "$scen" "$i" "$mode") ;;
+    opp-limited) run=(run_opp_limited "$scen" "$i") ;;
+    hard-limit) i=1; run=(run_hard_limit "$scen") ;;
+    *) run=(run_fixed "$scen" "$i" "$mode" "$4" "$5" "$6") ;;
   esac
+  attempt "$(pair_est "$mode")" "$scen/$mode/$i" "${run[@]}"
 }
 
 # alone_est_of KIND: the guard's seconds for one alone run of KIND (mps: both jobs, one by one).
@@ -364,13 +364,13 @@ alone_label() {
 # DLRM job (dlrm: in a call's first scenario only, its alone runs serve them all) or of both
 # under MPS (mps, MPS=1 only).
 alone_run() {
-  local scen=$1 i=$2 label
-  label=$(alone_label "$scen" "$i" "$3")
-  case $3 in
-    production) attempt "$(alone_est_of "$3")" "$label" run_alone "$(prod_model_of "$scen")" "$i" ;;
-    dlrm) attempt "$(alone_est_of "$3")" "$label" run_alone dlrm "$i" ;;
-    mps) attempt "$(alone_est_of "$3")" "$label" run_alone_mps "$scen" "$i" ;;
+  local scen=$1 i=$2 kind=$3 run
+  case $kind in
+    production) run=(run_alone "$(prod_model_of "$scen")" "$i") ;;
+    dlrm) run=(run_alone dlrm "$i") ;;
+    mps) run=(run_alone_mps "$scen" "$i") ;;
   esac
+  attempt "$(alone_est_of "$kind")" "$(alone_label "$scen" "$i" "$kind")" "${run[@]}"
 }
 # alone_kinds FIRST: the alone runs a scenario makes (FIRST=1: the call's first scenario).
 alone_kinds() {
