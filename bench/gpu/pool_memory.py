@@ -25,7 +25,8 @@ beside it (the name docs/results gives them) or, failing that, memory-runs.jsonl
 folder (a call's $OUT); CALL.json:MODE takes that call's runs of MODE for the cell (a
 TGS_VARIANTS mode that ran what another call ran as plain tgs). The calls must name the same
 production model for SCENARIO, and unless --mixed is given the same tgs-node flags for the cell,
-the same budget and ALONE_SETTLE_S and, for tgs modes, the same OPP_DELAY_S, TGS_SETTLE_S,
+the same budget and ALONE_SETTLE_S, MPS or not and under MPS the same MPS_OPP_PCT and
+MPS_OPP_PRIORITY, and, for tgs modes, the same OPP_DELAY_S, TGS_SETTLE_S,
 TGS_PRODUCTION_WINDOW_MS, PROFILE_WINDOWS and MAX_PROFILE_WINDOWS (memory.sh's defaults where a
 command names none). With --json the pooled cell is written in the summary's shape
 (scenarios/SCENARIO/modes/MODE), so merge_memory.py can file it beside single-call cells.
@@ -112,19 +113,31 @@ TGS_RUN_KNOBS = {"OPP_DELAY_S": "5", "TGS_SETTLE_S": "20", "TGS_PRODUCTION_WINDO
 # The knobs that shape every cell's normalization: how long after its start an alone run is
 # measured (a job still speeding up makes a later-measured cell look better).
 RUN_KNOBS = {"ALONE_SETTLE_S": "0"}
+# Under MPS (memory.sh MPS=1) the two jobs share the SMs instead of time-slicing them, and the
+# opportunistic job's SM cap and client priority set how: every mode of a call runs under them.
+# memory.sh names MPS_OPP_PCT whenever MPS=1 and MPS_OPP_PRIORITY only when it is 1.
+MPS_KNOBS = {"MPS_OPP_PCT": "100", "MPS_OPP_PRIORITY": "0"}
 
 
 def cell_knobs(summary: dict, scenario: dict, mode: str) -> dict:
     """What must match for runs of two calls to be one cell: tgs-node's flags (a TGS_VARIANTS
-    mode's own, else the call's), the scenario's budget, the knobs of RUN_KNOBS and, for tgs
-    modes, those of TGS_RUN_KNOBS."""
+    mode's own, else the call's), the scenario's budget, the knobs of RUN_KNOBS, under MPS those of
+    MPS_KNOBS and, for tgs modes, those of TGS_RUN_KNOBS."""
     own = scenario["modes"][mode].get("tgs_node_flags") if isinstance(scenario["modes"][mode], dict) else None
     knobs = {"tgs_node_flags": own if isinstance(own, str) else command_word(summary["command"], "TGS_NODE_FLAGS") or "",
              "budget_mib": scenario.get("budget_mib")}
     tables = (RUN_KNOBS, TGS_RUN_KNOBS) if mode == "tgs" or mode.startswith("tgs-") else (RUN_KNOBS,)
     for table in tables:
         knobs |= {k: command_word(summary["command"], k) or d for k, d in table.items()}
+    if command_word(summary["command"], "MPS") == "1":
+        # A call without MPS has no MPS settings; its cell names none, as before MPS existed.
+        knobs |= {"MPS": "1"} | {k: command_word(summary["command"], k) or d for k, d in MPS_KNOBS.items()}
     return knobs
+
+
+def shown(value) -> str:
+    """A knob's value in a refusal: quoted, or "unset" where that call's cell has no such knob."""
+    return "unset" if value is None else repr(value)
 
 
 def alone_rate(path: str, label: str, windows: list, from_window: int) -> float:
@@ -223,7 +236,7 @@ def pool(cell: str, calls: list[str], mixed: bool = False, alone_from_window: in
         elif model != prod_model:
             raise ValueError(f"{path}: {scen} ran {model}, an earlier call {prod_model}: not the same cell")
         elif knobs != first and not mixed:
-            diff = ", ".join(f"{k} {knobs.get(k)!r} (first call: {first.get(k)!r})"
+            diff = ", ".join(f"{k} {shown(knobs.get(k))} (first call: {shown(first.get(k))})"
                              for k in first | knobs if knobs.get(k) != first.get(k))
             raise ValueError(f"{path}: {scen}/{mode} ran with {diff}; pass --mixed to pool it anyway")
         rpath = runs_path(path)

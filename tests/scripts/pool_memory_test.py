@@ -230,6 +230,38 @@ class PoolMemory(unittest.TestCase):
             pool_memory.pool("low/coexec-budget", [a, late])
         self.assertIn("ALONE_SETTLE_S '40' (first call: '0')", str(e.exception))
 
+    def test_every_cell_must_share_the_mps_settings(self):
+        # Under MPS (memory.sh MPS=1) the pair shares the SMs instead of time-slicing them, and the
+        # DLRM job's SM cap and client priority set how: calls that differ in any of them ran
+        # another cell, in every mode. A call without MPS=1 ran no MPS settings at all; one with
+        # it and no MPS_OPP_PRIORITY ran memory.sh's default, 0.
+        plain = self.call("plain", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget")
+        half = self.call("half", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget",
+                         knobs="MPS=1 MPS_OPP_PCT=50 ")
+        half0 = self.call("half0", "interleaved", {1: (40, 200)}, {1: (30, 100)}, mode="coexec-budget",
+                          knobs="MPS=1 MPS_OPP_PCT=50 MPS_OPP_PRIORITY=0 ")
+        cell = pool_memory.pool("low/coexec-budget", [half, half0])["scenarios"]["low"]["modes"]["coexec-budget"]
+        self.assertEqual((cell["runs"], cell["MPS"], cell["MPS_OPP_PCT"], cell["MPS_OPP_PRIORITY"]), (2, "1", "50", "0"))
+        self.assertNotIn("MPS", pool_memory.pool("low/coexec-budget", [plain])["scenarios"]["low"]["modes"]["coexec-budget"])
+        for knobs, said in (("MPS=1 MPS_OPP_PCT=100 ", "MPS_OPP_PCT '100' (first call: '50')"),
+                            ("MPS=1 MPS_OPP_PCT=50 MPS_OPP_PRIORITY=1 ", "MPS_OPP_PRIORITY '1' (first call: '0')")):
+            other = self.call("other", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget",
+                              knobs=knobs)
+            with self.assertRaises(ValueError) as e:
+                pool_memory.pool("low/coexec-budget", [half, other])
+            self.assertIn(said, str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/coexec-budget", [plain, half])
+        self.assertIn("MPS '1' (first call: unset)", str(e.exception))
+        mixed = pool_memory.pool("low/coexec-budget", [plain, half], mixed=True)["scenarios"]["low"]["modes"]["coexec-budget"]
+        self.assertEqual((mixed["runs"], mixed["mixed_knobs"]), (2, ["MPS", "MPS_OPP_PCT", "MPS_OPP_PRIORITY"]))
+        # tgs cells too, beside the controller's knobs.
+        t_half = self.call("t_half", "interleaved", {1: (40, 200)}, {1: (36, 100)}, knobs="MPS=1 MPS_OPP_PCT=50 ")
+        t_35 = self.call("t_35", "interleaved", {1: (40, 200)}, {1: (36, 100)}, knobs="MPS=1 MPS_OPP_PCT=35 ")
+        with self.assertRaises(ValueError) as e:
+            pool_memory.pool("low/tgs", [t_half, t_35])
+        self.assertIn("MPS_OPP_PCT '35' (first call: '50')", str(e.exception))
+
     def test_a_variant_mode_of_one_call_stands_for_the_cell(self):
         a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)}, knobs='TGS_NODE_FLAGS="--x 1 --y 2" ')
         v = self.call("v", "interleaved", {1: (40, 200)}, {1: (20, 50)}, mode="tgs-y", knobs='TGS_NODE_FLAGS="--x 1" ')
