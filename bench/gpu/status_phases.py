@@ -84,11 +84,16 @@ samples beside the opportunistic job do.
                it), the run's last such sample (the jobs' stop, a partial second) left out
   beside_over_alone  beside_bps / alone_bps
   opp_bps      the opportunistic job's launched blocks/s, median over the beside samples
+--beside takes several files (several calls): each line then names its file, and a last line
+gives the median of beside_over_alone over all their runs, with its min-max (with --json, each
+run's line has a "file" key).
 
-Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N] | --refreshes | --beside]
+Usage: python3 bench/gpu/status_phases.py FILE [--json] [--control [--last N] | --refreshes]
+       python3 bench/gpu/status_phases.py FILE [FILE ...] --beside [--json]
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 
@@ -380,7 +385,9 @@ def fmt(v, spec):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", help="status samples, one JSON object per line (memory.sh)")
+    parser.add_argument("files", nargs="+", metavar="file",
+                        help="status samples, one JSON object per line (memory.sh); with --beside, one or "
+                             "more calls' files, and with several the median over all their runs")
     parser.add_argument("--json", action="store_true", help="print one JSON line per run and phase")
     parser.add_argument("--control", action="store_true",
                         help="one line per run: how the controller grew and where it settled")
@@ -395,15 +402,21 @@ def main() -> int:
         parser.error("--last must be at least 1")
     if args.control + args.refreshes + args.beside > 1:
         parser.error("--control, --refreshes and --beside are different tables: give one")
+    several = len(args.files) > 1
+    if several and not args.beside:
+        parser.error("several files: only --beside pools runs over calls; give the other tables one file")
+    path = args.files[0]
     try:
         if args.beside:
-            table = beside(args.file)
+            # Several calls' runs side by side, each named by its file, so one command gives the
+            # median over all of them (the priority question spans calls on three machines).
+            table = [({"file": os.path.basename(f)} if several else {}) | e for f in args.files for e in beside(f)]
         elif args.refreshes:
-            table = refresh_table(args.file)
+            table = refresh_table(path)
         elif args.control:
-            table = control(args.file, args.last)
+            table = control(path, args.last)
         else:
-            table = summarize(args.file)
+            table = summarize(path)
     except (OSError, ValueError) as e:
         print(f"status_phases: {e}", file=sys.stderr)
         return 2
@@ -413,11 +426,16 @@ def main() -> int:
         return 0
     if args.beside:
         print(f"{'run':<24} {'alone_n':>7} {'alone_bps':>11} {'alone_wait':>10} {'beside_n':>8} {'beside_bps':>11} "
-              f"{'beside_wait':>11} {'beside_over_alone':>17} {'opp_bps':>11}")
+              f"{'beside_wait':>11} {'beside_over_alone':>17} {'opp_bps':>11}" + ("  file" if several else ""))
         for e in table:
             print(f"{e['run']:<24} {e['alone_n']:>7} {fmt(e['alone_bps'], '11.0f'):>11} {fmt(e['alone_wait'], '10.3f'):>10} "
                   f"{e['beside_n']:>8} {fmt(e['beside_bps'], '11.0f'):>11} {fmt(e['beside_wait'], '11.3f'):>11} "
-                  f"{fmt(e['beside_over_alone'], '17.3f'):>17} {fmt(e['opp_bps'], '11.0f'):>11}")
+                  f"{fmt(e['beside_over_alone'], '17.3f'):>17} {fmt(e['opp_bps'], '11.0f'):>11}"
+                  + (f"  {e['file']}" if several else ""))
+        ratios = [e["beside_over_alone"] for e in table if e["beside_over_alone"] is not None]
+        if several:
+            print(f"beside_over_alone over {len(ratios)} runs of {len(args.files)} files: median "
+                  + (f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})" if ratios else "-"))
         return 0
     if args.refreshes:
         print(f"{'run':<20} {'refresh':>7} {'at_s':>6} {'held_n':>6} {'prod_before':>11} {'prod_held':>11} "

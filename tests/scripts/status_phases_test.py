@@ -292,6 +292,35 @@ class StatusPhases(unittest.TestCase):
                               ["fixed", "3", "110", "0.020", "3", "85", "0.300", "0.773", "70"], 3,
                               (1, "beside_over_alone", 0.8))
 
+    def test_beside_pools_the_runs_of_several_files(self):
+        # Two calls' files: every run named by its file, and the median over all runs (0.8, 0.9
+        # and 1.2 -> 0.9); the other tables read one file only.
+        def run(name, alone_bps, beside_bps):
+            return [sample(name, "-", None, alone_bps, 0.0, None, with_opp=False, t=0),
+                    sample(name, "congestion_avoidance", 9000, beside_bps, 0.1, 5, t=1),
+                    sample(name, "congestion_avoidance", 9000, 0, 0.0, 0, t=2)]   # the stop
+
+        a = self.write(run("low/tgs/1", 100, 80) + run("low/tgs/2", 100, 120))
+        b = self.write(run("high/tgs/1", 100, 90))
+        out = run_cli(a, b, "--beside")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0].split()[-1], "file")
+        self.assertEqual([(line.split()[0], line.split()[-1]) for line in lines[1:4]],
+                         [("low/tgs/1", os.path.basename(a)), ("low/tgs/2", os.path.basename(a)),
+                          ("high/tgs/1", os.path.basename(b))])
+        self.assertEqual(lines[4], "beside_over_alone over 3 runs of 2 files: median 0.900 (0.800-1.200)")
+        js = [json.loads(line) for line in run_cli(a, b, "--beside", "--json").stdout.splitlines()]
+        self.assertEqual([(e["file"], e["beside_over_alone"]) for e in js],
+                         [(os.path.basename(a), 0.8), (os.path.basename(a), 1.2), (os.path.basename(b), 0.9)])
+        one = run_cli(a, "--beside")  # one file: the table as before, no file column or median line
+        self.assertEqual(len(one.stdout.splitlines()), 3)
+        self.assertNotIn("file", one.stdout)
+        for flag in ("--control", "--refreshes"):
+            refused = run_cli(a, b, flag)
+            self.assertEqual(refused.returncode, 2)
+            self.assertIn("only --beside pools runs", refused.stderr)
+
     def test_mutated_samples_are_refused_or_read_never_crash(self):
         # Bytes of a valid file replaced by JSON punctuation and digits; every table either reads
         # the file or refuses it with a ValueError naming the line.
