@@ -115,8 +115,9 @@ TGS_RUN_KNOBS = {"OPP_DELAY_S": "5", "TGS_SETTLE_S": "20", "TGS_PRODUCTION_WINDO
 RUN_KNOBS = {"ALONE_SETTLE_S": "0"}
 # Under MPS (memory.sh MPS=1) the two jobs share the SMs instead of time-slicing them, and the
 # opportunistic job's SM cap and client priority set how: every mode of a call runs under them.
-# memory.sh names MPS_OPP_PCT whenever MPS=1 and MPS_OPP_PRIORITY only when it is 1.
-MPS_KNOBS = {"MPS_OPP_PCT": "100", "MPS_OPP_PRIORITY": "0"}
+# memory.sh names MPS_OPP_PCT whenever MPS=1 and MPS_OPP_PRIORITY only when it is 1. A call
+# without MPS=1 has no MPS settings: its cell names none, as before MPS existed.
+MPS_KNOBS = {"MPS": "1", "MPS_OPP_PCT": "100", "MPS_OPP_PRIORITY": "0"}
 
 
 def cell_knobs(summary: dict, scenario: dict, mode: str) -> dict:
@@ -127,11 +128,10 @@ def cell_knobs(summary: dict, scenario: dict, mode: str) -> dict:
     knobs = {"tgs_node_flags": own if isinstance(own, str) else command_word(summary["command"], "TGS_NODE_FLAGS") or "",
              "budget_mib": scenario.get("budget_mib")}
     tables = (RUN_KNOBS, TGS_RUN_KNOBS) if mode == "tgs" or mode.startswith("tgs-") else (RUN_KNOBS,)
+    if command_word(summary["command"], "MPS") == "1":
+        tables += (MPS_KNOBS,)
     for table in tables:
         knobs |= {k: command_word(summary["command"], k) or d for k, d in table.items()}
-    if command_word(summary["command"], "MPS") == "1":
-        # A call without MPS has no MPS settings; its cell names none, as before MPS existed.
-        knobs |= {"MPS": "1"} | {k: command_word(summary["command"], k) or d for k, d in MPS_KNOBS.items()}
     return knobs
 
 

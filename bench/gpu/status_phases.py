@@ -432,8 +432,8 @@ def main() -> int:
                   f"{e['beside_n']:>8} {fmt(e['beside_bps'], '11.0f'):>11} {fmt(e['beside_wait'], '11.3f'):>11} "
                   f"{fmt(e['beside_over_alone'], '17.3f'):>17} {fmt(e['opp_bps'], '11.0f'):>11}"
                   + (f"  {e['file']}" if several else ""))
-        ratios = [e["beside_over_alone"] for e in table if e["beside_over_alone"] is not None]
         if several:
+            ratios = [e["beside_over_alone"] for e in table if e["beside_over_alone"] is not None]
             print(f"beside_over_alone over {len(ratios)} runs of {len(args.files)} files: median "
                   + (f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})" if ratios else "-"))
         return 0

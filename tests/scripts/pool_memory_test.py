@@ -216,15 +216,22 @@ class PoolMemory(unittest.TestCase):
             pool_memory.pool("low/alone", [a])
         self.assertIn("normalization", str(e.exception))
 
+    def one_round(self, name, knobs="", mode="coexec-budget", prod=36):
+        """A call of one interleaved round (alone 40 / 200 it/s, MODE at PROD / 100) whose command
+        opens with KNOBS: what the knob tests vary is the command, not the rates."""
+        return self.call(name, "interleaved", {1: (40, 200)}, {1: (prod, 100)}, mode=mode, knobs=knobs)
+
+    @staticmethod
+    def pooled(mode, calls, **kw):
+        """The pooled cell low/MODE of CALLS."""
+        return pool_memory.pool(f"low/{mode}", calls, **kw)["scenarios"]["low"]["modes"][mode]
+
     def test_every_cell_must_share_the_alone_runs_settling(self):
         # Alone runs measured later are another normalization, for every mode; a command that does
         # not name ALONE_SETTLE_S ran with 0.
-        a = self.call("a", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget")
-        zero = self.call("zero", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget",
-                         knobs="ALONE_SETTLE_S=0 ")
-        late = self.call("late", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget",
-                         knobs="ALONE_SETTLE_S=40 ")
-        cell = pool_memory.pool("low/coexec-budget", [a, zero])["scenarios"]["low"]["modes"]["coexec-budget"]
+        a, zero, late = self.one_round("a"), self.one_round("zero", "ALONE_SETTLE_S=0 "), \
+            self.one_round("late", "ALONE_SETTLE_S=40 ")
+        cell = self.pooled("coexec-budget", [a, zero])
         self.assertEqual((cell["runs"], cell["ALONE_SETTLE_S"]), (2, "0"))
         with self.assertRaises(ValueError) as e:
             pool_memory.pool("low/coexec-budget", [a, late])
@@ -235,29 +242,24 @@ class PoolMemory(unittest.TestCase):
         # DLRM job's SM cap and client priority set how: calls that differ in any of them ran
         # another cell, in every mode. A call without MPS=1 ran no MPS settings at all; one with
         # it and no MPS_OPP_PRIORITY ran memory.sh's default, 0.
-        plain = self.call("plain", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget")
-        half = self.call("half", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget",
-                         knobs="MPS=1 MPS_OPP_PCT=50 ")
-        half0 = self.call("half0", "interleaved", {1: (40, 200)}, {1: (30, 100)}, mode="coexec-budget",
-                          knobs="MPS=1 MPS_OPP_PCT=50 MPS_OPP_PRIORITY=0 ")
-        cell = pool_memory.pool("low/coexec-budget", [half, half0])["scenarios"]["low"]["modes"]["coexec-budget"]
+        plain, half = self.one_round("plain"), self.one_round("half", "MPS=1 MPS_OPP_PCT=50 ")
+        half0 = self.one_round("half0", "MPS=1 MPS_OPP_PCT=50 MPS_OPP_PRIORITY=0 ", prod=30)
+        cell = self.pooled("coexec-budget", [half, half0])
         self.assertEqual((cell["runs"], cell["MPS"], cell["MPS_OPP_PCT"], cell["MPS_OPP_PRIORITY"]), (2, "1", "50", "0"))
-        self.assertNotIn("MPS", pool_memory.pool("low/coexec-budget", [plain])["scenarios"]["low"]["modes"]["coexec-budget"])
+        self.assertNotIn("MPS", self.pooled("coexec-budget", [plain]))
         for knobs, said in (("MPS=1 MPS_OPP_PCT=100 ", "MPS_OPP_PCT '100' (first call: '50')"),
                             ("MPS=1 MPS_OPP_PCT=50 MPS_OPP_PRIORITY=1 ", "MPS_OPP_PRIORITY '1' (first call: '0')")):
-            other = self.call("other", "interleaved", {1: (40, 200)}, {1: (36, 100)}, mode="coexec-budget",
-                              knobs=knobs)
             with self.assertRaises(ValueError) as e:
-                pool_memory.pool("low/coexec-budget", [half, other])
+                pool_memory.pool("low/coexec-budget", [half, self.one_round("other", knobs)])
             self.assertIn(said, str(e.exception))
         with self.assertRaises(ValueError) as e:
             pool_memory.pool("low/coexec-budget", [plain, half])
         self.assertIn("MPS '1' (first call: unset)", str(e.exception))
-        mixed = pool_memory.pool("low/coexec-budget", [plain, half], mixed=True)["scenarios"]["low"]["modes"]["coexec-budget"]
+        mixed = self.pooled("coexec-budget", [plain, half], mixed=True)
         self.assertEqual((mixed["runs"], mixed["mixed_knobs"]), (2, ["MPS", "MPS_OPP_PCT", "MPS_OPP_PRIORITY"]))
         # tgs cells too, beside the controller's knobs.
-        t_half = self.call("t_half", "interleaved", {1: (40, 200)}, {1: (36, 100)}, knobs="MPS=1 MPS_OPP_PCT=50 ")
-        t_35 = self.call("t_35", "interleaved", {1: (40, 200)}, {1: (36, 100)}, knobs="MPS=1 MPS_OPP_PCT=35 ")
+        t_half = self.one_round("t_half", "MPS=1 MPS_OPP_PCT=50 ", mode="tgs")
+        t_35 = self.one_round("t_35", "MPS=1 MPS_OPP_PCT=35 ", mode="tgs")
         with self.assertRaises(ValueError) as e:
             pool_memory.pool("low/tgs", [t_half, t_35])
         self.assertIn("MPS_OPP_PCT '35' (first call: '50')", str(e.exception))
