@@ -3,14 +3,13 @@
 as their own phase, samples without it left out, and a bad line named by file and line."""
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
 sys.path.insert(0, os.path.dirname(__file__))
 import byte_fuzz  # noqa: E402
+import script_support  # noqa: E402
 import status_phases  # noqa: E402
 
 
@@ -29,18 +28,12 @@ def sample(run, phase, budget, prod_bps, wait, opp_bps, opp_resident=None, with_
 
 def run_cli(*args):
     """status_phases.py run as a user runs it, with ARGS; its exit code and output."""
-    return subprocess.run([sys.executable, status_phases.__file__, *args], capture_output=True, text=True)
+    return script_support.run_script(status_phases.__file__, *args)
 
 
 class StatusPhases(unittest.TestCase):
     def write(self, lines):
-        f = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
-        self.addCleanup(os.unlink, f.name)
-        for line in lines:
-            f.write(line if isinstance(line, str) else json.dumps(line))
-            f.write("\n")
-        f.close()
-        return f.name
+        return script_support.temp_file(self, ".jsonl", lines)
 
     def test_medians_per_run_and_phase(self):
         path = self.write([

@@ -3,7 +3,6 @@
 the run itself, the cell's setting, and files that are not pools refused by name."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -11,6 +10,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
 sys.path.insert(0, os.path.dirname(__file__))
 import byte_fuzz  # noqa: E402
+import script_support  # noqa: E402
 import targets  # noqa: E402
 
 
@@ -31,16 +31,12 @@ def pool(scenario, model, mode, c):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, targets.__file__, *args], capture_output=True, text=True)
+    return script_support.run_script(targets.__file__, *args)
 
 
 class Targets(unittest.TestCase):
     def write(self, obj):
-        f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-        self.addCleanup(os.unlink, f.name)
-        f.write(obj if isinstance(obj, str) else json.dumps(obj))
-        f.close()
-        return f.name
+        return script_support.temp_file(self, ".json", [obj])
 
     def test_targets_compared_unrounded_and_runs_counted_in_pairs(self):
         # 0.9496 prints as 0.95 but misses the production target; the third run has no
