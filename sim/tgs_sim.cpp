@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "tgs/core/config_error.hpp"
+#include "tgs/core/settings_flags.hpp"
+#include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
-#include "tgs/rate/tgs_rate_control_settings.hpp"
 #include "tgs/sim/cluster.hpp"
 #include "tgs/sim/pairs.hpp"
 #include "tgs/sim/report.hpp"
@@ -24,6 +25,84 @@
 namespace {
 
 using namespace tgs::sim;
+
+/// The policies each subcommand compares unless `--policies` says otherwise: the paper's pair
+/// experiments (NSDI'23 Figure 5) and its cluster experiments (Figure 6).
+const std::vector<std::string> pair_policies{"tgs", "co-execution", "mps", "mig"};
+const std::vector<std::string> cluster_policies{"exclusive", "co-execution", "mps",
+                                                "mig",       "antman",       "tgs"};
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+std::vector<std::string> registered_rate_policies() {
+  return {tgs::rate_controller_names().begin(), tgs::rate_controller_names().end()};
+}
+
+std::vector<std::string> registered_memory_policies() {
+  return {tgs::memory_policy_names().begin(), tgs::memory_policy_names().end()};
+}
+
+/// The policy every cluster run is normalized to: the first registered one that never lets the
+/// classes share a GPU.
+std::string baseline_policy() {
+  for (std::string_view n : tgs::rate_controller_names()) {
+    if (!tgs::any_rate_controller::traits_of_policy(n)->co_locates) return std::string(n);
+  }
+  throw std::logic_error("no registered policy keeps the classes apart");
+}
+
+/// `--format` with its choices checked before any work.
+void add_format_option(CLI::App& app, std::string& format) {
+  app.add_option("--format", format, "Output")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
+      ->capture_default_str();
+}
+
+/// Every policy's settings as flags (`--tgs.dead-band`, `--memory.tgs.reserve-mib`, ...), one
+/// table per policy shared with tgs-node; refuses a flag of a policy the run does not use.
+struct policy_settings {
+  tgs::any_rate_controller::configs rate;
+  tgs::any_memory_policy::configs memory;
+  std::vector<tgs::policy_flag<CLI::Option>> rate_flags;
+  std::vector<tgs::policy_flag<CLI::Option>> memory_flags;
+
+  void add_to(CLI::App& app) {
+    rate_flags = tgs::add_registry_flags<tgs::any_rate_controller, CLI::Option>(app, rate, "");
+    memory_flags =
+        tgs::add_registry_flags<tgs::any_memory_policy, CLI::Option>(app, memory, "memory.");
+  }
+
+  void check_used(const std::vector<std::string>& rate_policies,
+                  const std::vector<std::string>& memory_policies) const {
+    if (auto why = tgs::unused_policy_flag(rate_flags, rate_policies)) throw input_error(*why);
+    if (auto why = tgs::unused_policy_flag(memory_flags, memory_policies)) throw input_error(*why);
+  }
+
+  /// The memory policies a run of `rate_policies` uses: the given one, or each policy's own.
+  static std::vector<std::string> memory_policies_of(const std::vector<std::string>& rate_policies,
+                                                     const std::string& given) {
+    if (!given.empty()) return {given};
+    std::vector<std::string> out;
+    for (const auto& p : rate_policies) {
+      out.emplace_back(tgs::any_rate_controller::traits_of_policy(p)->default_memory_policy);
+    }
+    return out;
+  }
+};
+
+/// `--policies`, each name checked against the registry before any work.
+CLI::Option* add_policies_option(CLI::App& app, std::vector<std::string>& policies,
+                                 const std::vector<std::string>& defaults, const std::string& note) {
+  return app
+      .add_option("--policies", policies,
+                  "Sharing policies, comma-separated; default: " + join(defaults) + note)
+      ->delimiter(',')
+      ->check(CLI::IsMember(registered_rate_policies()));
+}
 
 /// Options every subcommand shares: where the tables come from.
 struct data_options {
@@ -56,22 +135,16 @@ struct pairs_command {
   double observation_noise = 0;
   double production_drift = 0;
   std::uint64_t seed = 1;
-  tgs::tgs_rate_control::config tgs_settings;
-  tgs::tgs_rate_control_flag_values tgs_extra;  // the windows in ms, the cap floor, the preset
-  // The command line the flags were parsed from: a preset fills in only what it did not give.
-  const CLI::App* app_ = nullptr;
+  policy_settings settings;
 
   void add_to(CLI::App& app) {
     app.add_option("--production", production,
                    "Production model of a custom pair (needs --opportunistic); default: the "
                    "paper's four scenarios");
     app.add_option("--opportunistic", opportunistic, "Opportunistic model of a custom pair");
-    app.add_option("--policies", policies,
-                   "Sharing policies, comma-separated (" + tgs::rate_controller_list() +
-                       "); default: tgs,co-execution,mps,mig")
-        ->delimiter(',');
+    add_policies_option(app, policies, pair_policies, "");
     app.add_option("--gpu", gpu, "GPU type")->capture_default_str();
-    app.add_option("--format", format, "Output: table, json or csv")->capture_default_str();
+    add_format_option(app, format);
     app.add_option("--timeline", timeline,
                    "Write every job's throughput over time (CSV, one row per segment of "
                    "constant rates) to this file");
@@ -86,8 +159,9 @@ struct pairs_command {
                    "Per-GPU memory budget in GiB; default: the GPU's memory")
         ->check(CLI::Range(0.001, 1e6));
     app.add_option("--memory-policy", memory_policy,
-                   "Memory policy for every pair (tgs, hard-limit, no-oversubscription, "
-                   "unified-memory); default: tgs for the tgs policy, unified-memory otherwise");
+                   "Memory policy for every pair; default: each sharing policy's own (tgs for "
+                   "tgs, unified-memory for the paper's baselines)")
+        ->check(CLI::IsMember(registered_memory_policies()));
     app.add_option("--observation-noise", observation_noise,
                    "Relative standard deviation of the launch counts a controller observes per step "
                    "(0: steady rates, as the paper's means; a host-bound training job's 1 s rates "
@@ -103,17 +177,7 @@ struct pairs_command {
                    "its share is taken against an alone job that drifts alike")
         ->check(CLI::Range(0.0, 0.99))
         ->capture_default_str();
-    // The tgs policy's settings, named as tgs-node names them (one table for both tools).
-    app.add_option("--production-window-ms", tgs_extra.production_window_ms,
-                   "tgs: production window (controller step period)")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-    app.add_option("--budget-window-ms", tgs_extra.budget_window_ms,
-                   "tgs: refill period of the opportunistic budget")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-    tgs::add_tgs_rate_control_flags(app, tgs_settings, tgs_extra);
-    app_ = &app;
+    settings.add_to(app);
   }
 
   int run(const data_options& data) const {
@@ -125,12 +189,8 @@ struct pairs_command {
       throw input_error(fmt::format("--warmup ({} s) must be shorter than --duration ({} s)",
                                     warmup_s, duration_s));
     }
-    for (const auto& p : policies) {
-      if (!tgs::make_rate_controller(p)) {
-        throw input_error(fmt::format("--policies: unknown policy \"{}\" (known: {})", p,
-                                      tgs::rate_controller_list()));
-      }
-    }
+    const std::vector<std::string> chosen = policies.empty() ? pair_policies : policies;
+    settings.check_used(chosen, policy_settings::memory_policies_of(chosen, memory_policy));
     pair_options options;
     options.run_for = tgs::from_seconds(duration_s);
     options.warmup = tgs::from_seconds(warmup_s);
@@ -139,20 +199,14 @@ struct pairs_command {
     options.observation_noise = observation_noise;
     options.seed = seed;
     options.production_drift = production_drift;
-    // Without flags this is the policy's default configuration exactly.
-    tgs::tgs_rate_control::config tgs_cfg = tgs_settings;
-    tgs::tgs_rate_control_flag_values extra = tgs_extra;
-    if (app_ != nullptr) tgs::apply_tgs_rate_control_preset(*app_, tgs_cfg, extra);
-    extra.apply(tgs_cfg);
-    options.tgs = tgs_cfg;
+    options.rate_settings = settings.rate;
+    options.memory_settings = settings.memory;
 
     // The fit always uses the paper's protocol (600 s, 60 s warm-up, card memory), whatever
     // this run simulates.
     const calibrated_model model = calibrate(data.sources);
     std::vector<pair_request> requests;
     if (production.empty()) {
-      const std::vector<std::string> chosen =
-          policies.empty() ? std::vector<std::string>{"tgs", "co-execution", "mps", "mig"} : policies;
       requests = paper_pair_requests(model.data, gpu, chosen);
       if (requests.empty()) {
         throw input_error(fmt::format("no measured scenarios on gpu \"{}\"; name a pair with "
@@ -160,8 +214,6 @@ struct pairs_command {
                                       gpu));
       }
     } else {
-      const std::vector<std::string> chosen =
-          policies.empty() ? std::vector<std::string>{"tgs", "co-execution", "mps", "mig"} : policies;
       for (const auto& p : chosen) requests.push_back({"custom", gpu, production, opportunistic, p});
     }
     std::vector<timeline_row> rows;
@@ -181,9 +233,6 @@ struct pairs_command {
 };
 
 
-const std::vector<std::string> cluster_policies{"exclusive", "co-execution", "mps",
-                                                "mig",       "antman",       "tgs"};
-
 /// Options shared by the cluster subcommands (mixed, replay).
 struct cluster_command {
   std::string cluster;
@@ -192,18 +241,16 @@ struct cluster_command {
   std::string out_dir;
   std::size_t lookahead = 64;
   bool keep_progress = false;
+  policy_settings settings;
 
   void add_to(CLI::App& app, const std::string& default_cluster) {
     cluster = default_cluster;
     app.add_option("--cluster", cluster,
                    "Servers and GPUs: NODESxGPUS[:TYPE], e.g. 64x8:a100-40gb")
         ->capture_default_str();
-    app.add_option("--policies", policies,
-                   "Sharing policies, comma-separated (" + tgs::rate_controller_list() +
-                       "); default: exclusive,co-execution,mps,mig,antman,tgs. exclusive always "
-                       "runs: JCTs are normalized to it")
-        ->delimiter(',');
-    app.add_option("--format", format, "Output: table, json or csv")->capture_default_str();
+    add_policies_option(app, policies, cluster_policies,
+                        ". " + baseline_policy() + " always runs: JCTs are normalized to it");
+    add_format_option(app, format);
     app.add_option("--out", out_dir,
                    "Also write summary.json, summary.csv, jobs.csv (per-job records), cdf.csv "
                    "(JCT quantiles per class) and utilization.csv (hourly) into this folder");
@@ -214,6 +261,7 @@ struct cluster_command {
     app.add_flag("--preempted-keep-progress", keep_progress,
                  "Under exclusive, a preempted opportunistic job resumes where it stopped "
                  "(checkpointed) instead of restarting");
+    settings.add_to(app);
   }
 
   int run(const calibrated_model& model, const std::vector<cluster_job>& jobs,
@@ -221,21 +269,19 @@ struct cluster_command {
           bool show_progress) const {
     const output_format out_format = parse_format(format);
     std::vector<std::string> chosen = policies.empty() ? cluster_policies : policies;
-    for (const auto& p : chosen) {
-      if (!tgs::make_rate_controller(p)) {
-        throw input_error(fmt::format("--policies: unknown policy \"{}\" (known: {})", p,
-                                      tgs::rate_controller_list()));
-      }
+    const std::string baseline = baseline_policy();
+    if (std::find(chosen.begin(), chosen.end(), baseline) == chosen.end()) {
+      chosen.insert(chosen.begin(), baseline);
     }
-    if (std::find(chosen.begin(), chosen.end(), "exclusive") == chosen.end()) {
-      chosen.insert(chosen.begin(), "exclusive");
-    }
+    settings.check_used(chosen, policy_settings::memory_policies_of(chosen, ""));
     const bool tty = show_progress && isatty(STDERR_FILENO) != 0;
     std::vector<cluster_run> runs;
     for (const auto& policy : chosen) {
       cluster_options options;
       options.lookahead = lookahead;
       options.preempted_keep_progress = keep_progress;
+      options.rate_settings = settings.rate;
+      options.memory_settings = settings.memory;
       if (tty) {
         options.progress = [&policy, &jobs](double done) {
           fmt::print(stderr, "\r{:<14} {:3.0f}% of {} jobs", policy, done * 100, jobs.size());
@@ -395,12 +441,11 @@ int main(int argc, char** argv) {
   std::string fit_format = "table";
   CLI::App* fit_app = app.add_subcommand(
       "fit", "Fit the contention model to the measured pairs and print its parameters");
-  fit_app->add_option("--format", fit_format, "Output: table, json or csv")->capture_default_str();
+  add_format_option(*fit_app, fit_format);
 
   std::string profiles_format = "table";
   CLI::App* profiles_app = app.add_subcommand("profiles", "List the model profiles");
-  profiles_app->add_option("--format", profiles_format, "Output: table, json or csv")
-      ->capture_default_str();
+  add_format_option(*profiles_app, profiles_format);
 
   try {
     app.parse(argc, argv);

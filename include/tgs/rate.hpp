@@ -12,6 +12,5 @@
 #include "tgs/rate/mig.hpp"                  // IWYU pragma: export
 #include "tgs/rate/mps.hpp"                  // IWYU pragma: export
 #include "tgs/rate/tgs_rate_control.hpp"     // IWYU pragma: export
-#include "tgs/rate/tgs_rate_control_settings.hpp"  // IWYU pragma: export
 #include "tgs/rate/time_slice_lock.hpp"      // IWYU pragma: export
 #include "tgs/rate/token_bucket.hpp"         // IWYU pragma: export

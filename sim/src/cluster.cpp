@@ -42,8 +42,13 @@ struct pair_schedule {
 /// afresh, so a 100-day trace simulates each pair once instead of once per occurrence.
 class schedule_cache {
  public:
-  schedule_cache(const calibrated_model& model, const gpu_profile& gpu, std::string policy)
-      : model_(model), gpu_(gpu), policy_(std::move(policy)) {}
+  schedule_cache(const calibrated_model& model, const gpu_profile& gpu, std::string policy,
+                 const cluster_options& options)
+      : model_(model),
+        gpu_(gpu),
+        policy_(std::move(policy)),
+        traits_(policy_traits(policy_)),
+        options_(options) {}
 
   const pair_schedule& get(const model_profile* production, const model_profile* opportunistic) {
     const auto key = std::make_pair(production, opportunistic);
@@ -64,7 +69,7 @@ class schedule_cache {
     spec.gpu = gpu_;
     spec.gpu_params = model_.params.gpu(gpu_.name);
     spec.memory_budget = gpu_.memory;
-    spec.interposed = policy_ == "tgs";
+    spec.interposed = traits_.enforced_by == enforcement::interposer;
     spec.run_for = from_seconds(horizon);
     spec.warmup = duration::zero();
     struct collect {
@@ -72,10 +77,10 @@ class schedule_cache {
       void on_segment(const pair_segment& s) { out->push_back(s); }
     };
     std::vector<pair_segment> segments;
-    auto controller = make_rate_controller(policy_);
+    any_rate_controller controller{*options_.rate_settings.find(policy_)};
+    any_memory_policy memory{*options_.memory_settings.find(traits_.default_memory_policy)};
     const pair_outcome outcome =
-        run_pair(spec, std::move(*controller), make_memory_policy(default_memory_policy(policy_)),
-                 collect{&segments});
+        run_pair(spec, std::move(controller), std::move(memory), collect{&segments});
     pair_schedule s;
     s.refused = outcome.opportunistic_refused;
     auto mean = [&](double from, double to) {
@@ -127,6 +132,8 @@ class schedule_cache {
   const calibrated_model& model_;
   const gpu_profile& gpu_;
   std::string policy_;
+  rate_policy_traits traits_;
+  const cluster_options& options_;
   std::map<std::pair<const model_profile*, const model_profile*>, pair_schedule> cache_;
 };
 
@@ -155,8 +162,8 @@ class engine {
          const cluster_options& options)
       : jobs_(jobs),
         options_(options),
-        exclusive_(policy == "exclusive"),
-        cache_(model, *model.data.find_gpu(cluster.gpu), policy),
+        exclusive_(!policy_traits(policy).co_locates),
+        cache_(model, *model.data.find_gpu(cluster.gpu), policy, options),
         graph_(static_cast<std::size_t>(cluster.nodes + cluster.gpus())) {
     gpus_.resize(static_cast<std::size_t>(cluster.gpus()));
     nodes_.resize(static_cast<std::size_t>(cluster.nodes));
@@ -630,9 +637,11 @@ cluster_result run_cluster(const calibrated_model& model, const cluster_spec& cl
   if (model.data.find_gpu(cluster.gpu) == nullptr) {
     throw input_error(fmt::format("--cluster: unknown gpu type \"{}\"", cluster.gpu));
   }
-  if (!make_rate_controller(policy)) {
-    throw input_error(fmt::format("unknown policy \"{}\" (known: {})", policy,
-                                  rate_controller_list()));
+  policy_traits(policy);  // an unknown name is bad input, before any work
+  try {
+    any_rate_controller check{*options.rate_settings.find(policy)};
+  } catch (const config_error& e) {
+    throw input_error(e.what());
   }
   for (const auto& j : jobs) {
     if (static_cast<int>(j.gpus) > cluster.gpus()) {

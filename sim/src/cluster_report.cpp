@@ -5,14 +5,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tgs/sim/pairs.hpp"
 #include "tgs/sim/report.hpp"
 
 namespace tgs::sim {
 namespace {
 
+/// The run JCTs are normalized to: a policy that never lets the classes share a GPU.
 const cluster_run* find_exclusive(const std::vector<cluster_run>& runs) {
   for (const auto& r : runs) {
-    if (r.result.policy == "exclusive") return &r;
+    if (!policy_traits(r.result.policy).co_locates) return &r;
   }
   return nullptr;
 }

@@ -2,6 +2,7 @@
 // Fits the contention model to measured pairs with weighted, ridge-regularized, non-negative
 // least squares (Eigen), one compute mode at a time.
 #include "tgs/sim/fit.hpp"
+#include "tgs/sim/pairs.hpp"
 
 #include "tgs/rate/mig.hpp"
 #include "tgs/rate/mps.hpp"
@@ -156,16 +157,6 @@ fit_settings::fit_settings()
       mps_production_fraction(mps::config{}.production_threads),
       mps_opportunistic_fraction(mps::config{}.opportunistic_threads) {}
 
-compute_mode compute_mode_of_policy(std::string_view policy) {
-  if (policy == "tgs" || policy == "co-execution" || policy == "antman") {
-    return compute_mode::time_slicing;
-  }
-  if (policy == "mps") return compute_mode::mps;
-  if (policy == "mig") return compute_mode::mig;
-  throw input_error(fmt::format(
-      "measured policy \"{}\" cannot be fitted (known: tgs, co-execution, antman, mps, mig)", policy));
-}
-
 contention_table fit_contention(const catalog& c, const fit_settings& s) {
   contention_table table;
   for (const auto& m : c.models) table.model_mut(m.model, m.gpu);
@@ -200,8 +191,10 @@ contention_table fit_contention(const catalog& c, const fit_settings& s) {
       auto equations = [&](double exponent) {
         std::vector<equation> eqs;
         for (const auto& p : c.measurements) {
-          if (p.gpu != gpu.name || compute_mode_of_policy(p.policy) != mode) continue;
-          const bool tgs = p.policy == "tgs";
+          if (p.gpu != gpu.name || policy_traits(p.policy).mechanism != mode) continue;
+          // A policy that holds the production job at its band says how much the production job
+          // tolerates there, not how the two contend unchecked.
+          const bool tgs = policy_traits(p.policy).adaptive;
           const model_profile& prod = *c.find_model(p.production_model, p.gpu);
           const model_profile& opp = *c.find_model(p.opportunistic_model, p.gpu);
           const double fp = static_cast<double>(prod.footprint.count());
@@ -286,7 +279,7 @@ contention_table fit_contention(const catalog& c, const fit_settings& s) {
       if (mode != compute_mode::mig) {
         double most = 1.0;
         for (const auto& p : c.measurements) {
-          if (p.gpu != gpu.name || compute_mode_of_policy(p.policy) != mode) continue;
+          if (p.gpu != gpu.name || policy_traits(p.policy).mechanism != mode) continue;
           most = std::max(most, c.find_model(p.production_model, p.gpu)->busy_fraction * p.production +
                                     c.find_model(p.opportunistic_model, p.gpu)->busy_fraction *
                                         p.opportunistic);

@@ -42,8 +42,9 @@ struct timeline_recorder {
 
 }  // namespace
 
-std::string default_memory_policy(std::string_view sharing_policy) {
-  return sharing_policy == "tgs" ? "tgs" : "unified-memory";
+rate_policy_traits policy_traits(std::string_view policy) {
+  if (const auto t = any_rate_controller::traits_of_policy(policy)) return *t;
+  throw input_error(fmt::format("unknown policy \"{}\" (known: {})", policy, rate_controller_list()));
 }
 
 std::vector<pair_request> paper_pair_requests(const catalog& c, const std::string& gpu,
@@ -93,26 +94,27 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
   }
   const model_profile& prod = model_or_throw(c, r.production_model, r.gpu);
   const model_profile& opp = model_or_throw(c, r.opportunistic_model, r.gpu);
-  // The policy's default configuration with the tgs settings put in, as tgs-node does: one
-  // controller built, and the settings' validation reported as bad input.
-  auto rate_cfg = any_rate_controller::default_config(r.policy);
-  if (!rate_cfg) {
-    throw input_error(fmt::format("unknown policy \"{}\" (known: {})", r.policy,
-                                  rate_controller_list()));
-  }
-  auto* tgs_cfg = std::get_if<tgs_rate_control::config>(&*rate_cfg);
-  if (tgs_cfg != nullptr && options.tgs) *tgs_cfg = *options.tgs;
+  // The policy's settings as the command line gave them, as tgs-node builds its controller:
+  // validation errors are bad input.
+  const rate_policy_traits traits = policy_traits(r.policy);
   std::optional<any_rate_controller> controller;
   try {
-    controller.emplace(*rate_cfg);
+    controller.emplace(*options.rate_settings.find(r.policy));
   } catch (const config_error& e) {
     throw input_error(e.what());
   }
-  const std::string memory_name =
-      options.memory_policy.empty() ? default_memory_policy(r.policy) : options.memory_policy;
+  const std::string memory_name = options.memory_policy.empty()
+                                      ? std::string(traits.default_memory_policy)
+                                      : options.memory_policy;
+  const std::optional<any_memory_policy::config> memory_cfg =
+      options.memory_settings.find(memory_name);
+  if (!memory_cfg) {
+    std::vector<std::string> names(memory_policy_names().begin(), memory_policy_names().end());
+    throw input_error(fmt::format("unknown memory policy \"{}\" (known: {})", memory_name, join(names)));
+  }
   std::optional<any_memory_policy> memory;
   try {
-    memory = make_memory_policy(memory_name);
+    memory.emplace(*memory_cfg);
   } catch (const config_error& e) {
     throw input_error(e.what());
   }
@@ -123,7 +125,7 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
   spec.gpu = *gpu;
   spec.gpu_params = t.gpu(r.gpu);
   spec.memory_budget = options.memory_budget.value_or(gpu->memory);
-  spec.interposed = r.policy == "tgs";
+  spec.interposed = traits.enforced_by == enforcement::interposer;
   spec.run_for = options.run_for;
   spec.warmup = options.warmup;
   spec.observation_noise = options.observation_noise;
@@ -154,7 +156,7 @@ double cell_error(const catalog& c, const contention_table& t, const std::string
   double sum = 0;
   for (const auto& m : c.measurements) {
     if (m.gpu != gpu || (m.production_model != model && m.opportunistic_model != model)) continue;
-    if (compute_mode_of_policy(m.policy) != compute_mode::time_slicing) continue;
+    if (policy_traits(m.policy).mechanism != sharing_mechanism::time_slicing) continue;
     const pair_result r = run_pair_request(
         c, t, {m.scenario, m.gpu, m.production_model, m.opportunistic_model, m.policy}, options);
     const double dp = r.outcome.production - m.production;
@@ -199,7 +201,7 @@ void fit_interposer_overhead(const catalog& c, contention_table& t, const pair_o
   constexpr double max_overhead = 0.045;
   std::map<std::pair<std::string, std::string>, std::pair<double, int>> gaps;
   for (const auto& m : c.measurements) {
-    if (m.policy != "tgs") continue;
+    if (policy_traits(m.policy).enforced_by != enforcement::interposer) continue;
     model_contention& params = t.model_mut(m.production_model, m.gpu);
     const double saved = params.interposer_overhead;
     params.interposer_overhead = 0;
@@ -234,7 +236,7 @@ void refine_by_simulation(const catalog& c, contention_table& t, const pair_opti
   std::vector<std::pair<std::string, std::string>> tuned;
   for (const auto& m : c.measurements) {
     const std::pair<std::string, std::string> key{m.production_model, m.gpu};
-    if (m.policy == "tgs" && std::find(tuned.begin(), tuned.end(), key) == tuned.end()) {
+    if (policy_traits(m.policy).adaptive && std::find(tuned.begin(), tuned.end(), key) == tuned.end()) {
       tuned.push_back(key);
     }
   }

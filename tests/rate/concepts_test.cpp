@@ -34,6 +34,7 @@ struct reads_clock_and_may_throw {
     d.revisit_at = instant{std::chrono::steady_clock::now().time_since_epoch()};
     return d;
   }
+  state_report describe() const noexcept { return {}; }
   config cfg_;
 };
 static_assert(!RateController<reads_clock_and_may_throw>);
@@ -45,6 +46,7 @@ struct valid_model {
   explicit valid_model(config) {}
   const config& settings() const noexcept { return cfg_; }
   rate_decision step(const rate_observation&) noexcept { return {}; }
+  state_report describe() const noexcept { return {}; }
   config cfg_;
 };
 static_assert(RateController<valid_model>);
@@ -54,6 +56,7 @@ struct no_name {
   explicit no_name(config) {}
   const config& settings() const noexcept { return cfg_; }
   rate_decision step(const rate_observation&) noexcept { return {}; }
+  state_report describe() const noexcept { return {}; }
   config cfg_;
 };
 static_assert(!RateController<no_name>);
@@ -64,6 +67,7 @@ struct settings_by_value {
   explicit settings_by_value(config) {}
   config settings() const noexcept { return cfg_; }
   rate_decision step(const rate_observation&) noexcept { return {}; }
+  state_report describe() const noexcept { return {}; }
   config cfg_;
 };
 static_assert(!RateController<settings_by_value>);
@@ -76,6 +80,7 @@ struct not_copyable {
   not_copyable& operator=(const not_copyable&) = delete;
   const config& settings() const noexcept { return cfg_; }
   rate_decision step(const rate_observation&) noexcept { return {}; }
+  state_report describe() const noexcept { return {}; }
   config cfg_;
 };
 static_assert(!RateController<not_copyable>);
@@ -86,6 +91,7 @@ struct no_config_constructor {
   no_config_constructor() = default;
   const config& settings() const noexcept { return cfg_; }
   rate_decision step(const rate_observation&) noexcept { return {}; }
+  state_report describe() const noexcept { return {}; }
   config cfg_;
 };
 static_assert(!RateController<no_config_constructor>);
@@ -96,9 +102,59 @@ struct wrong_decision_type {
   explicit wrong_decision_type(config) {}
   const config& settings() const noexcept { return cfg_; }
   bool step(const rate_observation&) noexcept { return true; }
+  state_report describe() const noexcept { return {}; }
   config cfg_;
 };
 static_assert(!RateController<wrong_decision_type>);
+
+struct no_describe {
+  struct config {};
+  static constexpr std::string_view name = "silent";
+  explicit no_describe(config) {}
+  const config& settings() const noexcept { return cfg_; }
+  rate_decision step(const rate_observation&) noexcept { return {}; }
+  config cfg_;
+};
+static_assert(!RateController<no_describe>);
+
+// A registered controller also states its traits and its settings table; the erased wrapper
+// cannot (its traits depend on what it holds) and is the concept's counter-example.
+static_assert(RegisteredRateController<tgs_rate_control>);
+static_assert(RegisteredRateController<token_bucket>);
+static_assert(!RegisteredRateController<any_rate_controller>);
+static_assert(!RegisteredRateController<valid_model>);
+
+struct registered_model : valid_model {
+  using valid_model::valid_model;
+  static constexpr enforcement enforced_by = enforcement::interposer;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  static constexpr bool co_locates = true;
+  static constexpr std::string_view default_memory_policy = "tgs";
+  static constexpr bool adaptive = false;
+  static constexpr auto setting_table = no_settings<config>;
+};
+static_assert(RegisteredRateController<registered_model>);
+
+// Each missing trait is caught.
+struct no_mechanism : valid_model {
+  using valid_model::valid_model;
+  static constexpr enforcement enforced_by = enforcement::interposer;
+  static constexpr bool co_locates = true;
+  static constexpr std::string_view default_memory_policy = "tgs";
+  static constexpr bool adaptive = false;
+  static constexpr auto setting_table = no_settings<config>;
+};
+static_assert(!RegisteredRateController<no_mechanism>);
+
+struct no_setting_table : valid_model {
+  using valid_model::valid_model;
+  static constexpr enforcement enforced_by = enforcement::interposer;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  static constexpr bool co_locates = true;
+  static constexpr std::string_view default_memory_policy = "tgs";
+  static constexpr bool adaptive = false;
+};
+static_assert(!RegisteredRateController<no_setting_table>);
 
 TEST(RateControllerConcept, RegistryNamesMatchTheModelsNames) {
   // Run-time twin of the static checks: the names a CLI prints are the models' own names.

@@ -246,7 +246,7 @@ TEST(PairSimulator, PairsNeverMeasuredStayPhysical) {
       const auto r = run_pair_request(m.data, m.params, {"custom", "a100-40gb", p, o, policy}, {});
       const double work = m.data.find_model(p, "a100-40gb")->busy_fraction * r.outcome.production +
                           m.data.find_model(o, "a100-40gb")->busy_fraction * r.outcome.opportunistic;
-      const auto mode = static_cast<std::size_t>(compute_mode_of_policy(policy));
+      const auto mode = static_cast<std::size_t>(policy_traits(policy).mechanism);
       EXPECT_LE(work, gpu.max_pair_work[mode] + 1e-9) << policy << " " << p << "/" << o;
       if (std::string_view(policy) == "co-execution") {
         // Time slicing shares a busy GPU roughly evenly.

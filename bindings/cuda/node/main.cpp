@@ -14,7 +14,9 @@
 
 #include "node_abi.hpp"
 #include "node_server.hpp"
-#include "tgs/rate/tgs_rate_control_settings.hpp"
+#include "tgs/core/settings_flags.hpp"
+#include "tgs/memory/any_memory_policy.hpp"
+#include "tgs/rate/any_rate_controller.hpp"
 
 namespace {
 
@@ -82,8 +84,8 @@ int main(int argc, char** argv) {
   std::string policy = "tgs";
   std::string level = "info";
   int liveness_ms = static_cast<int>(options.liveness_period.count());
-  tgs::tgs_rate_control::config tgs_cfg;
-  tgs::tgs_rate_control_flag_values tgs_extra;  // the windows in ms and the cap floor
+  tgs::any_rate_controller::configs rate_settings;
+  tgs::any_memory_policy::configs memory_settings;
 
   app.add_option("--socket", options.socket_path, "Unix socket jobs register on")->capture_default_str();
   app.add_option("--socket-mode", options.socket_mode, "file mode of the socket (octal as decimal, e.g. 438 = 0666)")
@@ -93,24 +95,24 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"production", "opportunistic"}))
       ->capture_default_str();
   app.add_option("--gpus", options.gpus, "GPUs on this node")->check(CLI::Range(1U, 1024U))->capture_default_str();
-  app.add_option("--policy", policy, "rate controller: " + tgs::rate_controller_list())->capture_default_str();
+  std::vector<std::string> node_policies;  // the controllers tgs-node can carry out
+  for (std::string_view n : tgs::rate_controller_names()) {
+    const auto t = tgs::any_rate_controller::traits_of_policy(n);
+    if (t->enforced_by == tgs::enforcement::interposer || t->enforced_by == tgs::enforcement::placement) {
+      node_policies.emplace_back(n);
+    }
+  }
+  app.add_option("--policy", policy,
+                 "rate controller (MPS and MIG are carried out by the GPU and AntMan by the framework, not by "
+                 "tgs-node)")
+      ->check(CLI::IsMember(node_policies))
+      ->capture_default_str();
   app.add_option("--liveness-ms", liveness_ms, "period of the check for dead job processes")
       ->check(CLI::Range(10, 1000))
       ->capture_default_str();
   app.add_option("--log-level", level, "error, warn, info or debug")
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
       ->capture_default_str();
-  app.add_option("--production-window-ms", tgs_extra.production_window_ms, "tgs: production window (controller step period)")
-      ->capture_default_str();
-  app.add_option("--budget-window-ms", tgs_extra.budget_window_ms, "tgs and token-bucket: refill period of the opportunistic budget")
-      ->capture_default_str();
-  // A fixed share maps how much a given opportunistic rate costs the production job, which no
-  // adaptive controller can beat with the same enforcement (bench/gpu/memory.sh MODES=fixed).
-  std::uint64_t fixed_budget_blocks = 0;
-  app.add_option("--fixed-budget-blocks", fixed_budget_blocks,
-                 "token-bucket: the opportunistic job's fixed share, blocks per budget window (default 20000)")
-      // Allowances are compared modulo 2^40 blocks (node_abi.hpp); 2^32 per window is far above any GPU's rate.
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32));
   // Pacing beside any rate policy: how far ahead of the GPU an opportunistic job may queue
   // (intercept/launch_window.hpp says why; docs/cuda-backend.md, "The launch window").
   app.add_option("--max-inflight-launches", options.max_inflight_launches,
@@ -118,39 +120,25 @@ int main(int argc, char** argv) {
                  "window; 0: no bound, as without tgs)")
       ->check(CLI::Range(std::uint32_t{0}, tgs::cuda::abi::max_launch_window))
       ->capture_default_str();
-  // The controller's settings, from the table tgs-sim's pairs shares.
-  tgs::add_tgs_rate_control_flags(app, tgs_cfg, tgs_extra);
+  // Every policy's settings, from the tables tgs-sim shares: `--tgs.dead-band`, `--memory.tgs.reserve-mib`.
+  const auto rate_flags = tgs::add_registry_flags<tgs::any_rate_controller, CLI::Option>(app, rate_settings, "");
 
   std::string memory_policy = "off";
   double memory_budget_mib = 0;
-  double memory_reserve_mib = 1024;
-  double production_limit_mib = 0;
-  double opportunistic_limit_mib = 0;
-  double production_fraction = 0.5;
   int eviction_wait_ms = static_cast<int>(options.eviction_wait.count());
-  std::string memory_names = "off";
-  for (std::string_view n : tgs::memory_policy_names()) memory_names += ", " + std::string(n);
+  std::vector<std::string> memory_names{"off"};
+  memory_names.insert(memory_names.end(), tgs::memory_policy_names().begin(), tgs::memory_policy_names().end());
   app.add_option("--memory-policy", memory_policy,
-                 "memory policy: " + memory_names +
-                     " (off: allocations are only counted; tgs: production memory on the GPU, opportunistic memory "
-                     "in unified memory, evicted to host when the budget is oversubscribed)")
+                 "memory policy (off: allocations are only counted; tgs: production memory on the GPU, opportunistic "
+                 "memory in unified memory, evicted to host when the budget is oversubscribed)")
+      ->check(CLI::IsMember(memory_names))
       ->capture_default_str();
   app.add_option("--memory-budget-mib", memory_budget_mib,
                  "per-GPU memory budget the memory policy shares out, MiB (smaller than the card; required "
                  "with a memory policy)")
       ->check(CLI::Range(0.0, 1e9));
-  app.add_option("--memory-reserve-mib", memory_reserve_mib,
-                 "tgs memory policy: part of the budget kept free of both jobs (contexts, driver), MiB")
-      ->check(CLI::Range(0.0, 1e9))
-      ->capture_default_str();
-  app.add_option("--production-limit-mib", production_limit_mib, "hard-limit: the production job's limit, MiB")
-      ->check(CLI::Range(0.0, 1e9));
-  app.add_option("--opportunistic-limit-mib", opportunistic_limit_mib,
-                 "hard-limit: the opportunistic job's limit, MiB")
-      ->check(CLI::Range(0.0, 1e9));
-  app.add_option("--production-fraction", production_fraction,
-                 "hard-limit: the production job's share of the budget when no limit is given")
-      ->capture_default_str();
+  const auto memory_flags =
+      tgs::add_registry_flags<tgs::any_memory_policy, CLI::Option>(app, memory_settings, "memory.");
   std::string residency_split_name = std::string(tgs::to_string(options.residency));
   app.add_option("--residency-split", residency_split_name,
                  "how an opportunistic job's resident limit is shared among its allocations, smallest first: "
@@ -177,53 +165,41 @@ int main(int argc, char** argv) {
   if (level == "error") options.verbosity = log_level::error;
   if (level == "warn") options.verbosity = log_level::warn;
   if (level == "debug") options.verbosity = log_level::debug;
-  std::optional<tgs::any_rate_controller::config> cfg = tgs::any_rate_controller::default_config(policy);
-  if (!cfg) {
-    fmt::print(stderr, "tgs-node: unknown policy '{}'; known: {}\n", policy, tgs::rate_controller_list());
+  if (auto why = tgs::unused_policy_flag(rate_flags, std::vector<std::string>{policy})) {
+    fmt::print(stderr, "tgs-node: {}\n", *why);
     return 2;
   }
-  if (auto* t = std::get_if<tgs::tgs_rate_control::config>(&*cfg)) {
-    tgs::apply_tgs_rate_control_preset(app, tgs_cfg, tgs_extra);
-    tgs_extra.apply(tgs_cfg);
-    *t = tgs_cfg;
-  } else if (tgs_extra.preset != tgs::tgs_rate_control_presets.front().name) {
-    // Its budget window would reach token-bucket, its other values nothing: refuse, do not guess.
-    fmt::print(stderr, "tgs-node: --tgs-preset {} applies to --policy tgs only\n", tgs_extra.preset);
+  if (auto why = tgs::unused_policy_flag(memory_flags, std::vector<std::string>{memory_policy})) {
+    fmt::print(stderr, "tgs-node: {}\n", *why);
     return 2;
   }
-  if (auto* b = std::get_if<tgs::token_bucket::config>(&*cfg)) {
-    b->budget_window = tgs::from_seconds(tgs_extra.budget_window_ms / 1e3);
-    if (fixed_budget_blocks > 0) b->budget_blocks = fixed_budget_blocks;
-  } else if (fixed_budget_blocks > 0) {
-    fmt::print(stderr, "tgs-node: --fixed-budget-blocks has no effect without --policy token-bucket\n");
+  options.controller = *rate_settings.find(policy);
+  try {
+    tgs::any_rate_controller check{options.controller};  // validated now, not at the first job
+  } catch (const tgs::config_error& e) {
+    fmt::print(stderr, "tgs-node: {}\n", e.what());
     return 2;
   }
-  options.controller = *cfg;
 
-  auto mib = [](double m) { return tgs::bytes{static_cast<std::uint64_t>(m * 1024.0 * 1024.0)}; };
   options.eviction_wait = std::chrono::milliseconds{eviction_wait_ms};
   options.residency = *tgs::parse_residency_split(residency_split_name);  // CLI::IsMember checked it
   if (memory_policy != "off") {
-    std::optional<tgs::any_memory_policy::config> mcfg = tgs::any_memory_policy::default_config(memory_policy);
-    if (!mcfg) {
-      fmt::print(stderr, "tgs-node: unknown memory policy '{}'; known: {}\n", memory_policy, memory_names);
-      return 2;
-    }
     if (memory_budget_mib <= 0) {
       fmt::print(stderr, "tgs-node: --memory-policy {} needs --memory-budget-mib (the per-GPU budget)\n",
                  memory_policy);
       return 2;
     }
-    if (auto* t = std::get_if<tgs::transparent_unified_memory::config>(&*mcfg)) t->reserve = mib(memory_reserve_mib);
-    if (auto* h = std::get_if<tgs::hard_limit::config>(&*mcfg)) {
-      h->production_fraction = production_fraction;
-      if (production_limit_mib > 0) h->production_limit = mib(production_limit_mib);
-      if (opportunistic_limit_mib > 0) h->opportunistic_limit = mib(opportunistic_limit_mib);
+    options.memory_policy = *memory_settings.find(memory_policy);
+    try {
+      tgs::any_memory_policy check{*options.memory_policy};
+    } catch (const tgs::config_error& e) {
+      fmt::print(stderr, "tgs-node: {}\n", e.what());
+      return 2;
     }
-    options.memory_policy = *mcfg;
-    options.memory_budget = mib(memory_budget_mib);
+    options.memory_budget = tgs::bytes{static_cast<std::uint64_t>(memory_budget_mib * 1024.0 * 1024.0)};
   } else if (memory_budget_mib > 0) {
     fmt::print(stderr, "tgs-node: --memory-budget-mib has no effect without --memory-policy\n");
+    return 2;
   }
 
   struct sigaction sa{};

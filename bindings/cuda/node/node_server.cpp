@@ -360,24 +360,25 @@ void node_server::send_status(connection& c, bool json) {
   }
   for (const auto& [gpu, l] : gpus_) {
     const rate_decision& d = l->decision();
+    // The controller's own account of its state (`describe()`): its phase, and whatever it
+    // decides from (TGS: R and the last sample), so an operator can see why it throttles.
+    const state_report state = l->controller().describe();
     std::string phase = "-";
-    // The controller's view of the production job (R and the band), so an operator can see why
-    // it throttles: R per second and the dead band in force; null for other policies.
-    std::string max_rate = "null";
-    std::string dead_band = "null";
-    // The rate the controller compared with R in its last window: with --sync-wait-correction
-    // it is not the launched rate, so the deviation it acted on is only visible here.
-    std::string sample_rate = "null";
-    // Completed reference refreshes since the pairing (--refresh-every-windows): beside the
-    // "refreshing" phase it tells a refresh that measured R from one an idle window ended.
-    std::string refreshes = "null";
-    if (const auto* t = l->controller().target<tgs_rate_control>()) {
-      phase = std::string(to_string(t->phase()));
-      const double window_s = std::chrono::duration<double>(t->settings().production_window).count();
-      if (t->max_rate() > 0.0) max_rate = fmt::format("{:.0f}", t->max_rate() / window_s);
-      if (t->last_sample() > 0.0) sample_rate = fmt::format("{:.0f}", t->last_sample() / window_s);
-      dead_band = fmt::format("{:.4f}", t->dead_band());
-      refreshes = std::to_string(t->refreshes());
+    std::string state_json;
+    std::string state_text;
+    for (const state_field& f : state.fields()) {
+      if (const auto* word = std::get_if<std::string_view>(&f.value)) {
+        if (f.key == "phase") phase = std::string(*word);
+        state_json += fmt::format("{}\"{}\":\"{}\"", state_json.empty() ? "" : ",", f.key, *word);
+        state_text += fmt::format("{}{} {}", state_text.empty() ? "" : ", ", f.key, *word);
+      } else if (const auto* count = std::get_if<std::int64_t>(&f.value)) {
+        state_json += fmt::format("{}\"{}\":{}", state_json.empty() ? "" : ",", f.key, *count);
+        state_text += fmt::format("{}{} {}", state_text.empty() ? "" : ", ", f.key, *count);
+      } else {
+        const double v = std::get<double>(f.value);
+        state_json += fmt::format("{}\"{}\":{:.6g}", state_json.empty() ? "" : ",", f.key, v);
+        state_text += fmt::format("{}{} {:.6g}", state_text.empty() ? "" : ", ", f.key, v);
+      }
     }
     const std::string budget = d.opportunistic_budget ? std::to_string(*d.opportunistic_budget) : "unthrottled";
     const double window_ms = std::chrono::duration<double, std::milli>(d.budget_window).count();
@@ -389,18 +390,14 @@ void node_server::send_status(connection& c, bool json) {
       lines.push_back(fmt::format(
           R"({{"gpu":{},"phase":"{}","budget_blocks":{},"budget_window_ms":{:.1f},"memory_policy":"{}",)"
           R"("memory_budget_bytes":{},"opportunistic_resident_limit":{},"residency_split":{},)"
-          R"("max_rate_blocks_per_s":{},"dead_band":{},"sample_blocks_per_s":{},"refreshes":{}}})",
+          R"("controller":{{{}}}}})",
           gpu, phase, d.opportunistic_budget ? budget : "null", window_ms, memory_policy,
           m != nullptr ? m->budget().count() : 0, limit,
-          m != nullptr ? fmt::format("\"{}\"", to_string(m->split())) : std::string("null"), max_rate, dead_band,
-          sample_rate, refreshes));
+          m != nullptr ? fmt::format("\"{}\"", to_string(m->split())) : std::string("null"), state_json));
     } else {
-      const std::string estimate =
-          max_rate == "null" ? std::string()
-                             : fmt::format(" (R {} blocks/s, dead band {}, last sample {} blocks/s)", max_rate,
-                                           dead_band, sample_rate == "null" ? std::string("-") : sample_rate);
-      lines.push_back(fmt::format("GPU {}: phase {}{}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}",
-                                  gpu, phase, estimate, budget, window_ms, memory_policy,
+      const std::string estimate = state_text.empty() ? "policy " + std::string(sample.policy_name()) : state_text;
+      lines.push_back(fmt::format("GPU {}: {}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}",
+                                  gpu, estimate, budget, window_ms, memory_policy,
                                   m == nullptr ? std::string()
                                                : fmt::format(", budget {} MiB, opportunistic resident limit {} (split {})",
                                                              m->budget().count() >> 20,

@@ -25,6 +25,7 @@ struct fixed_budget {
   static constexpr std::string_view name = "fixed-budget";
   explicit fixed_budget(const config& c) : cfg(c) {}
   [[nodiscard]] const config& settings() const noexcept { return cfg; }
+  [[nodiscard]] tgs::state_report describe() const noexcept { return {}; }
   tgs::rate_decision step(const tgs::rate_observation& obs) noexcept {
     last = obs;
     ++steps;

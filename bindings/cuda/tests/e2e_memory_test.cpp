@@ -37,8 +37,8 @@ class MemoryEndToEnd : public EndToEnd {
   }
 
   void start_tgs_node(const std::string& policy = "tgs", const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args{"--memory-policy", policy, "--memory-budget-mib", "1024", "--memory-reserve-mib",
-                                  "64"};
+    std::vector<std::string> args{"--memory-policy", policy, "--memory-budget-mib", "1024"};
+    if (policy == "tgs") args.insert(args.end(), {"--memory.tgs.reserve-mib", "64"});
     args.insert(args.end(), extra.begin(), extra.end());
     start_node(args);
   }
@@ -274,7 +274,8 @@ TEST_F(MemoryEndToEnd, JobsSeeTheirBudgetAsTheDevicesMemory) {
 }
 
 TEST_F(MemoryEndToEnd, HardLimitFailsAnAllocationBeyondTheLimitWithOutOfMemory) {
-  start_tgs_node("hard-limit", {"--opportunistic-limit-mib", "256", "--production-limit-mib", "768"});
+  start_tgs_node("hard-limit",
+                 {"--memory.hard-limit.opportunistic-limit-mib", "256", "--memory.hard-limit.production-limit-mib", "768"});
   process& prod = start_memory_job("production", 256);
   process& opp = start_memory_job("opportunistic", 512);
   EXPECT_EQ(opp.wait(), 3) << opp.stderr_text();

@@ -4,6 +4,7 @@
 // fake device of their own.
 #pragma once
 
+#include <algorithm>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -179,9 +180,13 @@ class EndToEnd : public ::testing::Test {
     // while the old one still serves the socket, refuses to take it over, and exits, and the
     // test then runs with no node at all once the old one is gone.
     node_.reset();
-    std::vector<std::string> argv{TGS_NODE_BIN, "--socket", socket_, "--production-window-ms", "200",
-                                  "--profile-windows", "3", "--max-profile-windows", "6", "--liveness-ms", "100",
-                                  "--log-level", "info"};
+    std::vector<std::string> argv{TGS_NODE_BIN, "--socket", socket_, "--liveness-ms", "100", "--log-level", "info"};
+    // tgs (the default policy) steps every 200 ms and profiles for 3-6 windows, so a test sees
+    // its phases within seconds; other policies have settings of their own.
+    if (std::find(extra.begin(), extra.end(), "--policy") == extra.end()) {
+      argv.insert(argv.end(), {"--tgs.production-window-ms", "200", "--tgs.profile-windows", "3",
+                               "--tgs.max-profile-windows", "6"});
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     node_ = std::make_unique<process>(argv, std::vector<std::string>{});
     wait_until([&] { return ::access(socket_.c_str(), F_OK) == 0; }, 5s, "node socket");

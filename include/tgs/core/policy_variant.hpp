@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -21,6 +22,9 @@ namespace detail {
 /// Policies whose `step` is const (memory, fault) can be stepped through a const wrapper.
 template <typename P, typename Observation>
 concept const_steppable = requires(const P& p, const Observation& o) { p.step(o); };
+/// Policies that report their state (`describe()`), as the rate controllers do.
+template <typename P>
+concept describable = requires(const P& p) { p.describe(); };
 }  // namespace detail
 
 /// One of `Policies...` (all models of one family's concept over `Observation` and `Decision`),
@@ -70,6 +74,12 @@ class policy_variant {
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
 
+  /// The held policy's state report, for families whose policies report one.
+  [[nodiscard]] auto describe() const noexcept
+      requires(detail::describable<Policies> && ...) {
+    return std::visit([](const auto& m) noexcept { return m.describe(); }, model_);
+  }
+
   /// The registry name of the held policy.
   [[nodiscard]] std::string_view policy_name() const noexcept {
     return std::visit(
@@ -78,6 +88,9 @@ class policy_variant {
         },
         model_);
   }
+
+  /// The held policy, for visiting it.
+  [[nodiscard]] const model& held() const noexcept { return model_; }
 
   /// The held policy if it is a `P`, else null (as `std::function::target`).
   template <typename P>
@@ -98,6 +111,50 @@ class policy_variant {
   [[nodiscard]] static std::optional<config> default_config(std::string_view policy) noexcept {
     return default_config_at<0>(policy);
   }
+
+  /// Calls `f.template operator()<P>()` for every registered policy `P`, in registry order: how
+  /// a driver walks the registry (to add each policy's flags, say) without naming a policy.
+  template <typename F>
+  static constexpr void for_each_policy(F&& f) {
+    (f.template operator()<Policies>(), ...);
+  }
+
+  /// One configuration of every registered policy, each at its defaults until set: what a
+  /// command line fills in before it knows which policies it will run. `find(name)` then picks
+  /// one by name, with the settings it was given.
+  ///
+  /// ```cpp
+  /// tgs::any_rate_controller::configs all;
+  /// all.of<tgs::token_bucket>().budget_blocks = 5000;
+  /// tgs::any_rate_controller c{*all.find("token-bucket")};
+  /// ```
+  class configs {
+   public:
+    template <typename P>
+    [[nodiscard]] typename P::config& of() noexcept {
+      return std::get<typename P::config>(all_);
+    }
+    template <typename P>
+    [[nodiscard]] const typename P::config& of() const noexcept {
+      return std::get<typename P::config>(all_);
+    }
+    /// The configuration of the policy registered as `policy`, or empty for an unknown name.
+    [[nodiscard]] std::optional<config> find(std::string_view policy) const noexcept {
+      return find_at<0>(policy);
+    }
+
+   private:
+    template <std::size_t I>
+    [[nodiscard]] std::optional<config> find_at(std::string_view policy) const noexcept {
+      if constexpr (I < sizeof...(Policies)) {
+        if (names_[I] == policy) return config{std::in_place_index<I>, std::get<I>(all_)};
+        return find_at<I + 1>(policy);
+      } else {
+        return std::nullopt;
+      }
+    }
+    std::tuple<typename Policies::config...> all_{};
+  };
 
  private:
   static constexpr std::array<std::string_view, sizeof...(Policies)> names_{Policies::name...};

@@ -43,7 +43,6 @@ class any_memory_policy
 };
 
 static_assert(MemoryPolicy<any_memory_policy>);
-
 /// The registry names of the memory policies, in a stable order (the order of
 /// `any_memory_policy::config`'s alternatives).
 [[nodiscard]] constexpr std::span<const std::string_view> memory_policy_names() noexcept {

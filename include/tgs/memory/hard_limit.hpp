@@ -4,6 +4,7 @@
 /// an allocation beyond the limit fails cleanly and nothing is ever evicted.
 #pragma once
 
+#include <array>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #include "tgs/core/config_error.hpp"
 #include "tgs/core/units.hpp"
+#include "tgs/core/settings.hpp"
 #include "tgs/memory/concepts.hpp"
 #include "tgs/memory/detail/byte_math.hpp"
 
@@ -60,6 +62,15 @@ class hard_limit {
   };
 
   static constexpr std::string_view name = "hard-limit";
+  static constexpr std::array setting_table{
+      setting<config>{"production-fraction",
+                      "the production job's share of the budget when no limit is given",
+                      &config::production_fraction},
+      setting<config>{"production-limit-mib", "the production job's limit",
+                      &config::production_limit},
+      setting<config>{"opportunistic-limit-mib", "the opportunistic job's limit",
+                      &config::opportunistic_limit},
+  };
 
   /// Throws `config_error` naming the field when a setting is out of range.
   explicit hard_limit(config cfg) : config_(cfg) {
@@ -120,5 +131,6 @@ class hard_limit {
 };
 
 static_assert(MemoryPolicy<hard_limit>);
+static_assert(SettingsTable<hard_limit>);
 
 }  // namespace tgs

@@ -4,9 +4,11 @@
 /// co-location whose memory does not fit is refused.
 #pragma once
 
+#include <array>
 #include <string_view>
 
 #include "tgs/core/units.hpp"
+#include "tgs/core/settings.hpp"
 #include "tgs/memory/concepts.hpp"
 #include "tgs/memory/detail/byte_math.hpp"
 
@@ -38,6 +40,7 @@ class no_oversubscription {
   };
 
   static constexpr std::string_view name = "no-oversubscription";
+  static constexpr auto setting_table = no_settings<config>;
 
   constexpr explicit no_oversubscription(config cfg) noexcept : config_(cfg) {}
 
@@ -63,5 +66,6 @@ class no_oversubscription {
 };
 
 static_assert(MemoryPolicy<no_oversubscription>);
+static_assert(SettingsTable<no_oversubscription>);
 
 }  // namespace tgs

@@ -4,9 +4,11 @@
 /// replacement alone decides what stays on the GPU.
 #pragma once
 
+#include <array>
 #include <string_view>
 
 #include "tgs/core/units.hpp"
+#include "tgs/core/settings.hpp"
 #include "tgs/memory/concepts.hpp"
 
 namespace tgs {
@@ -40,6 +42,7 @@ class plain_unified_memory {
   };
 
   static constexpr std::string_view name = "unified-memory";
+  static constexpr auto setting_table = no_settings<config>;
 
   constexpr explicit plain_unified_memory(config cfg) noexcept : config_(cfg) {}
 
@@ -62,5 +65,6 @@ class plain_unified_memory {
 };
 
 static_assert(MemoryPolicy<plain_unified_memory>);
+static_assert(SettingsTable<plain_unified_memory>);
 
 }  // namespace tgs

@@ -4,9 +4,11 @@
 /// opportunistic memory in unified memory that is evicted when the GPU is oversubscribed.
 #pragma once
 
+#include <array>
 #include <string_view>
 
 #include "tgs/core/units.hpp"
+#include "tgs/core/settings.hpp"
 #include "tgs/memory/concepts.hpp"
 #include "tgs/memory/detail/byte_math.hpp"
 
@@ -59,6 +61,12 @@ class transparent_unified_memory {
   };
 
   static constexpr std::string_view name = "tgs";
+  static constexpr std::array setting_table{
+      setting<config>{"reserve-mib",
+                      "part of the budget kept free of both jobs (contexts, driver; released code "
+                      "1024)",
+                      &config::reserve},
+  };
 
   /// Every `reserve` is valid, so this constructor never throws.
   constexpr explicit transparent_unified_memory(config cfg) noexcept : config_(cfg) {}
@@ -101,5 +109,6 @@ class transparent_unified_memory {
 };
 
 static_assert(MemoryPolicy<transparent_unified_memory>);
+static_assert(SettingsTable<transparent_unified_memory>);
 
 }  // namespace tgs

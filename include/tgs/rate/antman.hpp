@@ -4,6 +4,7 @@
 /// opportunistic job's operators when the resource-guarantee job's iteration time rises.
 #pragma once
 
+#include <array>
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -71,6 +72,24 @@ class antman {
   };
 
   static constexpr std::string_view name = "antman";
+  static constexpr enforcement enforced_by = enforcement::framework;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  static constexpr bool co_locates = true;
+  static constexpr std::string_view default_memory_policy = "unified-memory";
+  static constexpr bool adaptive = true;
+  static constexpr std::array setting_table{
+      setting<config>{"period-ms", "control period", &config::period},
+      setting<config>{"baseline-periods", "periods with an iteration time that form the baseline",
+                      &config::baseline_periods},
+      setting<config>{"tolerance", "allowed slowdown of the production job", &config::tolerance},
+      setting<config>{"initial-budget", "budget when control starts, blocks per budget window",
+                      &config::initial_budget},
+      setting<config>{"decrease-factor", "multiplicative decrease on a violation",
+                      &config::decrease_factor},
+      setting<config>{"increase-step", "additive increase per calm period, blocks",
+                      &config::increase_step},
+      setting<config>{"budget-window-ms", "refill period of the budget", &config::budget_window},
+  };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
   explicit antman(const config& cfg) : cfg_(validated(cfg)) {}
@@ -108,6 +127,19 @@ class antman {
 
   /// The current opportunistic budget, blocks per `budget_window`.
   [[nodiscard]] std::uint64_t budget() const noexcept { return budget_; }
+
+  /// The stage, the learned baseline and the budget.
+  [[nodiscard]] state_report describe() const noexcept {
+    state_report r;
+    switch (stage_) {
+      case stage::inactive: r.add("phase", "inactive"); break;
+      case stage::learning: r.add("phase", "learning"); break;
+      case stage::control: r.add("phase", "control"); break;
+    }
+    if (const std::optional<duration> b = baseline()) r.add("baseline_iteration_s", to_seconds(*b));
+    r.add("budget_blocks", static_cast<std::int64_t>(budget_));
+    return r;
+  }
 
  private:
   enum class stage : std::uint8_t { inactive, learning, control };
@@ -165,6 +197,6 @@ class antman {
   instant next_revisit_ = never;
 };
 
-static_assert(RateController<antman>);
+static_assert(RegisteredRateController<antman>);
 
 }  // namespace tgs

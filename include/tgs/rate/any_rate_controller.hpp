@@ -1,20 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// `any_rate_controller`: the type-erased rate controller for run-time choice at the edge (CLI
-/// flag, Python), plus the registry of controller names.
+/// `any_rate_controller`: the registry of rate controllers and the type-erased controller for
+/// run-time choice at the edge (CLI flag, Python). Adding a controller is its own header plus one
+/// entry in the list below; `RegisteredRateController` makes the compiler ask for everything
+/// the drivers need.
 #pragma once
 
-#include <array>
-#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
 
-#include "tgs/core/config_error.hpp"
 #include "tgs/core/policy_variant.hpp"
 #include "tgs/rate/antman.hpp"
 #include "tgs/rate/co_execution.hpp"
@@ -39,17 +35,38 @@ namespace tgs {
 /// std::optional<tgs::any_rate_controller> c = tgs::make_rate_controller("tgs");  // defaults
 /// tgs::any_rate_controller m{tgs::mps::config{.production_threads = 0.5}};
 /// tgs::rate_decision d = c->step({});
-/// std::string_view which = m.policy_name();  // "mps"
-/// if (const auto* t = c->target<tgs::tgs_rate_control>()) {
-///   std::cout << to_string(t->phase()) << '\n';  // the concrete accessors stay reachable
-/// }
+/// std::string_view which = m.policy_name();      // "mps"
+/// bool gated = c->traits().enforced_by == tgs::enforcement::interposer;
+/// tgs::state_report state = c->describe();        // what `tgs-node status` prints
 /// ```
 class any_rate_controller
+    // The registry: one line per controller, in the order tools list them.
     : public policy_variant<rate_observation, rate_decision, tgs_rate_control, exclusive,
-                            co_execution, mps, mig, antman, token_bucket, time_slice_lock> {
+                            co_execution, mps, mig, antman, token_bucket,
+                            time_slice_lock> {
  public:
   using policy_variant::policy_variant;
   static constexpr std::string_view name = "any";
+
+  /// The held controller's traits.
+  [[nodiscard]] rate_policy_traits traits() const noexcept {
+    return std::visit(
+        [](const auto& m) noexcept {
+          return traits_of<std::remove_cvref_t<decltype(m)>>();
+        },
+        held());
+  }
+
+  /// The traits of the controller registered as `policy`, or empty for an unknown name.
+  [[nodiscard]] static constexpr std::optional<rate_policy_traits> traits_of_policy(
+      std::string_view policy) noexcept {
+    std::optional<rate_policy_traits> found;
+    for_each_policy([&]<typename P>() {
+      static_assert(RegisteredRateController<P>);
+      if (!found && P::name == policy) found = traits_of<P>();
+    });
+    return found;
+  }
 };
 
 static_assert(RateController<any_rate_controller>);

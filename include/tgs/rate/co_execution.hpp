@@ -4,6 +4,7 @@
 /// evaluation).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
 
@@ -28,10 +29,21 @@ class co_execution {
   struct config {};
 
   static constexpr std::string_view name = "co-execution";
+  static constexpr enforcement enforced_by = enforcement::placement;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  static constexpr bool co_locates = true;
+  /// The paper ran its baselines on its unified-memory PyTorch image, so oversubscription
+  /// thrashes instead of failing.
+  static constexpr std::string_view default_memory_policy = "unified-memory";
+  static constexpr bool adaptive = false;
+  static constexpr auto setting_table = no_settings<config>;
 
   explicit co_execution(const config& cfg) noexcept : cfg_(cfg) {}
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
+
+  /// Nothing changes between steps, so there is no state to report.
+  [[nodiscard]] state_report describe() const noexcept { return {}; }
 
   [[nodiscard]] rate_decision step(const rate_observation&) noexcept {
     rate_decision d;
@@ -45,6 +57,6 @@ class co_execution {
   config cfg_;
 };
 
-static_assert(RateController<co_execution>);
+static_assert(RegisteredRateController<co_execution>);
 
 }  // namespace tgs

@@ -7,12 +7,51 @@
 #include <concepts>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <variant>
 
+#include "tgs/core/settings.hpp"
 #include "tgs/core/units.hpp"
 
 namespace tgs {
+
+/// Who carries out a policy's decisions on a real GPU. The drivers ask this instead of knowing
+/// policies by name: the simulator charges the interposer's cost to jobs under `interposer`
+/// policies, and `tgs-node` runs only the policies it can enforce.
+enum class enforcement : std::uint8_t {
+  /// Nothing beyond placement: the jobs run as the GPU schedules them (exclusive, co-execution).
+  placement,
+  /// The interposer's launch gate, with budgets set by `tgs-node` (TGS, token bucket, ...).
+  interposer,
+  /// The GPU itself divides its SMs (MPS's thread percentages, MIG slices).
+  hardware,
+  /// The training framework (AntMan schedules inside the framework, from iteration times).
+  framework,
+};
+
+[[nodiscard]] constexpr std::string_view to_string(enforcement e) noexcept {
+  switch (e) {
+    case enforcement::placement: return "placement";
+    case enforcement::interposer: return "interposer";
+    case enforcement::hardware: return "hardware";
+    case enforcement::framework: return "framework";
+  }
+  return "unknown";
+}
+
+/// How the two jobs' kernels share the GPU's compute, as a contention model sees it: the
+/// simulator's pair model has one set of parameters per mechanism.
+enum class sharing_mechanism : std::uint8_t { time_slicing, mps, mig };
+
+[[nodiscard]] constexpr std::string_view to_string(sharing_mechanism m) noexcept {
+  switch (m) {
+    case sharing_mechanism::time_slicing: return "time-slicing";
+    case sharing_mechanism::mps: return "mps";
+    case sharing_mechanism::mig: return "mig";
+  }
+  return "unknown";
+}
 
 /// What one job did on the GPU since the controller's previous step.
 struct job_activity {
@@ -100,13 +139,14 @@ struct rate_decision {
 ///   does not block.
 /// - `C::name` is the policy's registry name (`"tgs"`, `"mps"`, ...).
 /// - `C` is a copyable value: copying a controller forks its state.
+/// - `cc.describe()` reports its state for status lines and metrics (`tgs::state_report`),
+///   without allocating.
 ///
 /// Semantics the compiler cannot check: a driver steps the controller no later than the
 /// `revisit_at` it was given and also on job events (arrival, departure); the observation's
 /// counters cover exactly `window`.
 ///
-/// Models: `tgs_rate_control`, `exclusive`, `co_execution`, `mps`, `mig`, `antman`,
-/// `token_bucket`, `time_slice_lock`, and the type-erased `any_rate_controller`.
+/// Models: every `RegisteredRateController` and the type-erased `any_rate_controller`.
 /// Counter-example: a controller that reads `std::chrono::steady_clock` inside `step`, since the
 /// simulator could then not replay it.
 ///
@@ -122,6 +162,55 @@ concept RateController =
       { c.step(obs) } noexcept -> std::same_as<rate_decision>;
       { C::name } -> std::convertible_to<std::string_view>;
       { cc.settings() } noexcept -> std::same_as<const typename C::config&>;
+      { cc.describe() } noexcept -> std::same_as<state_report>;
     };
+
+/// A concrete rate controller that drivers run by name through the registry
+/// (`any_rate_controller`): it says statically what the drivers need to know about it, so no
+/// driver compares policy names.
+///
+/// Requirements, beyond `RateController`:
+/// - `C::enforced_by`: who carries its decisions out on a real GPU (`tgs::enforcement`).
+/// - `C::mechanism`: how the two jobs' kernels share the GPU, for contention models.
+/// - `C::co_locates`: false only for a policy that never lets the classes share a GPU (a cluster
+///   preempts the opportunistic job instead).
+/// - `C::default_memory_policy`: the registry name of the memory policy it runs with unless a
+///   driver is told otherwise.
+/// - `C::adaptive`: it moves the opportunistic job's share to hold the production job near its
+///   standalone speed, so a measured pair under it shows what the production job tolerates, not
+///   how the two jobs contend unchecked (a contention model's fit reads it so).
+/// - `C::setting_table`: its tunable settings (`tgs::setting<config>`), from which both tools make
+///   their flags (`no_settings<config>` for none).
+///
+/// Models: `tgs_rate_control`, `exclusive`, `co_execution`, `mps`, `mig`, `antman`,
+/// `token_bucket`, `time_slice_lock`, `idle_harvest`. Counter-example: the type-erased
+/// `any_rate_controller`, whose traits depend on the policy it holds (`traits()`).
+template <typename C>
+concept RegisteredRateController =
+    RateController<C> && requires {
+      { C::enforced_by } -> std::convertible_to<enforcement>;
+      { C::mechanism } -> std::convertible_to<sharing_mechanism>;
+      { C::co_locates } -> std::convertible_to<bool>;
+      { C::default_memory_policy } -> std::convertible_to<std::string_view>;
+      { C::adaptive } -> std::convertible_to<bool>;
+    } && SettingsTable<C>;
+
+/// A registered rate controller's traits as a value, for run-time queries by name.
+struct rate_policy_traits {
+  std::string_view name;
+  enforcement enforced_by = enforcement::placement;
+  sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  bool co_locates = true;
+  std::string_view default_memory_policy;
+  bool adaptive = false;
+  constexpr bool operator==(const rate_policy_traits&) const noexcept = default;
+};
+
+/// The traits of `C`, as a value.
+template <RegisteredRateController C>
+[[nodiscard]] constexpr rate_policy_traits traits_of() noexcept {
+  return {C::name, C::enforced_by, C::mechanism, C::co_locates, C::default_memory_policy,
+          C::adaptive};
+}
 
 }  // namespace tgs

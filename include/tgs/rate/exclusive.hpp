@@ -4,6 +4,7 @@
 /// of the TGS evaluation).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
 
@@ -31,10 +32,20 @@ class exclusive {
   struct config {};
 
   static constexpr std::string_view name = "exclusive";
+  static constexpr enforcement enforced_by = enforcement::placement;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  /// The classes never share a GPU: a cluster preempts the opportunistic job instead.
+  static constexpr bool co_locates = false;
+  static constexpr std::string_view default_memory_policy = "unified-memory";
+  static constexpr bool adaptive = false;
+  static constexpr auto setting_table = no_settings<config>;
 
   explicit exclusive(const config& cfg) noexcept : cfg_(cfg) {}
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
+
+  /// Nothing changes between steps, so there is no state to report.
+  [[nodiscard]] state_report describe() const noexcept { return {}; }
 
   [[nodiscard]] rate_decision step(const rate_observation& obs) noexcept {
     rate_decision d;
@@ -56,6 +67,6 @@ class exclusive {
   config cfg_;
 };
 
-static_assert(RateController<exclusive>);
+static_assert(RegisteredRateController<exclusive>);
 
 }  // namespace tgs

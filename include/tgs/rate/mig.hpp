@@ -3,6 +3,7 @@
 /// `mig`: static MIG slices per class (the MIG baseline of the TGS evaluation).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
 
@@ -37,11 +38,32 @@ class mig {
   };
 
   static constexpr std::string_view name = "mig";
+  static constexpr enforcement enforced_by = enforcement::hardware;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::mig;
+  static constexpr bool co_locates = true;
+  static constexpr std::string_view default_memory_policy = "unified-memory";
+  static constexpr bool adaptive = false;
+  static constexpr std::array setting_table{
+      setting<config>{"production-slices", "compute slices of the production job's instance",
+                      &config::production_slices},
+      setting<config>{"opportunistic-slices",
+                      "compute slices of the opportunistic job's instance",
+                      &config::opportunistic_slices},
+      setting<config>{"total-slices", "compute slices of the whole GPU", &config::total_slices},
+  };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
   explicit mig(const config& cfg) : cfg_(validated(cfg)) {}
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
+
+  /// The static slices.
+  [[nodiscard]] state_report describe() const noexcept {
+    state_report r;
+    r.add("production_slices", std::int64_t{cfg_.production_slices});
+    r.add("opportunistic_slices", std::int64_t{cfg_.opportunistic_slices});
+    return r;
+  }
 
   [[nodiscard]] rate_decision step(const rate_observation&) noexcept {
     rate_decision d;
@@ -69,6 +91,6 @@ class mig {
   config cfg_;
 };
 
-static_assert(RateController<mig>);
+static_assert(RegisteredRateController<mig>);
 
 }  // namespace tgs

@@ -4,6 +4,7 @@
 /// evaluation).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
 
@@ -40,11 +41,31 @@ class mps {
   };
 
   static constexpr std::string_view name = "mps";
+  static constexpr enforcement enforced_by = enforcement::hardware;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::mps;
+  static constexpr bool co_locates = true;
+  static constexpr std::string_view default_memory_policy = "unified-memory";
+  static constexpr bool adaptive = false;
+  static constexpr std::array setting_table{
+      setting<config>{"production-threads", "fraction of SMs the production job may use, in (0, 1]",
+                      &config::production_threads},
+      setting<config>{"opportunistic-threads",
+                      "fraction of SMs the opportunistic job may use, in (0, 1]",
+                      &config::opportunistic_threads},
+  };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
   explicit mps(const config& cfg) : cfg_(validated(cfg)) {}
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
+
+  /// The static partition.
+  [[nodiscard]] state_report describe() const noexcept {
+    state_report r;
+    r.add("production_threads", cfg_.production_threads);
+    r.add("opportunistic_threads", cfg_.opportunistic_threads);
+    return r;
+  }
 
   [[nodiscard]] rate_decision step(const rate_observation&) noexcept {
     rate_decision d;
@@ -67,6 +88,6 @@ class mps {
   config cfg_;
 };
 
-static_assert(RateController<mps>);
+static_assert(RegisteredRateController<mps>);
 
 }  // namespace tgs

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 
+#include "tgs/core/settings.hpp"
 #include "tgs/core/units.hpp"
 #include "tgs/rate/concepts.hpp"
 #include "tgs/rate/detail/arithmetic.hpp"
@@ -32,10 +33,6 @@ enum class tgs_phase : std::uint8_t {
   /// The opportunistic job runs unthrottled: the production job is idle or absent, or there is
   /// no opportunistic job to throttle.
   unthrottled,
-  /// A reference refresh (`config::refresh_every_windows`, our extension): in control, the
-  /// opportunistic job is held for a few windows while R is measured again; the budget, the
-  /// growth state and the window counts resume unchanged afterwards.
-  refreshing,
 };
 
 [[nodiscard]] constexpr std::string_view to_string(tgs_phase p) noexcept {
@@ -44,13 +41,16 @@ enum class tgs_phase : std::uint8_t {
     case tgs_phase::slow_start: return "slow_start";
     case tgs_phase::congestion_avoidance: return "congestion_avoidance";
     case tgs_phase::unthrottled: return "unthrottled";
-    case tgs_phase::refreshing: return "refreshing";
   }
   return "unknown";
 }
 
 /// TGS adaptive rate control: throttles the opportunistic job's thread-block launches so the
-/// production job keeps its standalone rate (NSDI'23 §4, Algorithm 1).
+/// production job keeps its standalone rate (NSDI'23 §4, Algorithm 1). This is the paper's
+/// reference: `tgs-sim pairs` reproduces the paper's table with it. It decides from the production
+/// job's launch rate alone, which on real GPUs moves with the job's host side as much as with
+/// contention (docs/results/rate-control.md); `idle_harvest` is the controller that decides from
+/// GPU-side signals instead.
 ///
 /// The production job's rate is the number of thread blocks it launched per production window
 /// (5 s). While both classes are on the GPU the controller is stepped once per production window
@@ -73,13 +73,9 @@ enum class tgs_phase : std::uint8_t {
 ///    fewer than 1,000 blocks in 3 or more of the last 5 windows the opportunistic job is
 ///    unthrottled; with exactly 2 such windows the budget restarts at 20,000 in slow start, which
 ///    throttles the opportunistic job again within 3 windows of the production job resuming.
-/// 4. **Reference refresh** (our extension, off by default: `config::refresh_every_windows`).
-///    Every so many control windows the opportunistic job is held for `refresh_windows` windows
-///    and R moves part of the way towards the rate the production job makes alone; the budget
-///    and the growth state resume where they were.
 ///
-/// Deliberate differences from the released code, each a `config` switch or documented default
-/// (see docs/policies/rate-control.md):
+/// Where a policy value type must differ from the released code, the difference is a documented
+/// default (see docs/policies/rate-control.md):
 /// - An arrival re-profiles R from scratch instead of taking an initial R from the production
 ///   side (its `rate_watcher`): the policy sees only this GPU's observations.
 /// - `max_profile_windows` bounds profiling. The code keeps profiling while the window estimate
@@ -191,108 +187,55 @@ class tgs_rate_control {
     std::uint64_t congestion_cap_floor = std::uint64_t{1} << 32;
     /// Absolute budget ceiling. Released code: `UPPER_LIMIT = 100000000000000LL`.
     std::uint64_t budget_ceiling = 100'000'000'000'000;
-    /// Weight of the previous production rate in an exponential moving average of the samples.
-    /// Released code: `limit_manager`'s `alpha` (`recv_rate = alpha * recv_rate + (1 - alpha) *
-    /// recv_counter`), 0.0 there, so each window counts alone. Raise it where a production job's
-    /// launch rate is noisy from window to window (a training loop bound by its CPU side): on
-    /// an H200 such noise made the 3% band starve the opportunistic job
-    /// (docs/results/gpu-rate-control.md). The first sample after an arrival, and any sample
-    /// across an idle edge (below `idle_blocks`), is taken as is.
-    double rate_smoothing = 0.0;
-    /// Widen the dead band to this multiple of the production rate's own noise: the coefficient
-    /// of variation of its samples over the latest profiling run, when the opportunistic job is
-    /// held. 0 (the released code): the band is `dead_band` whatever the noise. A training loop
-    /// bound by its CPU side moves ±10% between windows with no contention at all (H200,
-    /// docs/results/gpu-rate-control.md); a 3% band reads that as interference and starves the
-    /// opportunistic job. With a multiple of 2, a job whose rate varies by 4% gets an 8% band;
-    /// a steady GPU-bound job keeps the 3% band. Our extension, not in the released code.
-    double noise_band_multiple = 0.0;
-    /// Upper bound of the widened band: above it the controller could not tell a noisy job from
-    /// a slowed-down one. `reset_band_multiple` times it must stay below 1.
-    double max_noise_band = 0.2;
-    /// Take R as the mean of the profiling run's samples, and do not let the estimator raise it
-    /// while in control (an estimate beyond `reprofile_threshold` still re-profiles). The
-    /// released estimator (the largest mean of two adjacent windows, and R only ever rising
-    /// towards it) sits near the top of a noisy rate's range, so a production job that is not
-    /// slowed at all reads as slowed by about its own noise: on an H100, beside a ResNet-50
-    /// batch-32 job whose 1 s rates vary by 8%, the budget fell to 0 while the production job
-    /// ran at 1.02 of alone (docs/results/gpu-memory.md). With this switch a job at
-    /// its standalone mean sits in the middle of the dead band, and a window above R counts as
-    /// unslowed (the released code's deviation is |rate - R| / R, which with R at a mean would
-    /// cut the budget whenever the job runs faster than its mean). Our extension; `false` is the
-    /// released code.
-    bool max_rate_from_profile_mean = false;
-    /// Count only a production rate below R as a deviation. The released code's deviation is
-    /// |rate - R| / R, so a production job running faster than R also cuts the budget; there R
-    /// is a running maximum that rises to such a rate, so the cut is brief. Where R is fixed
-    /// after profiling (`sync_wait_correction`, `max_rate_from_profile_mean`), a production job
-    /// that speeds up after profiling (one profiled while the opportunistic job was still
-    /// allocating and being placed, or a job still warming up) stays above R, and every window
-    /// more than the dead band above it cuts the budget. On an H100 with the sync-wait correction
-    /// both runs beside ResNet-50 b32 on one machine left slow start at the first control
-    /// window, and 3 of 4 with this switch grew through it (docs/results/gpu-memory.md).
-    /// `max_rate_from_profile_mean` implies this. Our extension; `false` is the released code.
-    bool slowdown_only = false;
-    /// The budget never falls below this many blocks per budget window in control. 0 (the
-    /// released code): decreases of `min_step` drive a small budget to 0, from which slow start
-    /// grows by x1.5 + 1 (1, 2, 4, 7, ...), so one transient dip (say the opportunistic job's own
-    /// start-up) holds the opportunistic job for tens of windows. Our extension; at most
-    /// `initial_budget`.
-    std::uint64_t min_budget = 0;
-    /// Correct the production rate for the job's own host-side noise with its synchronisation
-    /// wait (`job_activity::sync_wait`). A window splits into host time (window - wait) and
-    /// wait; per block, the host part varies with the job's CPU side and the wait grows with GPU
-    /// contention. Profiling learns the mean host time per block h; in control the sample is
-    /// the rate the job would have with that host time and this window's wait per block w:
-    /// production_window / (h + w). A job slowed only by its CPU side keeps its rate; one
-    /// slowed by the opportunistic job's kernels does not. R is then blocks over time across
-    /// the profiling run, and the estimator does not raise it in control. Windows without
-    /// `sync_wait` (the simulator) use the block rate. A job that never waits on its GPU work
-    /// gives no contention signal at all, so the correction reads every slowdown of such a job
-    /// as host noise (H100: a Python-bound MobileNet fell to 0.92 of alone, while jobs that wait
-    /// kept 0.98-1.01; docs/results/gpu-memory.md). Our extension; `false` is the released code.
-    bool sync_wait_correction = false;
     /// Freeze R while any of the last `rate_window_size` windows is idle. Our deviation (see the
     /// class comment); `false` reproduces the released code.
     bool freeze_max_rate_while_idle = true;
-    /// Measure R again every this many control windows (a reference refresh); 0, the default,
-    /// never does, as the released code. R is otherwise measured once, while profiling at an
-    /// arrival, and a host-bound production job's standalone rate drifts: between runs minutes
-    /// apart, and within a run, where its launched rate can settle below the R profiled at the
-    /// start while the opportunistic job is held to a small fraction of its rate. A stale R reads
-    /// that drift as interference (the budget is cut to nothing) or, with
-    /// `sync_wait_correction`, reads a slower host side as unslowed. Once this many control
-    /// windows have passed since profiling ended or since the last refresh ended, the
-    /// opportunistic job is held (budget 0) for `refresh_windows` production windows; the
-    /// budget, the growth state and the window counts stand still meanwhile, and the budget
-    /// resumes at its value before the refresh. A refresh starts only after a control window
-    /// that left the opportunistic job throttled (not while the production job is idle), and an
-    /// idle production window ends it at once, R unchanged, that window then counting as a
-    /// control window. The cost is the opportunistic job's: it is held `refresh_windows` of every
-    /// `refresh_every_windows + refresh_windows` windows. Our extension.
-    int refresh_every_windows = 0;
-    /// Production windows one refresh holds the opportunistic job for, at least 2. The first is
-    /// discarded, since the opportunistic job's kernels already queued drain during it; the
-    /// others are the refresh's samples. Our extension (see `refresh_every_windows`).
-    int refresh_windows = 3;
-    /// How far one refresh moves R, in (0, 1]: R <- (1 - weight) R + weight x the refresh's
-    /// estimate, so one refresh that a stall of the job's own disturbed moves R only partway. The
-    /// estimate is the mean launched rate of the refresh's samples. With `sync_wait_correction`
-    /// and a learnt host time per block h (and a sync wait in every sample), it is instead blocks
-    /// x `production_window` / (host time + wait) over the samples, as profiling measures R, and
-    /// h moves by the same weight towards the samples' host time per block, so the corrected
-    /// samples that follow compare the job at its current host speed with an R measured at it.
-    /// The estimator's window keeps the control samples from before the refresh, corrected with
-    /// the old h, so a refresh that moves h and R far can leave the estimate beyond
-    /// `reprofile_threshold` of the new R for a few windows, which re-profiles. Our extension
-    /// (see `refresh_every_windows`).
-    double refresh_weight = 0.5;
   };
 
   static constexpr std::string_view name = "tgs";
+  static constexpr enforcement enforced_by = enforcement::interposer;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  static constexpr bool co_locates = true;
+  /// TGS's transparent unified memory (NSDI'23 §5).
+  static constexpr std::string_view default_memory_policy = "tgs";
+  static constexpr bool adaptive = true;
+  /// The constants a user may want to move; the rest keep the released code's values.
+  static constexpr std::array setting_table{
+      setting<config>{"production-window-ms",
+                      "span over which the production rate is counted, and the step period "
+                      "(released code 5000)",
+                      &config::production_window},
+      setting<config>{"budget-window-ms",
+                      "refill period of the opportunistic budget (released code 50)",
+                      &config::budget_window},
+      setting<config>{"profile-windows", "minimum profiling windows (released code 5)",
+                      &config::profile_windows},
+      setting<config>{"max-profile-windows", "maximum profiling windows",
+                      &config::max_profile_windows},
+      setting<config>{"initial-budget",
+                      "first budget, blocks per budget window (released code 20000)",
+                      &config::initial_budget},
+      setting<config>{"warmup-windows",
+                      "control windows before the idle rules apply (released code 15)",
+                      &config::warmup_windows},
+      setting<config>{"dead-band", "dead band around the production rate (released code 0.03)",
+                      &config::dead_band},
+      setting<config>{"additive-increase",
+                      "budget increase per control window in congestion avoidance, as a fraction "
+                      "of the production rate (released code 0.00025)",
+                      &config::additive_increase},
+      setting<config>{"multiplicative-decrease",
+                      "budget decrease per control window outside the dead band, as a fraction "
+                      "of the budget (released code 0.08)",
+                      &config::multiplicative_decrease},
+      setting<config>{"cap-rate-multiple",
+                      "the budget is capped at this multiple of the opportunistic job's rate "
+                      "(released code 3)",
+                      &config::cap_rate_multiple},
+  };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
-  explicit tgs_rate_control(const config& cfg) : cfg_(validated(cfg)), band_(cfg_.dead_band) {}
+  explicit tgs_rate_control(const config& cfg) : cfg_(validated(cfg)) {}
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
 
@@ -318,38 +261,15 @@ class tgs_rate_control {
       return decision();
     }
     // The code floors the received count at 1 block (`recv_counter >= 1. ? recv_counter : 1.`).
-    const double launched = std::max(
+    const double sample = std::max(
         rate_detail::per_period(obs.production->blocks_launched, obs.window, cfg_.production_window),
         1.0);
-    if (stage_ == stage::refreshing) {
-      if (launched >= static_cast<double>(cfg_.idle_blocks)) {
-        refresh(*obs.production, obs.window, launched);
-        next_revisit_ = rate_detail::later(obs.now, cfg_.production_window);
-        return decision();
-      }
-      // An idle production job says nothing about its standalone rate: the refresh ends with R
-      // unchanged, and the window is a control window, so the idle rules see it at once.
-      stage_ = stage::control;
-      since_refresh_ = 0;
-    }
-    double sample = launched;
-    if (cfg_.sync_wait_correction) sample = corrected_for_host_noise(*obs.production, obs.window, sample);
-    if (cfg_.rate_smoothing > 0.0) {
-      // Going idle or coming back is not noise: the idle rules must see it at once, so the
-      // average restarts from the raw sample across an idle edge.
-      const auto idle = static_cast<double>(cfg_.idle_blocks);
-      const bool idle_edge = sample < idle || smoothed_ < idle;
-      smoothed_ = idle_edge ? sample
-                            : cfg_.rate_smoothing * smoothed_ + (1.0 - cfg_.rate_smoothing) * sample;
-      sample = smoothed_;
-    }
     if (stage_ == stage::profiling) {
       profile(sample);
     } else {
       const double opportunistic_rate = rate_detail::per_period(
           obs.opportunistic->blocks_launched, obs.window, cfg_.budget_window);
       control(sample, opportunistic_rate);
-      if (refresh_due()) start_refresh();
     }
     next_revisit_ = rate_detail::later(obs.now, cfg_.production_window);
     return decision();
@@ -358,7 +278,6 @@ class tgs_rate_control {
   /// The current phase of Algorithm 1.
   [[nodiscard]] tgs_phase phase() const noexcept {
     if (stage_ == stage::inactive) return tgs_phase::unthrottled;
-    if (stage_ == stage::refreshing) return tgs_phase::refreshing;
     if (stage_ == stage::profiling || control_windows_ == 0) return tgs_phase::profiling;
     if (unthrottled_) return tgs_phase::unthrottled;
     return growth_ == growth::slow_start ? tgs_phase::slow_start
@@ -369,12 +288,10 @@ class tgs_rate_control {
   /// first estimate).
   [[nodiscard]] double max_rate() const noexcept { return max_rate_; }
 
-  /// The production rate the controller last acted on, in blocks per production window: the
-  /// launched count, corrected for host noise and smoothed where configured (0 before the first
-  /// window after an arrival). Set beside `max_rate()` it shows the deviation the dead band is
-  /// compared with, which a launched block count alone does not when the correction is on.
-  /// Profiling and control both shift each sample into the estimator's window first, so its
-  /// newest entry is that sample (and 0 after `restart()` clears the window).
+  /// The production rate of the latest window, in blocks per production window (0 before the
+  /// first window after an arrival): set beside `max_rate()` it shows the deviation the dead band
+  /// is compared with. Profiling and control both shift each sample into the estimator's window
+  /// first, so its newest entry is that sample.
   [[nodiscard]] double last_sample() const noexcept { return window_[0]; }
 
   /// The internal budget (the code's `g_rate_limit`), blocks per `budget_window`. While
@@ -386,24 +303,25 @@ class tgs_rate_control {
   /// Control windows since the arrival (the code's `cnt`).
   [[nodiscard]] std::int64_t control_windows() const noexcept { return control_windows_; }
 
-  /// The dead band in force (`dead_band` unless `noise_band_multiple` widened it).
-  [[nodiscard]] double dead_band() const noexcept { return band_; }
-
   /// Windows of the current profiling run (the code's `t`).
   [[nodiscard]] int profiled_windows() const noexcept { return profile_windows_; }
 
-  /// Reference refreshes completed since the arrival (`config::refresh_every_windows`), each of
-  /// which moved R towards the rate measured in it; one that an idle window ended is not
-  /// counted. Beside `phase()` it tells a status reader whether the refreshes it saw held the
-  /// opportunistic job for a new R or ended early.
-  [[nodiscard]] std::int64_t refreshes() const noexcept { return refreshes_; }
+  /// The phase, R and the latest sample (both in blocks per second), and the budget.
+  [[nodiscard]] state_report describe() const noexcept {
+    state_report r;
+    r.add("phase", to_string(phase()));
+    const double per_second = 1.0 / to_seconds(cfg_.production_window);
+    if (max_rate_ > 0.0) r.add("max_rate_blocks_per_s", max_rate_ * per_second);
+    if (stage_ != stage::inactive && window_[0] > 0.0) {
+      r.add("sample_blocks_per_s", window_[0] * per_second);
+    }
+    r.add("control_windows", control_windows_);
+    return r;
+  }
 
  private:
-  /// `refreshing` is part of control: the budget and the growth state stand still while the
-  /// opportunistic job is held.
-  enum class stage : std::uint8_t { inactive, profiling, control, refreshing };
+  enum class stage : std::uint8_t { inactive, profiling, control };
   enum class growth : std::uint8_t { slow_start, congestion_avoidance };
-
   static config validated(const config& c) {
     using rate_detail::check;
     constexpr std::string_view p = "tgs_rate_control";
@@ -417,7 +335,6 @@ class tgs_rate_control {
           "in [1, budget_ceiling]", c.initial_budget);
     check(c.rate_window_size >= 2 && c.rate_window_size <= max_rate_window_size, p,
           "rate_window_size", "in [2, 16]", c.rate_window_size);
-    check(c.min_budget <= c.initial_budget, p, "min_budget", "at most initial_budget", c.min_budget);
     check(c.profile_windows >= 1, p, "profile_windows", "at least 1", c.profile_windows);
     check(c.max_profile_windows >= c.profile_windows, p, "max_profile_windows",
           "at least profile_windows", c.max_profile_windows);
@@ -430,8 +347,6 @@ class tgs_rate_control {
     check(c.reprofile_threshold >= c.track_tolerance && c.reprofile_threshold < 1.0, p,
           "reprofile_threshold", "in [track_tolerance, 1)", c.reprofile_threshold);
     check(c.dead_band > 0.0 && c.dead_band < 1.0, p, "dead_band", "in (0, 1)", c.dead_band);
-    check(c.rate_smoothing >= 0.0 && c.rate_smoothing < 1.0, p, "rate_smoothing", "in [0, 1)",
-          c.rate_smoothing);
     check(c.slow_start_factor > 1.0 && c.slow_start_factor <= 16.0, p, "slow_start_factor",
           "in (1, 16]", c.slow_start_factor);
     check(c.slow_start_increment <= limit, p, "slow_start_increment", "at most 2^61",
@@ -441,11 +356,6 @@ class tgs_rate_control {
     check(c.multiplicative_decrease > 0.0 && c.multiplicative_decrease < 1.0, p,
           "multiplicative_decrease", "in (0, 1)", c.multiplicative_decrease);
     check(c.min_step >= 1 && c.min_step <= limit, p, "min_step", "in [1, 2^61]", c.min_step);
-    check(c.noise_band_multiple >= 0.0 && c.noise_band_multiple <= 100.0, p, "noise_band_multiple",
-          "in [0, 100]", c.noise_band_multiple);
-    check(c.max_noise_band >= c.dead_band && c.reset_band_multiple * c.max_noise_band < 1.0, p,
-          "max_noise_band", "at least dead_band with reset_band_multiple * max_noise_band < 1",
-          c.max_noise_band);
     check(c.reset_band_multiple >= 1.0 && c.reset_band_multiple * c.dead_band < 1.0, p,
           "reset_band_multiple", "at least 1 with reset_band_multiple * dead_band < 1",
           c.reset_band_multiple);
@@ -470,14 +380,6 @@ class tgs_rate_control {
           c.slow_start_cap_floor);
     check(c.congestion_cap_floor >= 1, p, "congestion_cap_floor", "at least 1",
           c.congestion_cap_floor);
-    check(c.refresh_every_windows >= 0, p, "refresh_every_windows", "at least 0 (0: off)",
-          c.refresh_every_windows);
-    // Checked whether or not refreshes are on, so a value that is wrong fails at once rather
-    // than when the flag that turns refreshes on is added.
-    check(c.refresh_windows >= 2, p, "refresh_windows",
-          "at least 2 (the first held window is discarded)", c.refresh_windows);
-    check(c.refresh_weight > 0.0 && c.refresh_weight <= 1.0, p, "refresh_weight", "in (0, 1]",
-          c.refresh_weight);
     return c;
   }
 
@@ -493,128 +395,6 @@ class tgs_rate_control {
     decay_count_ = 0;
     budget_ = 0;  // `limit_manager`: `g_rate_limit[device] = 0` on a new production connection
     unthrottled_ = false;
-    smoothed_ = 0.0;
-    band_ = cfg_.dead_band;
-    noise_ = {};
-    host_ = {};
-    host_per_block_ = 0.0;
-    since_refresh_ = 0;
-    refresh_seen_ = 0;
-    refresh_ = {};
-    refreshes_ = 0;
-  }
-
-  /// The dead band in force: `dead_band`, widened to `noise_band_multiple` times the noise of
-  /// the latest profiling run (see `config::noise_band_multiple`).
-  [[nodiscard]] double band_for_noise() const noexcept {
-    if (cfg_.noise_band_multiple <= 0.0 || noise_.n < 2 || noise_.mean <= 0.0) return cfg_.dead_band;
-    const double cv = std::sqrt(noise_.m2 / static_cast<double>(noise_.n - 1)) / noise_.mean;
-    return std::clamp(cfg_.noise_band_multiple * cv, cfg_.dead_band, cfg_.max_noise_band);
-  }
-
-  /// R from the profiling mean or from the host-time sums is set once per profiling run, not
-  /// raised as a running maximum in control.
-  [[nodiscard]] bool max_rate_is_fixed() const noexcept {
-    return cfg_.max_rate_from_profile_mean || (cfg_.sync_wait_correction && host_.blocks > 0.0);
-  }
-
-  /// One window of the production job split for `sync_wait_correction`: host time (the window
-  /// less the sync wait) and wait, in seconds, and the blocks launched.
-  struct host_split {
-    double seconds;
-    double wait;
-    double blocks;
-  };
-
-  /// Sums of such splits over several windows: profiling's (`host_`) and a refresh's. Both derive
-  /// the host time per block and R from them the same way.
-  struct host_sums {
-    double seconds = 0.0;  // host time (window less sync wait)
-    double wait = 0.0;     // sync wait
-    double blocks = 0.0;   // blocks over the same windows
-
-    void add(const host_split& s) noexcept {
-      seconds += s.seconds;
-      wait += s.wait;
-      blocks += s.blocks;
-    }
-    /// h: host seconds per block (blocks > 0).
-    [[nodiscard]] double per_block() const noexcept { return seconds / blocks; }
-    /// R as profiling measures it: blocks per `period` at this host time and wait per block
-    /// (seconds + wait > 0).
-    [[nodiscard]] double rate(duration period) const noexcept {
-      return blocks * std::chrono::duration<double>(period).count() / (seconds + wait);
-    }
-  };
-
-  /// The window's split, or none without a sync wait or below `idle_blocks` (nothing to learn).
-  [[nodiscard]] std::optional<host_split> split_host_time(const job_activity& a,
-                                                          duration window) const noexcept {
-    const auto idle = static_cast<double>(cfg_.idle_blocks);
-    if (!a.sync_wait || static_cast<double>(a.blocks_launched) < idle) return std::nullopt;
-    const double w = std::chrono::duration<double>(window).count();
-    const double wait = std::clamp(std::chrono::duration<double>(*a.sync_wait).count(), 0.0, w);
-    return host_split{w - wait, wait, static_cast<double>(a.blocks_launched)};
-  }
-
-  /// See `config::sync_wait_correction`. Profiling windows add to the host-time and wait sums
-  /// and keep their block rate; control windows get the corrected rate once a host time per
-  /// block is known.
-  double corrected_for_host_noise(const job_activity& a, duration window, double sample) noexcept {
-    const std::optional<host_split> split = split_host_time(a, window);
-    if (!split) return sample;
-    if (stage_ == stage::profiling) {
-      host_.add(*split);
-      return sample;
-    }
-    if (host_.blocks <= 0.0) return sample;
-    const double per_block = host_per_block_ + split->wait / split->blocks;
-    if (per_block <= 0.0) return sample;
-    return std::max(std::chrono::duration<double>(cfg_.production_window).count() / per_block, 1.0);
-  }
-
-  /// A refresh is due after `refresh_every_windows` control windows, and only after one that left
-  /// the opportunistic job throttled: an idle production job has no standalone rate to measure,
-  /// and holding an opportunistic job that the idle rules released would undo them.
-  [[nodiscard]] bool refresh_due() const noexcept {
-    return cfg_.refresh_every_windows > 0 && stage_ == stage::control && !unthrottled_ &&
-           since_refresh_ >= cfg_.refresh_every_windows;
-  }
-
-  void start_refresh() noexcept {
-    stage_ = stage::refreshing;
-    refresh_seen_ = 0;
-    refresh_ = {};
-  }
-
-  /// One held window of a refresh (see `config::refresh_every_windows`); the last one moves R,
-  /// and with the sync-wait correction the host time per block, by `refresh_weight`.
-  void refresh(const job_activity& a, duration window, double launched) noexcept {
-    // The first held window is discarded: the opportunistic job's queued kernels drain in it.
-    if (++refresh_seen_ > 1) {
-      ++refresh_.n;
-      refresh_.launched += launched;
-      if (const std::optional<host_split> split = split_host_time(a, window)) {
-        refresh_.host.add(*split);
-      } else {
-        refresh_.every_window_waited = false;
-      }
-    }
-    if (refresh_seen_ < cfg_.refresh_windows) return;
-    stage_ = stage::control;
-    since_refresh_ = 0;
-    const double weight = cfg_.refresh_weight;
-    const bool host_known = cfg_.sync_wait_correction && host_.blocks > 0.0;
-    if (host_known && refresh_.every_window_waited && refresh_.host.blocks > 0.0) {
-      // As profiling measures them (`profile`), so a corrected sample at the refreshed host time
-      // and the refresh's wait per block reads exactly the refreshed R when the weight is 1.
-      host_per_block_ = (1.0 - weight) * host_per_block_ + weight * refresh_.host.per_block();
-      max_rate_ = (1.0 - weight) * max_rate_ + weight * refresh_.host.rate(cfg_.production_window);
-    } else {
-      const double rate = refresh_.launched / static_cast<double>(refresh_.n);
-      max_rate_ = (1.0 - weight) * max_rate_ + weight * rate;
-    }
-    ++refreshes_;
   }
 
   /// `shift_window`: the largest mean of two adjacent entries of the window *before* `sample`
@@ -643,15 +423,7 @@ class tgs_rate_control {
   /// The profiling loop of `limit_manager`, one window per call.
   void profile(double sample) noexcept {
     const double estimate = shift(sample);
-    if (profile_windows_ == 0) noise_ = {};
     ++profile_windows_;
-    if (sample >= static_cast<double>(cfg_.idle_blocks)) {
-      // Welford's running mean and variance of this profiling run's samples.
-      ++noise_.n;
-      const double d = sample - noise_.mean;
-      noise_.mean += d / static_cast<double>(noise_.n);
-      noise_.m2 += d * (sample - noise_.mean);
-    }
     if (max_rate_ <= 0.0) {
       // No R yet (we re-profile from scratch): the first estimate is taken as it is.
       max_rate_ = estimate;
@@ -674,17 +446,7 @@ class tgs_rate_control {
     const bool minimum_done = profile_windows_ >= cfg_.profile_windows;
     const bool bounded = profile_windows_ >= cfg_.max_profile_windows;
     if (minimum_done && (!keep_profiling_ || bounded) && max_rate_ > 0.0) {
-      if (cfg_.max_rate_from_profile_mean && noise_.n > 0) max_rate_ = noise_.mean;
-      // Every profiling run measures h afresh from the sums, superseding what refreshes made of it.
-      if (host_.blocks > 0.0) host_per_block_ = host_.per_block();
-      if (cfg_.sync_wait_correction && host_.blocks > 0.0 && host_.seconds + host_.wait > 0.0) {
-        // Consistent with the corrected samples: at the learnt host time and the profiled wait
-        // per block the job makes exactly R.
-        max_rate_ = host_.rate(cfg_.production_window);
-      }
       stage_ = stage::control;
-      since_refresh_ = 0;  // a profiling run measured R just now, whether at an arrival or not
-      band_ = band_for_noise();
       keep_profiling_ = false;  // the code leaves its loop only with the flag clear
     }
   }
@@ -696,7 +458,7 @@ class tgs_rate_control {
     if (!(cfg_.freeze_max_rate_while_idle && idle > 0)) {
       const double deviation = (estimate - max_rate_) / max_rate_;
       if (deviation >= -cfg_.track_tolerance && deviation <= cfg_.track_tolerance) {
-        if (!max_rate_is_fixed()) max_rate_ = std::max(max_rate_, estimate);
+        max_rate_ = std::max(max_rate_, estimate);
       } else if (deviation > cfg_.reprofile_threshold || deviation < -cfg_.reprofile_threshold) {
         max_rate_ = deviation > 0.0 ? std::max(max_rate_, estimate * (1.0 - cfg_.profile_step))
                                     : std::min(max_rate_, estimate * (1.0 + cfg_.profile_step));
@@ -707,7 +469,6 @@ class tgs_rate_control {
       }
     }
     ++control_windows_;
-    ++since_refresh_;
     if (control_windows_ == 1) {
       start_slow(static_cast<std::int64_t>(cfg_.initial_budget));
       return;
@@ -744,15 +505,14 @@ class tgs_rate_control {
 
   /// `update_rate_limit`: slow start, congestion avoidance and max-rate decay.
   void update_budget(double sample, double opportunistic_rate) noexcept {
-    const double delta = cfg_.max_rate_from_profile_mean || cfg_.slowdown_only
-                             ? std::max(0.0, (max_rate_ - sample) / max_rate_)
-                             : std::abs(sample - max_rate_) / max_rate_;
+    const double delta = std::abs(sample - max_rate_) / max_rate_;
+    const double band = cfg_.dead_band;
     const auto min_step = static_cast<std::int64_t>(cfg_.min_step);
     const auto ceiling = static_cast<double>(cfg_.budget_ceiling);
     std::int64_t limit = budget_;
     switch (growth_) {
       case growth::slow_start:
-        if (delta <= band_) {
+        if (delta <= band) {
           const double grown = static_cast<double>(limit) * cfg_.slow_start_factor +
                                static_cast<double>(cfg_.slow_start_increment);
           limit = std::min(static_cast<std::int64_t>(std::min(grown, ceiling)),
@@ -766,7 +526,7 @@ class tgs_rate_control {
       case growth::congestion_avoidance: {
         // The code's hysteresis: after a decrease the band edge counts as inside, after an
         // increase it counts as outside.
-        const bool inside = (sign_ == -1 && delta <= band_) || (sign_ == 1 && delta < band_);
+        const bool inside = (sign_ == -1 && delta <= band) || (sign_ == 1 && delta < band);
         if (inside) {
           const auto step = static_cast<std::int64_t>(
               std::min(max_rate_ * cfg_.additive_increase, ceiling));
@@ -779,7 +539,7 @@ class tgs_rate_control {
           sign_ = -1;
         }
         limit = std::min(limit, cap(opportunistic_rate, cfg_.congestion_cap_floor));
-        if (delta >= cfg_.reset_band_multiple * band_) {
+        if (delta >= cfg_.reset_band_multiple * band) {
           growth_ = growth::slow_start;
           limit /= static_cast<std::int64_t>(cfg_.reset_divisor);
         }
@@ -796,7 +556,7 @@ class tgs_rate_control {
     } else {
       decay_count_ = 0;
     }
-    budget_ = std::max<std::int64_t>(limit, static_cast<std::int64_t>(cfg_.min_budget));
+    budget_ = std::max<std::int64_t>(limit, 0);
     unthrottled_ = false;
   }
 
@@ -809,13 +569,8 @@ class tgs_rate_control {
       d.revisit_at = never;
       return d;
     }
-    if (stage_ == stage::refreshing) {
-      d.opportunistic_budget = std::uint64_t{0};  // held while R is measured; `budget_` waits
-    } else if (unthrottled_) {
-      d.opportunistic_budget = std::nullopt;
-    } else {
-      d.opportunistic_budget = static_cast<std::uint64_t>(budget_);
-    }
+    d.opportunistic_budget =
+        unthrottled_ ? std::nullopt : std::optional<std::uint64_t>{static_cast<std::uint64_t>(budget_)};
     d.revisit_at = next_revisit_;
     return d;
   }
@@ -832,29 +587,9 @@ class tgs_rate_control {
   int decay_count_ = 0;
   std::int64_t budget_ = 0;
   bool unthrottled_ = false;
-  double smoothed_ = 0.0;  // the moving average of `rate_smoothing`; 0 until the first sample
-  double band_ = 0.03;     // the dead band in force (`band_for_noise` at the end of profiling)
-  struct {
-    int n = 0;
-    double mean = 0.0;
-    double m2 = 0.0;
-  } noise_;  // the production rate's samples in the current profiling run
-  host_sums host_;  // `sync_wait_correction`'s sums over the profiling windows, since the arrival
-  // h, the host time per block the corrected samples use: the sums' at the end of the latest
-  // profiling run, then moved by each refresh.
-  double host_per_block_ = 0.0;
-  std::int64_t since_refresh_ = 0;  // control windows since profiling or the last refresh ended
-  int refresh_seen_ = 0;            // held windows of the refresh in progress
-  struct {
-    int n = 0;                        // samples (held windows after the first)
-    double launched = 0.0;            // their launched rates, blocks per production window
-    host_sums host;                   // the split of those with a sync wait
-    bool every_window_waited = true;  // false: the refresh uses the launched rates
-  } refresh_;
-  std::int64_t refreshes_ = 0;  // completed refreshes since the arrival
   instant next_revisit_ = never;
 };
 
-static_assert(RateController<tgs_rate_control>);
+static_assert(RegisteredRateController<tgs_rate_control>);
 
 }  // namespace tgs

@@ -4,6 +4,7 @@
 /// when idle.
 #pragma once
 
+#include <array>
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -56,6 +57,16 @@ class time_slice_lock {
   };
 
   static constexpr std::string_view name = "time-slice-lock";
+  static constexpr enforcement enforced_by = enforcement::interposer;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  static constexpr bool co_locates = true;
+  static constexpr std::string_view default_memory_policy = "unified-memory";
+  static constexpr bool adaptive = false;
+  static constexpr std::array setting_table{
+      setting<config>{"quantum-ms", "how long one job holds the GPU lock", &config::quantum},
+      setting<config>{"idle-release-ms", "a holder that launches nothing this long releases the lock",
+                      &config::idle_release},
+  };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
   explicit time_slice_lock(const config& cfg) : cfg_(validated(cfg)) {}
@@ -90,6 +101,14 @@ class time_slice_lock {
 
   /// When the current holder got the lock.
   [[nodiscard]] instant turn_start() const noexcept { return turn_start_; }
+
+  /// Who holds the lock and since when.
+  [[nodiscard]] state_report describe() const noexcept {
+    state_report r;
+    r.add("holder", holder_ ? to_string(*holder_) : std::string_view{"none"});
+    if (holder_) r.add("turn_start_s", to_seconds(turn_start_ - epoch));
+    return r;
+  }
 
  private:
   static config validated(const config& c) {
@@ -146,6 +165,6 @@ class time_slice_lock {
   instant last_active_ = epoch;
 };
 
-static_assert(RateController<time_slice_lock>);
+static_assert(RegisteredRateController<time_slice_lock>);
 
 }  // namespace tgs

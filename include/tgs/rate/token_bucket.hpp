@@ -3,6 +3,7 @@
 /// `token_bucket`: a fixed opportunistic share, refilled every window, as HAMi and Gemini enforce.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -45,11 +46,31 @@ class token_bucket {
   };
 
   static constexpr std::string_view name = "token-bucket";
+  static constexpr enforcement enforced_by = enforcement::interposer;
+  static constexpr sharing_mechanism mechanism = sharing_mechanism::time_slicing;
+  static constexpr bool co_locates = true;
+  static constexpr std::string_view default_memory_policy = "unified-memory";
+  static constexpr bool adaptive = false;
+  static constexpr std::array setting_table{
+      setting<config>{"budget-blocks", "the opportunistic job's fixed share, blocks per budget window",
+                      &config::budget_blocks},
+      setting<config>{"budget-window-ms", "refill period of the share", &config::budget_window},
+      setting<config>{"release-when-alone",
+                      "unthrottle the opportunistic job while no production job is on the GPU",
+                      &config::release_when_alone},
+  };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
   explicit token_bucket(const config& cfg) : cfg_(validated(cfg)) {}
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
+
+  /// The fixed share.
+  [[nodiscard]] state_report describe() const noexcept {
+    state_report r;
+    r.add("budget_blocks", static_cast<std::int64_t>(cfg_.budget_blocks));
+    return r;
+  }
 
   [[nodiscard]] rate_decision step(const rate_observation& obs) noexcept {
     rate_decision d;
@@ -77,6 +98,6 @@ class token_bucket {
   config cfg_;
 };
 
-static_assert(RateController<token_bucket>);
+static_assert(RegisteredRateController<token_bucket>);
 
 }  // namespace tgs

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tgs/core/units.hpp"
+#include "tgs/rate/concepts.hpp"
 
 namespace tgs::sim {
 
@@ -40,18 +41,10 @@ struct model_profile {
   }
 };
 
-/// How kernels of two jobs share the SMs; each has its own fitted parameters.
-enum class compute_mode : std::uint8_t { time_slicing, mps, mig };
+/// How kernels of two jobs share the SMs; each has its own fitted parameters. The same
+/// vocabulary the rate controllers state their mechanism in (`RegisteredRateController`).
+using compute_mode = sharing_mechanism;
 inline constexpr std::size_t compute_mode_count = 3;
-
-[[nodiscard]] constexpr std::string_view to_string(compute_mode m) noexcept {
-  switch (m) {
-    case compute_mode::time_slicing: return "time-slicing";
-    case compute_mode::mps: return "mps";
-    case compute_mode::mig: return "mig";
-  }
-  return "unknown";
-}
 
 /// Fitted contention parameters of one model on one GPU type (docs/simulator/contention-model.md).
 struct model_contention {

@@ -82,6 +82,10 @@ struct cluster_options {
   bool check_invariants = false;
   /// Called with the fraction of events done, at most every 1%.
   std::function<void(double)> progress;
+  /// Every rate controller's settings; a run's controller is built from its policy's entry.
+  any_rate_controller::configs rate_settings{};
+  /// Every memory policy's settings; a co-location runs its policy's default memory policy.
+  any_memory_policy::configs memory_settings{};
 };
 
 /// A run's results.
@@ -95,7 +99,7 @@ struct cluster_result {
 };
 
 /// Runs `jobs` (sorted by submission) on `cluster` under `policy` (a rate-controller registry
-/// name; its memory policy is `default_memory_policy(policy)`). Throws `input_error` for a job
+/// name; its memory policy is the policy's `default_memory_policy`). Throws `input_error` for a job
 /// that needs more GPUs than the cluster has, or an unknown policy or GPU type.
 cluster_result run_cluster(const calibrated_model& model, const cluster_spec& cluster,
                            const std::vector<cluster_job>& jobs, const std::string& policy,

@@ -62,9 +62,7 @@ struct fit_settings {
   double time_slicing_occupancy_exponent = 1.0;
 };
 
-/// Maps a sharing policy's registry name to the compute mode its measurements exercise.
-/// Throws `input_error` for a policy whose measurements the fit cannot use.
-compute_mode compute_mode_of_policy(std::string_view policy);
+
 
 /// Fits sensitivities, thrash and slice parameters per model and the aggressor exponent per GPU
 /// type and compute mode to `c.measurements` (stage one: the steady-state equations).

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tgs/rate/tgs_rate_control.hpp"
+#include "tgs/memory/any_memory_policy.hpp"
+#include "tgs/rate/any_rate_controller.hpp"
 #include "tgs/sim/catalog.hpp"
 #include "tgs/sim/fit.hpp"
 #include "tgs/sim/gpu_pair.hpp"
@@ -31,7 +32,7 @@ struct pair_options {
   duration warmup = std::chrono::seconds{60};
   /// Memory budget; empty: the GPU's memory.
   std::optional<bytes> memory_budget{};
-  /// Memory policy registry name; empty: the sharing policy's own (`default_memory_policy`).
+  /// Memory policy registry name; empty: the sharing policy's own (its `default_memory_policy`).
   std::string memory_policy;
   /// `pair_spec::observation_noise`: relative standard deviation of the launch counts the
   /// controller observes per step (0: the steady means the paper's cells are).
@@ -41,8 +42,11 @@ struct pair_options {
   /// `pair_spec::production_drift`: the fraction by which the production job's standalone speed
   /// falls over the run (0: steady).
   double production_drift = 0;
-  /// Settings of the "tgs" policy; empty: its defaults (the released code's constants).
-  std::optional<tgs_rate_control::config> tgs{};
+  /// Every rate controller's settings (defaults until a command line sets them); each pair's
+  /// controller is built from its policy's entry.
+  any_rate_controller::configs rate_settings{};
+  /// Every memory policy's settings, likewise.
+  any_memory_policy::configs memory_settings{};
 };
 
 /// The result of one pair, with the measured target when the catalog has one.
@@ -64,10 +68,9 @@ struct timeline_row {
   std::optional<std::uint64_t> opportunistic_budget{};
 };
 
-/// The memory policy a sharing policy runs with by default: TGS's transparent unified memory for
-/// "tgs"; plain unified memory for the baselines, as the paper ran them (its unified-memory
-/// PyTorch image), so oversubscription thrashes instead of failing.
-std::string default_memory_policy(std::string_view sharing_policy);
+/// The traits of the rate controller registered as `policy`. Throws `input_error` listing the
+/// known names for an unknown one.
+rate_policy_traits policy_traits(std::string_view policy);
 
 /// The paper's four co-location scenarios (NSDI'23 Figure 5), one request per measured cell of
 /// `c` on `gpu`, in file order, restricted to `policies` when not empty.
