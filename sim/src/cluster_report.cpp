@@ -8,6 +8,8 @@
 #include "tgs/sim/pairs.hpp"
 #include "tgs/sim/report.hpp"
 
+#include "json_output.hpp"
+
 namespace tgs::sim {
 namespace {
 
@@ -64,7 +66,6 @@ std::string csv_field(std::string_view text) {
   }
   return out + "\"";
 }
-std::string opt(const std::optional<double>& v) { return v ? num(*v) : "null"; }
 
 }  // namespace
 
@@ -73,29 +74,31 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
   const auto rows = rows_of(runs);
   std::string out;
   if (format == output_format::json) {
-    out += "[\n";
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const row& r = rows[i];
-      out += fmt::format(
-          "  {{\"policy\": {}, \"workload\": {}, \"seed\": {}, \"production_jct\": {}, "
-          "\"opportunistic_jct\": {}, \"production_mean_jct_s\": {}, "
-          "\"opportunistic_mean_jct_s\": {}, \"production_p50_jct_s\": {}, "
-          "\"production_p90_jct_s\": {}, \"production_p99_jct_s\": {}, "
-          "\"opportunistic_p50_jct_s\": {}, \"opportunistic_p90_jct_s\": {}, "
-          "\"opportunistic_p99_jct_s\": {}, \"production_mean_queueing_s\": {}, "
-          "\"opportunistic_mean_queueing_s\": {}, \"production_jobs\": {}, "
-          "\"opportunistic_jobs\": {}, \"events\": {}, \"pairings\": {}, \"preemptions\": {}, "
-          "\"wall_s\": {}}}{}\n",
-          json_string(r.policy), json_string(workload), seed, opt(r.production_norm),
-          opt(r.opportunistic_norm), num(r.production.mean_jct_s), num(r.opportunistic.mean_jct_s),
-          num(r.production.p50_jct_s), num(r.production.p90_jct_s), num(r.production.p99_jct_s),
-          num(r.opportunistic.p50_jct_s), num(r.opportunistic.p90_jct_s),
-          num(r.opportunistic.p99_jct_s), num(r.production.mean_queueing_s),
-          num(r.opportunistic.mean_queueing_s), r.production.jobs, r.opportunistic.jobs, r.events,
-          r.pairings, r.preemptions, num(r.wall), i + 1 < rows.size() ? "," : "");
+    std::vector<json> records;
+    for (const row& r : rows) {
+      records.push_back({{"policy", r.policy},
+                         {"workload", workload},
+                         {"seed", seed},
+                         {"production_jct", json_number(r.production_norm)},
+                         {"opportunistic_jct", json_number(r.opportunistic_norm)},
+                         {"production_mean_jct_s", json_number(r.production.mean_jct_s)},
+                         {"opportunistic_mean_jct_s", json_number(r.opportunistic.mean_jct_s)},
+                         {"production_p50_jct_s", json_number(r.production.p50_jct_s)},
+                         {"production_p90_jct_s", json_number(r.production.p90_jct_s)},
+                         {"production_p99_jct_s", json_number(r.production.p99_jct_s)},
+                         {"opportunistic_p50_jct_s", json_number(r.opportunistic.p50_jct_s)},
+                         {"opportunistic_p90_jct_s", json_number(r.opportunistic.p90_jct_s)},
+                         {"opportunistic_p99_jct_s", json_number(r.opportunistic.p99_jct_s)},
+                         {"production_mean_queueing_s", json_number(r.production.mean_queueing_s)},
+                         {"opportunistic_mean_queueing_s", json_number(r.opportunistic.mean_queueing_s)},
+                         {"production_jobs", r.production.jobs},
+                         {"opportunistic_jobs", r.opportunistic.jobs},
+                         {"events", r.events},
+                         {"pairings", r.pairings},
+                         {"preemptions", r.preemptions},
+                         {"wall_s", json_number(r.wall)}});
     }
-    out += "]\n";
-    return out;
+    return json_records(records);
   }
   if (format == output_format::csv) {
     out += "policy,workload,seed,production_jct,opportunistic_jct,production_mean_jct_s,"

@@ -2,6 +2,8 @@
 // Table, JSON and CSV renderings of simulator results.
 #include "tgs/sim/report.hpp"
 
+#include "json_output.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -10,10 +12,6 @@ namespace tgs::sim {
 namespace {
 
 std::string number(double v) { return fmt::format("{:.4f}", v); }
-
-std::string optional_number(const std::optional<double>& v) {
-  return v ? number(*v) : std::string("null");
-}
 
 bool within(const pair_result& r, double tolerance) {
   return r.target && std::abs(r.outcome.production - r.target->production) <= tolerance + 1e-12 &&
@@ -29,53 +27,30 @@ output_format parse_format(std::string_view text) {
   throw input_error(fmt::format("--format: expected table, json or csv, got \"{}\"", text));
 }
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string render_pairs(const std::vector<pair_result>& results, output_format format,
                          double tolerance) {
   std::string out;
   switch (format) {
     case output_format::json: {
-      out += "[\n";
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        const auto& r = results[i];
+      std::vector<json> records;
+      for (const auto& r : results) {
         const auto target_p = r.target ? std::optional<double>(r.target->production) : std::nullopt;
         const auto target_o = r.target ? std::optional<double>(r.target->opportunistic) : std::nullopt;
-        out += fmt::format(
-            "  {{\"scenario\": {}, \"gpu\": {}, \"production_model\": {}, "
-            "\"opportunistic_model\": {}, \"policy\": {}, \"memory_policy\": {}, "
-            "\"production\": {}, \"opportunistic\": {}, \"opportunistic_refused\": {}, "
-            "\"paper_production\": {}, \"paper_opportunistic\": {}, "
-            "\"evicted_gib\": {}, \"restored_gib\": {}}}{}\n",
-            json_string(r.request.scenario), json_string(r.request.gpu),
-            json_string(r.request.production_model), json_string(r.request.opportunistic_model),
-            json_string(r.request.policy), json_string(r.memory_policy),
-            number(r.outcome.production), number(r.outcome.opportunistic),
-            r.outcome.opportunistic_refused ? "true" : "false", optional_number(target_p),
-            optional_number(target_o), number(r.outcome.evicted.gib()),
-            number(r.outcome.restored.gib()), i + 1 < results.size() ? "," : "");
+        records.push_back({{"scenario", r.request.scenario},
+                           {"gpu", r.request.gpu},
+                           {"production_model", r.request.production_model},
+                           {"opportunistic_model", r.request.opportunistic_model},
+                           {"policy", r.request.policy},
+                           {"memory_policy", r.memory_policy},
+                           {"production", json_number(r.outcome.production)},
+                           {"opportunistic", json_number(r.outcome.opportunistic)},
+                           {"opportunistic_refused", r.outcome.opportunistic_refused},
+                           {"paper_production", json_number(target_p)},
+                           {"paper_opportunistic", json_number(target_o)},
+                           {"evicted_gib", json_number(r.outcome.evicted.gib())},
+                           {"restored_gib", json_number(r.outcome.restored.gib())}});
       }
-      out += "]\n";
-      return out;
+      return json_records(records);
     }
     case output_format::csv: {
       out += "scenario,gpu,production_model,opportunistic_model,policy,memory_policy,production,"
@@ -146,34 +121,32 @@ std::string render_fit(const catalog& c, const contention_table& t, output_forma
   std::string out;
   const auto modes = {compute_mode::time_slicing, compute_mode::mps, compute_mode::mig};
   if (format == output_format::json) {
-    out += "{\"gpus\": [\n";
-    for (std::size_t i = 0; i < t.gpus().size(); ++i) {
-      const auto& g = t.gpus()[i];
-      out += fmt::format("  {{\"gpu\": {}", json_string(g.gpu));
+    json gpus = json::array();
+    for (const auto& g : t.gpus()) {
+      json gpu = {{"gpu", g.gpu}};
       for (auto m : modes) {
         const auto k = static_cast<std::size_t>(m);
-        out += fmt::format(", \"{}\": {{\"aggressor_exponent\": {}, \"occupancy_exponent\": {}}}",
-                           to_string(m), number(g.params.aggressor_exponent[k]),
-                           number(g.params.occupancy_exponent[k]));
+        gpu[std::string(to_string(m))] = {
+            {"aggressor_exponent", json_number(g.params.aggressor_exponent[k])},
+            {"occupancy_exponent", json_number(g.params.occupancy_exponent[k])}};
       }
-      out += fmt::format("}}{}\n", i + 1 < t.gpus().size() ? "," : "");
+      gpus.push_back(std::move(gpu));
     }
-    out += "], \"models\": [\n";
-    for (std::size_t i = 0; i < t.models().size(); ++i) {
-      const auto& e = t.models()[i];
-      out += fmt::format("  {{\"model\": {}, \"gpu\": {}, \"interposer_overhead\": {}",
-                         json_string(e.model), json_string(e.gpu),
-                         number(e.params.interposer_overhead));
+    json models = json::array();
+    for (const auto& e : t.models()) {
+      json model = {{"model", e.model},
+                    {"gpu", e.gpu},
+                    {"interposer_overhead", json_number(e.params.interposer_overhead)}};
       for (auto m : modes) {
         const auto k = static_cast<std::size_t>(m);
-        out += fmt::format(", \"{}\": {{\"sensitivity\": {}, \"thrash\": {}, \"slice_sensitivity\": {}}}",
-                           to_string(m), number(e.params.sensitivity[k]),
-                           number(e.params.thrash[k]), number(e.params.slice_sensitivity[k]));
+        model[std::string(to_string(m))] = {
+            {"sensitivity", json_number(e.params.sensitivity[k])},
+            {"thrash", json_number(e.params.thrash[k])},
+            {"slice_sensitivity", json_number(e.params.slice_sensitivity[k])}};
       }
-      out += fmt::format("}}{}\n", i + 1 < t.models().size() ? "," : "");
+      models.push_back(std::move(model));
     }
-    out += "]}\n";
-    return out;
+    return json_text(json{{"gpus", std::move(gpus)}, {"models", std::move(models)}}) + "\n";
   }
   const char sep = format == output_format::csv ? ',' : ' ';
   auto row = [&](const std::vector<std::string>& cells) {
@@ -208,20 +181,19 @@ std::string render_fit(const catalog& c, const contention_table& t, output_forma
 std::string render_profiles(const catalog& c, output_format format) {
   std::string out;
   if (format == output_format::json) {
-    out += "[\n";
-    for (std::size_t i = 0; i < c.models.size(); ++i) {
-      const auto& m = c.models[i];
-      out += fmt::format(
-          "  {{\"model\": {}, \"gpu\": {}, \"batch_size\": {}, \"iteration_ms\": {}, "
-          "\"busy_fraction\": {}, \"blocks_per_iteration\": {}, \"footprint_gib\": {}, "
-          "\"hot_gib\": {}, \"source\": {}}}{}\n",
-          json_string(m.model), json_string(m.gpu), m.batch_size,
-          number(to_seconds(m.iteration_time) * 1e3), number(m.busy_fraction),
-          number(m.blocks_per_iteration), number(m.footprint.gib()), number(m.hot_set.gib()),
-          json_string(m.source), i + 1 < c.models.size() ? "," : "");
+    std::vector<json> records;
+    for (const auto& m : c.models) {
+      records.push_back({{"model", m.model},
+                         {"gpu", m.gpu},
+                         {"batch_size", m.batch_size},
+                         {"iteration_ms", json_number(to_seconds(m.iteration_time) * 1e3)},
+                         {"busy_fraction", json_number(m.busy_fraction)},
+                         {"blocks_per_iteration", json_number(m.blocks_per_iteration)},
+                         {"footprint_gib", json_number(m.footprint.gib())},
+                         {"hot_gib", json_number(m.hot_set.gib())},
+                         {"source", m.source}});
     }
-    out += "]\n";
-    return out;
+    return json_records(records);
   }
   if (format == output_format::csv) {
     out += "model,gpu,batch_size,iteration_ms,busy_fraction,blocks_per_iteration,footprint_gib,hot_gib\n";

@@ -18,9 +18,6 @@ enum class output_format { table, json, csv };
 /// Parses "table", "json" or "csv"; throws `input_error` naming the flag otherwise.
 output_format parse_format(std::string_view text);
 
-/// Quotes a string for JSON (escapes quotes, backslashes and control characters).
-std::string json_string(std::string_view s);
-
 /// Pair results: one row (or JSON object) per pair and policy. The table adds the measured
 /// target and whether the result is within `tolerance` of it.
 std::string render_pairs(const std::vector<pair_result>& results, output_format format,
