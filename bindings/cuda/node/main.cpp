@@ -15,6 +15,7 @@
 #include "node_abi.hpp"
 #include "node_server.hpp"
 #include "tgs/rate/tgs_rate_control_settings.hpp"
+#include "tgs/version.hpp"
 
 namespace {
 
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
   using namespace tgs::cuda::node;
   CLI::App app{"tgs-node: per-node daemon of transparent GPU sharing (TGS rate control on real GPUs)"};
   app.set_config("--config", "", "read options from a TOML/INI file (flags override it)");
+  app.set_version_flag("--version", "tgs-node " TGS_VERSION);
   node_options options;
   std::string default_class = "opportunistic";
   std::string policy = "tgs";
