@@ -223,6 +223,23 @@ class DevicePlugin : public ::testing::Test {
         grpc::CreateChannel("unix:" + endpoint(cls).string(), grpc::InsecureChannelCredentials()));
   }
 
+  /// An open ListAndWatch stream on a class's endpoint, as kubelet keeps one.
+  struct watch_stream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<api::ListAndWatchResponse>> reader;
+    api::ListAndWatchResponse response;
+    /// Reads the next device list into `response`; false once the stream has ended.
+    bool next() { return reader->Read(&response); }
+    [[nodiscard]] std::map<std::string, std::string> health() const { return health_of(response); }
+    ~watch_stream() { context.TryCancel(); }
+  };
+  std::unique_ptr<watch_stream> watch(const std::string& cls) {
+    auto w = std::make_unique<watch_stream>();
+    w->context.set_deadline(std::chrono::system_clock::now() + 20s);
+    w->reader = client(cls)->ListAndWatch(&w->context, api::Empty{});
+    return w;
+  }
+
   fs::path root_;
   std::unique_ptr<kubelet_stand_in> kubelet_;
   std::unique_ptr<plugin_process> plugin_;
@@ -267,13 +284,9 @@ TEST_F(DevicePlugin, ListsDevicesWithTheHealthOfTheirNodeSockets) {
   start_kubelet();
   start_plugin({"--gpus", "2", "--opportunistic-replicas", "3"});
   registered();
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 20s);
-  std::unique_ptr<grpc::ClientReader<api::ListAndWatchResponse>> stream =
-      client("opportunistic")->ListAndWatch(&context, api::Empty{});
-  api::ListAndWatchResponse response;
-  ASSERT_TRUE(stream->Read(&response));
-  std::map<std::string, std::string> health = health_of(response);
+  const std::unique_ptr<watch_stream> stream = watch("opportunistic");
+  ASSERT_TRUE(stream->next());
+  std::map<std::string, std::string> health = stream->health();
   const std::map<std::string, std::string> all_unhealthy{
       {"gpu0-opportunistic-0", "Unhealthy"}, {"gpu0-opportunistic-1", "Unhealthy"},
       {"gpu0-opportunistic-2", "Unhealthy"}, {"gpu1-opportunistic-0", "Unhealthy"},
@@ -283,38 +296,34 @@ TEST_F(DevicePlugin, ListsDevicesWithTheHealthOfTheirNodeSockets) {
   // tgs-node starts serving GPU 1's opportunistic socket: that GPU's replicas become healthy, in
   // an update on the open stream.
   make_socket_file(socket_dir() / "gpu1-opportunistic.sock");
-  ASSERT_TRUE(stream->Read(&response));
-  health = health_of(response);
+  ASSERT_TRUE(stream->next());
+  health = stream->health();
   EXPECT_EQ(health.at("gpu1-opportunistic-0"), "Healthy");
   EXPECT_EQ(health.at("gpu1-opportunistic-2"), "Healthy");
   EXPECT_EQ(health.at("gpu0-opportunistic-0"), "Unhealthy");
   // A production socket does not make opportunistic devices healthy, and sends no update here.
   make_socket_file(socket_dir() / "gpu0-production.sock");
+  std::this_thread::sleep_for(300ms);  // several checks: an update now would be the next one read
   // The socket goes away again.
   fs::remove(socket_dir() / "gpu1-opportunistic.sock");
-  ASSERT_TRUE(stream->Read(&response));
-  EXPECT_EQ(health_of(response), all_unhealthy);
+  ASSERT_TRUE(stream->next());
+  EXPECT_EQ(stream->health(), all_unhealthy);
   // Without the interposer nothing is healthy, whatever the sockets.
   make_socket_file(socket_dir() / "gpu1-opportunistic.sock");
-  ASSERT_TRUE(stream->Read(&response));
-  EXPECT_EQ(health_of(response).at("gpu1-opportunistic-1"), "Healthy");
+  ASSERT_TRUE(stream->next());
+  EXPECT_EQ(stream->health().at("gpu1-opportunistic-1"), "Healthy");
   fs::remove(interposer());
-  ASSERT_TRUE(stream->Read(&response));
-  EXPECT_EQ(health_of(response), all_unhealthy);
-  context.TryCancel();
+  ASSERT_TRUE(stream->next());
+  EXPECT_EQ(stream->health(), all_unhealthy);
 }
 
 TEST_F(DevicePlugin, AlwaysHealthyIgnoresTheSockets) {
   start_kubelet();
   start_plugin({"--gpus", "1", "--always-healthy"});
   registered();
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto stream = client("production")->ListAndWatch(&context, api::Empty{});
-  api::ListAndWatchResponse response;
-  ASSERT_TRUE(stream->Read(&response));
-  EXPECT_EQ(health_of(response), (std::map<std::string, std::string>{{"gpu0-production", "Healthy"}}));
-  context.TryCancel();
+  const std::unique_ptr<watch_stream> stream = watch("production");
+  ASSERT_TRUE(stream->next());
+  EXPECT_EQ(stream->health(), (std::map<std::string, std::string>{{"gpu0-production", "Healthy"}}));
 }
 
 TEST_F(DevicePlugin, AllocatesCdiDevicesEnvAndMountsForEachClass) {
@@ -472,14 +481,11 @@ TEST_F(DevicePlugin, StopsCleanlyOnSigterm) {
   start_kubelet();
   start_plugin();
   registered();
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 20s);
-  auto stream = client("production")->ListAndWatch(&context, api::Empty{});
-  api::ListAndWatchResponse response;
-  ASSERT_TRUE(stream->Read(&response));
+  const std::unique_ptr<watch_stream> stream = watch("production");
+  ASSERT_TRUE(stream->next());
   plugin_->signal(SIGTERM);
   EXPECT_EQ(plugin_->wait_exit(10s), 0);
-  EXPECT_FALSE(stream->Read(&response)) << "the stream ends with the plugin";
+  EXPECT_FALSE(stream->next()) << "the stream ends with the plugin";
   EXPECT_FALSE(fs::exists(endpoint("production")));
   EXPECT_FALSE(fs::exists(endpoint("opportunistic")));
 }
@@ -489,14 +495,10 @@ TEST_F(DevicePlugin, CountsGpusThroughTheDriver) {
   start_kubelet();
   start_plugin({}, {std::string("LD_LIBRARY_PATH=") + TGS_FAKE_DRIVER_DIR, "TGS_FAKE_DEVICE_COUNT=3"});
   registered();
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto stream = client("production")->ListAndWatch(&context, api::Empty{});
-  api::ListAndWatchResponse response;
-  ASSERT_TRUE(stream->Read(&response));
-  EXPECT_EQ(health_of(response).size(), 3U);
-  EXPECT_TRUE(health_of(response).contains("gpu2-production"));
-  context.TryCancel();
+  const std::unique_ptr<watch_stream> stream = watch("production");
+  ASSERT_TRUE(stream->next());
+  EXPECT_EQ(stream->health().size(), 3U);
+  EXPECT_TRUE(stream->health().contains("gpu2-production"));
   EXPECT_NE(plugin_->log().find("3 GPUs (from the CUDA driver)"), std::string::npos) << plugin_->log();
 }
 #endif
