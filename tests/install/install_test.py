@@ -116,7 +116,7 @@ class InstalledTree(InstalledTools, unittest.TestCase):
     def setUpClass(cls):
         cls.prefix = fresh(pathlib.Path(ARGS.work) / "prefix")
         cls.root = cls.prefix
-        run(["cmake", "--install", ARGS.build, "--prefix", cls.prefix])
+        run([ARGS.cmake, "--install", ARGS.build, "--prefix", cls.prefix])
 
     def test_systemd_accepts_the_unit(self):
         analyze = shutil.which("systemd-analyze")
@@ -130,9 +130,9 @@ class InstalledTree(InstalledTools, unittest.TestCase):
 
     def test_find_package_consumer_builds(self):
         consumer = fresh(pathlib.Path(ARGS.work) / "consumer")
-        run(["cmake", "-S", pathlib.Path(ARGS.source) / "tests" / "find_package", "-B", consumer,
+        run([ARGS.cmake, "-S", pathlib.Path(ARGS.source) / "tests" / "find_package", "-B", consumer,
              "-G", ARGS.generator, f"-DCMAKE_PREFIX_PATH={self.prefix}", f"-DCMAKE_CXX_COMPILER={ARGS.cxx}"])
-        run(["cmake", "--build", consumer])
+        run([ARGS.cmake, "--build", consumer])
         run([consumer / "consumer"])
         header = (self.prefix / "include" / "tgs" / "version.hpp").read_text()
         self.assertIn(f'#define TGS_VERSION "{ARGS.version}"', header)
@@ -144,7 +144,7 @@ class DebianPackage(InstalledTools, unittest.TestCase):
         if not shutil.which("dpkg-deb"):
             raise unittest.SkipTest("dpkg-deb not found: not a Debian system")
         out = fresh(pathlib.Path(ARGS.work) / "package")
-        run(["cpack", "--config", pathlib.Path(ARGS.build) / "CPackConfig.cmake", "-G", "DEB", "-B", out])
+        run([ARGS.cpack, "--config", pathlib.Path(ARGS.build) / "CPackConfig.cmake", "-G", "DEB", "-B", out])
         (cls.deb,) = out.glob("tgs_*.deb")
         cls.unpacked = fresh(pathlib.Path(ARGS.work) / "unpacked")
         run(["dpkg-deb", "-x", cls.deb, cls.unpacked])
@@ -217,6 +217,8 @@ if __name__ == "__main__":
     parser.add_argument("--tools", required=True, help="comma-separated tools that were built")
     parser.add_argument("--man", default="0", help="1 when man pages were built")
     parser.add_argument("--interposer", default="0", help="1 when libtgs-intercept.so was built")
+    parser.add_argument("--cmake", default="cmake")
+    parser.add_argument("--cpack", default="cpack")
     parser.add_argument("--generator", required=True)
     parser.add_argument("--cxx", required=True)
     ARGS, rest = parser.parse_known_args()

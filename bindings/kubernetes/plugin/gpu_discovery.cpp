@@ -83,9 +83,14 @@ std::optional<unsigned> driver_count(std::string& why) {
 }  // namespace
 
 std::optional<gpu_count> discover_gpus(std::string& why) {
-  if (const std::optional<unsigned> n = nvml_count(why); n && *n > 0) return gpu_count{*n, "NVML"};
-  if (const std::optional<unsigned> n = driver_count(why); n && *n > 0) return gpu_count{*n, "the CUDA driver"};
-  if (why.empty() || why.ends_with("; ")) why += "no GPU seen";
+  if (const std::optional<unsigned> n = nvml_count(why)) {
+    if (*n > 0) return gpu_count{*n, "NVML"};
+    why += "NVML: no GPUs; ";
+  }
+  if (const std::optional<unsigned> n = driver_count(why)) {
+    if (*n > 0) return gpu_count{*n, "the CUDA driver"};
+    why += "CUDA driver: no GPUs";
+  }
   return std::nullopt;
 }
 
