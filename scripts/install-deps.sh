@@ -6,8 +6,13 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libfmt-dev libcli11-dev libeigen3-dev libboost-graph-dev
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  help2man python3 python3-yaml
 )
+# kubectl checks the Kubernetes manifests (that test skips without it); any kubectl already on
+# the PATH will do, and Debian's conflicts with some others.
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -21,6 +21,7 @@
 #include "tgs/sim/report.hpp"
 #include "tgs/sim/workloads.hpp"
 #include "tgs/traces/readers.hpp"
+#include "tgs/version.hpp"
 
 namespace {
 
@@ -417,6 +418,7 @@ int main(int argc, char** argv) {
       "exclusive, co-execution, MPS, MIG, AntMan and TGS, and prints each class's average job "
       "completion time normalized to exclusive."};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", "tgs-sim " TGS_VERSION);
   data_options data;
   data.add_to(app);
 

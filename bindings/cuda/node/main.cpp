@@ -17,6 +17,7 @@
 #include "tgs/core/settings_flags.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
+#include "tgs/version.hpp"
 
 namespace {
 
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
   using namespace tgs::cuda::node;
   CLI::App app{"tgs-node: per-node daemon of transparent GPU sharing (TGS rate control on real GPUs)"};
   app.set_config("--config", "", "read options from a TOML/INI file (flags override it)");
+  app.set_version_flag("--version", "tgs-node " TGS_VERSION);
   node_options options;
   std::string default_class = "opportunistic";
   std::string policy = "tgs";
