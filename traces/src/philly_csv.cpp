@@ -15,7 +15,7 @@
 
 namespace tgs::traces {
 
-trace parse_pollux_csv(std::string_view text, std::string_view source,
+trace parse_philly_csv(std::string_view text, std::string_view source,
                        const read_options& options) {
   static constexpr std::array<std::string_view, 5> columns{"timestamp", "duration", "num_gpus",
                                                            "gpu_time", "cluster"};
