@@ -55,7 +55,7 @@ std::string csv_field(std::string_view v) {
 }  // namespace
 
 trace parse_tgs_csv(std::string_view text, std::string_view source, const read_options& options) {
-  detail::check_utf8(text, source);
+  text = detail::utf8_text(text, source);
   detail::csv_scanner scan{text, source};
   trace t;
   t.source = source;
