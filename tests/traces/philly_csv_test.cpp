@@ -164,6 +164,39 @@ TEST(PhillyCsvReader, HandlesQuotedFieldsAndRejectsBrokenQuotes) {
                 (void)parse_philly_csv(with_header("\"2017-10-09 07:01:55,1,1,1,a\n"), "q.csv");
               }),
               HasSubstr("q.csv:2: field 1: expected a closing '\"' before the end of the line"));
+  EXPECT_EQ(error_of([] {
+              (void)parse_philly_csv(with_header("\"2017-10-09 07:01:55\",1,1,1,\"a\"b\n"),
+                                     "q.csv");
+            }),
+            "q.csv:2: field 5: expected ',' after the closing quote, got \"b\"");
+  EXPECT_EQ(error_of([] {
+              (void)parse_philly_csv(with_header("2017-10-09 07:01:55,1,1,\"1\",a\"b,c\n"),
+                                     "q.csv");
+            }),
+            "q.csv:2: field 5: expected a quote only around a whole field, got \"a\\\"b\"");
+}
+
+TEST(PhillyCsvReader, FieldsKeepSpacesCarriageReturnsAndDoubledQuotes) {
+  const trace t = parse_philly_csv(with_header("2017-10-09 07:01:55,1,1,1, spaced vc \n"
+                                               "2017-10-09 07:01:56,1,1,1,\"\"\"x\"\n"
+                                               "2017-10-09 07:01:57,1,1,1,a\rb\r\n"),
+                                   "q.csv");
+  ASSERT_EQ(t.jobs.size(), 3U);
+  EXPECT_EQ(t.jobs[0].vc, " spaced vc ");
+  EXPECT_EQ(t.jobs[1].vc, "\"x");
+  // Only the carriage return of a CRLF line end goes; one inside the line is data.
+  EXPECT_EQ(t.jobs[2].vc, "a\rb");
+}
+
+TEST(PhillyCsvReader, SkippingABrokenQuoteGoesOnWithTheNextLine) {
+  const trace t = parse_philly_csv(
+      with_header("2017-10-09 07:01:55,1,1,1,\"open\n"
+                  "2017-10-09 07:01:56,1,1,1,\"a\"x\n"
+                  "2017-10-09 07:01:57,1,1,1,\"b,c\"\n"),
+      "s.csv", {.malformed = on_malformed::skip, .duplicates = {}, .max_reasons = 5});
+  ASSERT_EQ(t.jobs.size(), 1U);
+  EXPECT_EQ(t.jobs[0].vc, "b,c");
+  EXPECT_EQ(t.stats.rows_skipped, 2U);
 }
 
 }  // namespace
