@@ -13,6 +13,7 @@
 #include <fstream>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 namespace tgs::traces {
 
@@ -24,8 +25,21 @@ trace_error::trace_error(std::string file, std::size_t line, const std::string& 
 }
 
 void normalise(trace& t) {
-  std::stable_sort(t.jobs.begin(), t.jobs.end(),
-                   [](const job_record& a, const job_record& b) { return a.submit < b.submit; });
+  // A stable sort by submission, done on (submit, position) keys and applied with one move per
+  // job: a job_record is large, and sorting the records themselves moved each one log n times.
+  const auto by_submit = [](const job_record& a, const job_record& b) {
+    return a.submit < b.submit;
+  };
+  if (!std::is_sorted(t.jobs.begin(), t.jobs.end(), by_submit)) {
+    std::vector<std::pair<tgs::instant, std::size_t>> order;
+    order.reserve(t.jobs.size());
+    for (std::size_t i = 0; i < t.jobs.size(); ++i) order.emplace_back(t.jobs[i].submit, i);
+    std::sort(order.begin(), order.end());  // keys are unique: ties keep input order
+    std::vector<job_record> sorted;
+    sorted.reserve(t.jobs.size());
+    for (const auto& [submit, i] : order) sorted.push_back(std::move(t.jobs[i]));
+    t.jobs = std::move(sorted);
+  }
   if (!t.jobs.empty()) {
     const tgs::duration first = t.jobs.front().submit - tgs::epoch;
     for (job_record& j : t.jobs) j.submit -= first;
