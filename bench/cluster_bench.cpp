@@ -52,7 +52,7 @@ void register_all() {
   const auto path = traces_dir() / "philly_jobs_pollux.csv";
   if (!std::filesystem::exists(path)) return;
   static std::vector<cluster_job> philly;
-  auto t = tgs::traces::read_trace(path, tgs::traces::trace_format::pollux_csv);
+  auto t = tgs::traces::read_trace(path, tgs::traces::trace_format::philly_csv);
   label_trace(t, model().data, "a100-40gb", 1, 0.5, mixed_stream_config{}.models);
   philly = to_cluster_jobs(t, model().data, "a100-40gb");
   for (const auto& p : policies) {

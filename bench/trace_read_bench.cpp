@@ -39,7 +39,7 @@ const trace& generated() {
   return t;
 }
 
-std::string pollux_text(const trace& t) {
+std::string philly_csv_text(const trace& t) {
   std::string out = "timestamp,duration,num_gpus,gpu_time,cluster\n";
   for (const auto& j : t.jobs) {
     const auto run = std::chrono::duration_cast<std::chrono::seconds>(*j.run_time).count();
@@ -78,9 +78,9 @@ std::string philly_json_text(const trace& t, bool raw) {
   return out;
 }
 
-std::string job_stream_text(const trace& t) {
+std::string tgs_csv_text(const trace& t) {
   std::ostringstream out;
-  tgs::traces::write_job_stream_csv(out, t);
+  tgs::traces::write_tgs_csv(out, t);
   return out.str();
 }
 
@@ -96,11 +96,11 @@ void read_text(benchmark::State& state, const std::string& text, trace_format fo
   state.counters["rows"] = static_cast<double>(rows);
 }
 
-void BM_PolluxCsvGenerated(benchmark::State& state) {
-  static const std::string text = pollux_text(generated());
-  read_text(state, text, trace_format::pollux_csv);
+void BM_PhillyCsvGenerated(benchmark::State& state) {
+  static const std::string text = philly_csv_text(generated());
+  read_text(state, text, trace_format::philly_csv);
 }
-BENCHMARK(BM_PolluxCsvGenerated)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PhillyCsvGenerated)->Unit(benchmark::kMillisecond);
 
 void BM_PhillyJsonPassAttemptsGenerated(benchmark::State& state) {
   static const std::string text = philly_json_text(generated(), false);
@@ -114,11 +114,11 @@ void BM_PhillyJsonClusterJobLogGenerated(benchmark::State& state) {
 }
 BENCHMARK(BM_PhillyJsonClusterJobLogGenerated)->Unit(benchmark::kMillisecond);
 
-void BM_JobStreamGenerated(benchmark::State& state) {
-  static const std::string text = job_stream_text(generated());
-  read_text(state, text, trace_format::job_stream);
+void BM_TgsCsvGenerated(benchmark::State& state) {
+  static const std::string text = tgs_csv_text(generated());
+  read_text(state, text, trace_format::tgs_csv);
 }
-BENCHMARK(BM_JobStreamGenerated)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TgsCsvGenerated)->Unit(benchmark::kMillisecond);
 
 void BM_GeneratePhillyLike(benchmark::State& state) {
   for (auto _ : state) {
@@ -150,7 +150,7 @@ void register_real(const char* bench_name, const char* file, trace_format format
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_real("BM_PolluxCsvRealFile", "philly_jobs_pollux.csv", trace_format::pollux_csv);
+  register_real("BM_PhillyCsvRealFile", "philly_jobs_pollux.csv", trace_format::philly_csv);
   register_real("BM_PhillyJsonRealFile", "philly_multigpu_pass_attempts.json",
                 trace_format::philly_json);
   benchmark::Initialize(&argc, argv);

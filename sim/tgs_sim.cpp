@@ -2,6 +2,7 @@
 // tgs-sim: the command-line front end of the simulator.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
@@ -304,12 +305,22 @@ struct cluster_command {
   }
 };
 
+/// A seed: digits only. CLI11 would read "-1" into a std::uint64_t as 2^64-1 without a word.
+const CLI::Validator seed_digits{
+    [](const std::string& value) {
+      if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) return std::string{};
+      return fmt::format("expected a non-negative integer (digits only), got \"{}\"", value);
+    },
+    "UINT"};
+
 struct mixed_command {
   mixed_stream_config stream;
   cluster_command cluster;
 
   void add_to(CLI::App& app) {
-    app.add_option("--seed", stream.seed, "Seed of the job stream")->capture_default_str();
+    app.add_option("--seed", stream.seed, "Seed of the job stream")
+        ->check(seed_digits)
+        ->capture_default_str();
     app.add_option("--production-jobs", stream.production_jobs, "Production jobs")
         ->check(CLI::Range(0, 1000000))
         ->capture_default_str();
@@ -347,17 +358,28 @@ struct replay_command {
 
   void add_to(CLI::App& app) {
     app.add_option("--trace", trace_path, "The trace file")->required()->check(CLI::ExistingFile);
-    app.add_option("--trace-format", trace_format,
-                   "philly-json (cluster_job_log or the pass-attempts subset), philly-csv (the "
-                   "per-job CSV of the Pollux simulator; also pollux-csv), tgs-csv (tgs job "
-                   "stream; also job-stream); default: from the file name (.json: philly-json, "
-                   "else philly-csv)");
+    // Names, aliases and descriptions come from the library's registry of formats, so the
+    // help, the check and the readers cannot disagree.
+    std::vector<std::string> names;
+    std::string help = "The trace's format; default: from the file name (.json: philly-json, "
+                       "else philly-csv).";
+    for (const auto& f : tgs::traces::trace_formats()) {
+      names.emplace_back(f.name);
+      help += fmt::format(" {}: {}", f.name, f.description);
+      for (const auto alias : f.aliases) {
+        names.emplace_back(alias);
+        help += fmt::format(" (also {})", alias);
+      }
+      help += ".";
+    }
+    app.add_option("--trace-format", trace_format, help)->check(CLI::IsMember(names));
     app.add_option("--production-share", production_share,
                    "Share of jobs labelled production when the trace has no classes (Philly)")
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
     app.add_option("--label-seed", label_seed,
                    "Seed of the class and model labels drawn for unlabelled jobs")
+        ->check(seed_digits)
         ->capture_default_str();
     app.add_option("--label-models", label_models,
                    "Models drawn (uniformly, seeded) for jobs the trace gives none (Philly)")
@@ -374,20 +396,16 @@ struct replay_command {
 
   int run(const data_options& data) const {
     const cluster_spec spec = parse_cluster_spec(cluster.cluster);
-    std::string name = trace_format;
-    if (name.empty()) name = trace_path.ends_with(".json") ? "philly-json" : "philly-csv";
-    if (name == "philly-csv") name = "pollux-csv";
-    if (name == "tgs-csv") name = "job-stream";
-    const auto format = tgs::traces::parse_trace_format(name);
-    if (!format) {
-      throw input_error(fmt::format(
-          "--trace-format: expected philly-json, philly-csv or tgs-csv, got \"{}\"", trace_format));
-    }
+    // --trace-format was checked against the registry when parsed; only the default is left.
+    const auto format = tgs::traces::parse_trace_format(
+        !trace_format.empty()
+            ? trace_format
+            : (trace_path.ends_with(".json") ? "philly-json" : "philly-csv"));
     tgs::traces::read_options read;
     if (skip_malformed) read.malformed = tgs::traces::on_malformed::skip;
     tgs::traces::trace trace;
     try {
-      trace = tgs::traces::read_trace(trace_path, *format, read);
+      trace = tgs::traces::read_trace(trace_path, format.value(), read);
     } catch (const tgs::traces::trace_error& e) {
       throw input_error(e.what());
     }
@@ -398,7 +416,22 @@ struct replay_command {
                  trace.stats.rows_skipped);
       for (const auto& reason : trace.stats.skip_reasons) fmt::print(stderr, "  skipped: {}\n", reason);
     }
+    // A job larger than the cluster can never start: say where it is in the file.
+    for (const auto& j : trace.jobs) {
+      if (j.gpus > static_cast<std::uint32_t>(spec.gpus())) {
+        throw input_error(fmt::format("{}:{}: job {}{} needs {} GPUs but --cluster {} has {}",
+                                      trace_path, j.source_line, static_cast<std::uint32_t>(j.id),
+                                      j.name.empty() ? "" : fmt::format(" ({})", j.name), j.gpus,
+                                      cluster.cluster, spec.gpus()));
+      }
+    }
     const calibrated_model model = calibrate(data.sources);
+    if (model.data.find_gpu(spec.gpu) == nullptr) {
+      std::vector<std::string> known;
+      for (const auto& g : model.data.gpus) known.push_back(g.name);
+      throw input_error(fmt::format("--cluster: unknown GPU type \"{}\" (known: {})", spec.gpu,
+                                    fmt::join(known, ", ")));
+    }
     label_trace(trace, model.data, spec.gpu, label_seed, production_share, label_models);
     const auto jobs = to_cluster_jobs(trace, model.data, spec.gpu);
     const std::string workload =

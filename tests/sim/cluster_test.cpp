@@ -212,7 +212,7 @@ TEST(ClusterSimulator, ReplaysTheWholePhillyTrace) {
   if (!std::filesystem::exists(path)) {
     GTEST_SKIP() << "no Philly trace at " << path << " (set TGS_TRACES to its folder)";
   }
-  auto t = traces::read_trace(path, traces::trace_format::pollux_csv);
+  auto t = traces::read_trace(path, traces::trace_format::philly_csv);
   label_trace(t, default_model().data, "a100-40gb", 1, 0.5, mixed_stream_config{}.models);
   const auto jobs = to_cluster_jobs(t, default_model().data, "a100-40gb");
   ASSERT_EQ(jobs.size(), 82247U);

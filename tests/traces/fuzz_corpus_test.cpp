@@ -51,11 +51,11 @@ void run_corpus(const std::string& folder, trace_format format) {
 TEST(FuzzCorpus, PhillyJsonSeedsParseOrFailCleanly) {
   run_corpus("philly_json", trace_format::philly_json);
 }
-TEST(FuzzCorpus, PolluxCsvSeedsParseOrFailCleanly) {
-  run_corpus("pollux_csv", trace_format::pollux_csv);
+TEST(FuzzCorpus, PhillyCsvSeedsParseOrFailCleanly) {
+  run_corpus("philly_csv", trace_format::philly_csv);
 }
-TEST(FuzzCorpus, JobStreamSeedsParseOrFailCleanly) {
-  run_corpus("job_stream", trace_format::job_stream);
+TEST(FuzzCorpus, TgsCsvSeedsParseOrFailCleanly) {
+  run_corpus("tgs_csv", trace_format::tgs_csv);
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ std::chrono::sys_seconds civil(int y, unsigned mo, unsigned d, int h, int mi, in
 
 TEST(RealPhillyTraces, PolluxCsvHasAllRows) {
   TGS_REAL_TRACE_OR_SKIP(path, pollux_file);
-  const trace t = read_trace(path, trace_format::pollux_csv);
+  const trace t = read_trace(path, trace_format::philly_csv);
   EXPECT_EQ(t.jobs.size(), 82'247U);
   EXPECT_EQ(t.stats.rows_read, 82'247U);
   EXPECT_EQ(t.stats.duplicates, 65U);
@@ -75,7 +75,7 @@ TEST(RealPhillyTraces, PolluxCsvHasAllRows) {
 
 TEST(RealPhillyTraces, GeneratorTablesMatchTheRealFile) {
   TGS_REAL_TRACE_OR_SKIP(path, pollux_file);
-  const trace t = read_trace(path, trace_format::pollux_csv);
+  const trace t = read_trace(path, trace_format::philly_csv);
   const auto floors = philly_tables::run_time_group_floors();
   for (std::size_t g = 0; g < floors.size(); ++g) {
     const std::uint32_t lo = floors[g];
@@ -148,7 +148,7 @@ TEST(RealPhillyTraces, PassAttemptsJsonHasAllJobsAndTheReadmeExample) {
 TEST(RealPhillyTraces, BothFilesAgreeOnTheJobsTheyShare) {
   TGS_REAL_TRACE_OR_SKIP(csv_path, pollux_file);
   TGS_REAL_TRACE_OR_SKIP(json_path, attempts_file);
-  const trace csv = read_trace(csv_path, trace_format::pollux_csv);
+  const trace csv = read_trace(csv_path, trace_format::philly_csv);
   const trace json = read_trace(json_path, trace_format::philly_json);
   // Both readers sum the attempts, so 3,024 of the 3,034 JSON jobs match a CSV row exactly in
   // absolute submit time, GPUs and run time (SOURCES.md, file 1).

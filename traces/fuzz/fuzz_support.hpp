@@ -39,11 +39,11 @@ inline void run(const std::uint8_t* data, std::size_t size, trace_format format)
       const trace t = parse_trace(text, format, "fuzz",
                                   {.malformed = mode, .duplicates = {}, .max_reasons = 3});
       check_invariants(t);
-      if (format == trace_format::job_stream) {
+      if (format == trace_format::tgs_csv) {
         // The writer and the reader must agree: what we write reads back to the same jobs.
         std::ostringstream out;
-        write_job_stream_csv(out, t);
-        const trace back = parse_job_stream_csv(out.str(), "fuzz-round-trip");
+        write_tgs_csv(out, t);
+        const trace back = parse_tgs_csv(out.str(), "fuzz-round-trip");
         if (back.jobs.size() != t.jobs.size() || back.origin != t.origin) std::abort();
         for (std::size_t i = 0; i < t.jobs.size(); ++i) {
           const job_record& a = t.jobs[i];

@@ -6,9 +6,36 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <new>
+
 #include "text.hpp"
 
 namespace tgs::traces::detail {
+
+namespace {
+
+/// libcsv's space and line-end tests, both off: a field keeps its spaces (as RFC 4180 says) and
+/// a carriage return inside a line stays data, as before libcsv; lines are split here.
+int never(unsigned char /*unused*/) {
+  return 0;
+}
+
+}  // namespace
+
+csv_scanner::csv_scanner(std::string_view text, std::string_view source)
+    : text_(text), source_(source) {
+  // Strict: a quote inside an unquoted field, or text after a closing quote, is an error;
+  // strict at the end: so is a quoted field still open when the line ends.
+  if (csv_init(&parser_, CSV_STRICT | CSV_STRICT_FINI) != 0) {
+    throw trace_error(std::string{source_}, 0, "cannot set up the CSV parser");
+  }
+  csv_set_space_func(&parser_, never);
+  csv_set_term_func(&parser_, never);
+}
+
+csv_scanner::~csv_scanner() {
+  csv_free(&parser_);
+}
 
 bool csv_scanner::next_line() {
   while (pos_ < text_.size()) {
@@ -29,54 +56,48 @@ void csv_scanner::fail(const std::string& message) const {
   throw trace_error(std::string{source_}, line_number_, message);
 }
 
+void csv_scanner::on_field(void* cell, std::size_t size, void* self) {
+  auto& s = *static_cast<csv_scanner*>(self);
+  s.spans_.emplace_back(s.cells_.size(), size);
+  if (size > 0) s.cells_.append(static_cast<const char*>(cell), size);
+}
+
 std::span<const std::string_view> csv_scanner::split() {
+  cells_.clear();
+  spans_.clear();
   fields_.clear();
-  unescaped_.clear();
-  const std::string_view l = line_;
-  std::size_t i = 0;
-  for (;;) {
-    if (i < l.size() && l[i] == '"') {
-      // A quoted field: "" stands for one quote; the field ends at a lone quote.
-      std::string value;
-      std::size_t k = i + 1;
-      for (;;) {
-        if (k >= l.size()) {
-          fail(fmt::format("field {}: expected a closing '\"' before the end of the line",
-                           fields_.size() + 1));
-        }
-        if (l[k] == '"') {
-          if (k + 1 < l.size() && l[k + 1] == '"') {
-            value += '"';
-            k += 2;
-            continue;
-          }
-          ++k;
-          break;
-        }
-        value += l[k++];
-      }
-      if (k < l.size() && l[k] != ',') {
-        fail(fmt::format("field {}: expected ',' after the closing quote, got {}",
-                         fields_.size() + 1, quote(l.substr(k, 1))));
-      }
-      unescaped_.push_back(std::move(value));
-      fields_.emplace_back(unescaped_.back());
-      if (k >= l.size()) break;
-      i = k + 1;
-      continue;
-    }
-    const std::size_t comma = l.find(',', i);
-    const std::size_t end = comma == std::string_view::npos ? l.size() : comma;
-    const std::string_view field = l.substr(i, end - i);
-    if (field.find('"') != std::string_view::npos) {
-      fail(fmt::format("field {}: expected a quote only around a whole field, got {}",
-                       fields_.size() + 1, quote(field)));
-    }
-    fields_.push_back(field);
-    if (comma == std::string_view::npos) break;
-    i = comma + 1;
+  const std::size_t used = csv_parse(&parser_, line_.data(), line_.size(), on_field, nullptr, this);
+  const bool refused = used != line_.size();
+  const bool open_quote = !refused && csv_fini(&parser_, on_field, nullptr, this) != 0;
+  if (refused || open_quote) {
+    // Leave the parser ready for the next line (skipped rows go on): a plain fini resets it.
+    csv_set_opts(&parser_, CSV_STRICT);
+    (void)csv_fini(&parser_, nullptr, nullptr, nullptr);
+    csv_set_opts(&parser_, CSV_STRICT | CSV_STRICT_FINI);
+    if (refused && csv_error(&parser_) == CSV_ENOMEM) throw std::bad_alloc{};
+    if (refused) fail_quote(used);
+    fail(fmt::format("field {}: expected a closing '\"' before the end of the line",
+                     spans_.size() + 1));
   }
+  fields_.reserve(spans_.size());
+  for (const auto& [offset, size] : spans_) fields_.emplace_back(cells_.data() + offset, size);
   return fields_;
+}
+
+void csv_scanner::fail_quote(std::size_t at) const {
+  const std::string_view l = line_;
+  const std::size_t field = spans_.size() + 1;
+  if (l[at] != '"') {
+    fail(fmt::format("field {}: expected ',' after the closing quote, got {}", field,
+                     quote(l.substr(at, 1))));
+  }
+  // A quote inside an unquoted field: the field has no comma before it, so it starts after the
+  // last comma before the quote.
+  const std::size_t comma = l.rfind(',', at);
+  const std::size_t start = comma == std::string_view::npos ? 0 : comma + 1;
+  const std::size_t next = l.find(',', at);
+  fail(fmt::format("field {}: expected a quote only around a whole field, got {}", field,
+                   quote(l.substr(start, next == std::string_view::npos ? l.npos : next - start))));
 }
 
 csv_header::csv_header(const csv_scanner& scanner, std::span<const std::string_view> names,

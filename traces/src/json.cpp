@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// A strict recursive-descent JSON parser with line tracking and JSON-path error messages.
+/// The JSON documents of the readers, parsed by nlohmann::json's SAX parser into a tree whose
+/// values know their line, with JSON-path error messages.
 #include "json.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "text.hpp"
 #include "tgs/traces/trace.hpp"
@@ -39,287 +42,193 @@ std::string_view describe(json_value::kind k) noexcept {
 
 namespace {
 
-class parser {
+/// Walks the text for nlohmann's lexer and records the last byte the lexer consumed, so the
+/// tree builder can tell the line of each value: the lexer reads at most one byte past a
+/// number and none past any other token, and that byte is on the token's line (a newline is
+/// counted on the line it ends).
+class tracking_iterator {
  public:
-  parser(std::string_view text, std::string_view source) : text_(text), source_(source) {}
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  json_value document() {
-    skip_space();
-    json_value v = value(0);
-    skip_space();
-    if (pos_ != text_.size()) fail("end of input after the top-level value");
-    return v;
+  tracking_iterator() = default;
+  tracking_iterator(const char* at, const char** last) noexcept : at_(at), last_(last) {}
+
+  reference operator*() const noexcept { return *at_; }
+  tracking_iterator& operator++() noexcept {
+    *last_ = at_;
+    ++at_;
+    return *this;
+  }
+  tracking_iterator operator++(int) noexcept {
+    tracking_iterator before = *this;
+    ++*this;
+    return before;
+  }
+  bool operator==(const tracking_iterator& other) const noexcept { return at_ == other.at_; }
+
+ private:
+  const char* at_ = nullptr;
+  const char** last_ = nullptr;
+};
+
+/// nlohmann's SAX events turned into a `json_value` tree whose values know their line, with
+/// the rules the readers rely on that nlohmann leaves to its user: unique member names, a
+/// bounded depth, and errors that name the file, the line and the JSON path.
+class tree_builder {
+ public:
+  using number_integer_t = nlohmann::json::number_integer_t;
+  using number_unsigned_t = nlohmann::json::number_unsigned_t;
+  using number_float_t = nlohmann::json::number_float_t;
+  using string_t = nlohmann::json::string_t;
+  using binary_t = nlohmann::json::binary_t;
+
+  tree_builder(std::string_view text, std::string_view source) noexcept
+      : text_(text), source_(source), last_(text.data()), counted_(text.data()) {}
+
+  /// The position the lexer reports to; `tracking_iterator`s write it.
+  const char** last_consumed() noexcept { return &last_; }
+
+  json_value take_root() { return std::move(root_); }
+
+  bool null() { return add(leaf(json_value::kind::null)); }
+  bool boolean(bool b) {
+    json_value v = leaf(json_value::kind::boolean);
+    v.boolean = b;
+    return add(std::move(v));
+  }
+  bool number_integer(number_integer_t n) { return add(number(static_cast<double>(n), n)); }
+  bool number_unsigned(number_unsigned_t n) { return add(number(static_cast<double>(n), n)); }
+  bool number_float(number_float_t n, const string_t& literal) {
+    json_value v = leaf(json_value::kind::number);
+    v.number = n;
+    v.text = literal;
+    return add(std::move(v));
+  }
+  bool string(string_t& s) {
+    json_value v = leaf(json_value::kind::string);
+    // A copy, not a move: the lexer keeps its buffer's capacity for the next token instead of
+    // growing a fresh one a character at a time.
+    v.text = s;
+    return add(std::move(v));
+  }
+  bool binary(binary_t& /*unused*/) { return true; }  // JSON text has no binary values
+
+  bool start_object(std::size_t /*unknown*/) { return open(json_value::kind::object); }
+  bool key(string_t& k) {
+    frames_.back().key = k;
+    frames_.back().has_key = true;
+    return true;
+  }
+  bool end_object() {
+    check_unique_keys(frames_.back().value);
+    return close();
+  }
+  bool start_array(std::size_t /*unknown*/) { return open(json_value::kind::array); }
+  bool end_array() { return close(); }
+
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& e) {
+    // nlohmann's message is "[json.exception.parse_error.101] parse error at line L, column
+    // C: syntax error while ..."; the line, column and path are told our way, so keep what
+    // follows.
+    std::string_view what = e.what();
+    if (const auto bracket = what.find("] "); what.starts_with('[') && bracket != what.npos) {
+      what.remove_prefix(bracket + 2);
+    }
+    if (what.starts_with("parse error")) {
+      if (const auto colon = what.find(": "); colon != what.npos) what.remove_prefix(colon + 2);
+    }
+    constexpr std::string_view syntax = "syntax error ";
+    const bool is_syntax = what.starts_with(syntax);
+    if (is_syntax) what.remove_prefix(syntax.size());
+    constexpr std::size_t longest = 200;  // "last read" quotes a whole token, maybe megabytes
+    fail(fmt::format("JSON {} at column {}: {}{}", is_syntax ? "syntax error" : "error", column(),
+                     what.substr(0, longest), what.size() > longest ? "..." : ""));
   }
 
  private:
-  struct path_step {
-    const std::string* key = nullptr;  // null: an array index
-    std::size_t index = 0;
+  struct frame {
+    json_value value;
+    /// An object's member name read and its value not yet complete.
+    std::string key;
+    bool has_key = false;
   };
 
-  [[noreturn]] void fail(std::string_view expected) const {
-    std::string path;
-    for (const path_step& s : path_) {
-      if (s.key != nullptr) {
-        path += fmt::format(".{}", *s.key);
-      } else {
-        path += fmt::format("[{}]", s.index);
-      }
-    }
-    if (!path.empty() && path.front() == '.') path.erase(0, 1);
-    std::string got;
-    if (pos_ >= text_.size()) {
-      got = "end of input";
-    } else {
-      got = quote(text_.substr(pos_, 1));
-    }
-    throw trace_error(std::string{source_}, line_,
-                      fmt::format("{}{}JSON syntax: expected {}, got {}", path,
-                                  path.empty() ? "" : ": ", expected, got));
-  }
-
-  void skip_space() noexcept {
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if (c == '\n') {
+  /// The line of the byte the lexer consumed last, counted on from the previous call.
+  std::size_t line() noexcept {
+    for (; counted_ < last_; ++counted_) {
+      if (*counted_ == '\n') {
         ++line_;
-      } else if (c != ' ' && c != '\t' && c != '\r') {
-        return;
+        line_start_ = counted_ + 1;
       }
-      ++pos_;
     }
+    return line_;
   }
 
-  [[nodiscard]] bool at(char c) const noexcept { return pos_ < text_.size() && text_[pos_] == c; }
+  std::size_t column() noexcept {
+    (void)line();
+    return static_cast<std::size_t>(last_ - line_start_) + 1;
+  }
 
-  json_value value(std::size_t depth) {
+  json_value leaf(json_value::kind k) noexcept {
     json_value v;
-    v.line = line_;
-    if (pos_ >= text_.size()) fail("a value");
-    switch (text_[pos_]) {
-      case '{':
-        if (depth >= max_depth) fail(fmt::format("nesting at most {} deep", max_depth));
-        object(v, depth + 1);
-        break;
-      case '[':
-        if (depth >= max_depth) fail(fmt::format("nesting at most {} deep", max_depth));
-        array(v, depth + 1);
-        break;
-      case '"':
-        v.type = json_value::kind::string;
-        v.text = string();
-        break;
-      case 't':
-        literal("true");
-        v.type = json_value::kind::boolean;
-        v.boolean = true;
-        break;
-      case 'f':
-        literal("false");
-        v.type = json_value::kind::boolean;
-        break;
-      case 'n':
-        literal("null");
-        break;
-      default:
-        number(v);
-        break;
-    }
+    v.type = k;
+    v.line = line();
     return v;
   }
 
-  void literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) fail("a value");
-    pos_ += word.size();
-  }
-
-  void number(json_value& v) {
-    const std::size_t start = pos_;
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
-        ++pos_;
-      } else {
-        break;
-      }
-    }
-    const std::string_view literal_text = text_.substr(start, pos_ - start);
-    const auto parsed = parse_decimal(literal_text);
-    if (!parsed) {
-      pos_ = start;
-      fail("a value (a finite JSON number, string, object, array, true, false or null)");
-    }
-    v.type = json_value::kind::number;
-    v.number = *parsed;
-    v.text = literal_text;
-  }
-
-  unsigned hex4() {
-    unsigned v = 0;
-    for (int k = 0; k < 4; ++k) {
-      if (pos_ >= text_.size()) fail("four hex digits after \\u");
-      const char c = text_[pos_];
-      unsigned d = 0;
-      if (c >= '0' && c <= '9') {
-        d = static_cast<unsigned>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        d = static_cast<unsigned>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        d = static_cast<unsigned>(c - 'A' + 10);
-      } else {
-        fail("four hex digits after \\u");
-      }
-      v = v * 16 + d;
-      ++pos_;
-    }
+  json_value number(double n, auto exact) {
+    json_value v = leaf(json_value::kind::number);
+    v.number = n;
+    v.text = fmt::to_string(exact);  // integers keep every digit: the readers check them
     return v;
   }
 
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+  bool add(json_value v) {
+    if (frames_.empty()) {
+      root_ = std::move(v);
+      return true;
+    }
+    frame& parent = frames_.back();
+    if (parent.value.type == json_value::kind::array) {
+      parent.value.items.push_back(std::move(v));
     } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+      parent.value.members.push_back({std::move(parent.key), std::move(v)});
+      parent.has_key = false;
     }
+    return true;
   }
 
-  std::string string() {
-    ++pos_;  // the opening quote
-    std::string out;
-    for (;;) {
-      // Copy the plain run in one go: most strings have no escapes.
-      const std::size_t start = pos_;
-      while (pos_ < text_.size()) {
-        const auto c = static_cast<unsigned char>(text_[pos_]);
-        if (c == '"' || c == '\\' || c < 0x20) break;
-        ++pos_;
-      }
-      out.append(text_.substr(start, pos_ - start));
-      if (pos_ >= text_.size()) fail("'\"' closing the string");
-      const char c = text_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (c != '\\') fail("a string character (control characters must be escaped)");
-      ++pos_;
-      if (pos_ >= text_.size()) fail("an escape character after '\\'");
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) fail("a high surrogate before a low one");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (text_.substr(pos_, 2) != "\\u") fail("a low surrogate \\uDC00..\\uDFFF");
-            pos_ += 2;
-            const unsigned low = hex4();
-            if (low < 0xDC00 || low > 0xDFFF) fail("a low surrogate \\uDC00..\\uDFFF");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          --pos_;
-          fail("one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u");
-      }
+  bool open(json_value::kind k) {
+    if (frames_.size() >= max_depth) {
+      fail(fmt::format("JSON syntax: expected nesting at most {} deep, got deeper", max_depth));
     }
+    frames_.push_back({leaf(k), {}, false});
+    return true;
   }
 
-  void array(json_value& v, std::size_t depth) {
-    v.type = json_value::kind::array;
-    ++pos_;
-    skip_space();
-    if (at(']')) {
-      ++pos_;
-      return;
-    }
-    path_.push_back({});
-    for (;;) {
-      path_.back().index = v.items.size();
-      skip_space();
-      v.items.push_back(value(depth));
-      skip_space();
-      if (at(',')) {
-        ++pos_;
-        continue;
-      }
-      if (at(']')) {
-        ++pos_;
-        break;
-      }
-      fail("',' or ']' after an array element");
-    }
-    path_.pop_back();
+  bool close() {
+    json_value done = std::move(frames_.back().value);
+    frames_.pop_back();
+    return add(std::move(done));
   }
 
-  void object(json_value& v, std::size_t depth) {
-    v.type = json_value::kind::object;
-    ++pos_;
-    skip_space();
-    if (at('}')) {
-      ++pos_;
-      return;
-    }
-    for (;;) {
-      skip_space();
-      if (!at('"')) fail("'\"' starting a member name");
-      std::string key = string();
-      skip_space();
-      if (!at(':')) fail("':' after a member name");
-      ++pos_;
-      skip_space();
-      v.members.push_back({std::move(key), {}});
-      path_.push_back({&v.members.back().key, 0});
-      json_value member_value = value(depth);
-      path_.pop_back();
-      v.members.back().value = std::move(member_value);
-      skip_space();
-      if (at(',')) {
-        ++pos_;
-        continue;
+  [[noreturn]] void fail(std::string_view what) {
+    // The path of the value being read: the index an array is at, the member an object is in.
+    std::string path;
+    for (const frame& f : frames_) {
+      if (f.value.type == json_value::kind::array) {
+        path += fmt::format("[{}]", f.value.items.size());
+      } else if (f.has_key) {
+        path += fmt::format("{}{}", path.empty() ? "" : ".", f.key);
       }
-      if (at('}')) {
-        ++pos_;
-        break;
-      }
-      fail("',' or '}' after an object member");
     }
-    check_unique_keys(v);
+    throw trace_error(std::string{source_}, line(),
+                      fmt::format("{}{}{}", path, path.empty() ? "" : ": ", what));
   }
 
   void check_unique_keys(const json_value& v) const {
@@ -339,15 +248,26 @@ class parser {
 
   std::string_view text_;
   std::string_view source_;
-  std::size_t pos_ = 0;
+  const char* last_;
+  const char* counted_;
+  const char* line_start_ = text_.data();
   std::size_t line_ = 1;
-  std::vector<path_step> path_;
+  std::vector<frame> frames_;
+  json_value root_;
 };
 
 }  // namespace
 
 json_value parse_json(std::string_view text, std::string_view source) {
-  return parser{text, source}.document();
+  tree_builder builder{text, source};
+  const char* const begin = text.data();
+  const char* const end = begin + text.size();
+  // strict: nothing may follow the top-level value; comments are not JSON.
+  nlohmann::json::sax_parse(tracking_iterator{begin, builder.last_consumed()},
+                            tracking_iterator{end, builder.last_consumed()}, &builder,
+                            nlohmann::json::input_format_t::json, /*strict=*/true,
+                            /*ignore_comments=*/false);
+  return builder.take_root();
 }
 
 }  // namespace tgs::traces::detail

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// Internal: a small, strict JSON (RFC 8259) parser into a tree whose values remember their line.
+/// Internal: strict JSON (RFC 8259, parsed by nlohmann::json) into a tree whose values remember
+/// their line.
 #pragma once
 
 #include <cstddef>
@@ -42,7 +43,8 @@ struct json_member {
 
 /// Parses a whole JSON document. Throws `trace_error` naming `source`, the line, the JSON path
 /// of the value being parsed and what was expected. Nesting deeper than `max_depth` is refused
-/// so hostile input cannot exhaust the stack. `text` must already be valid UTF-8.
+/// so hostile input cannot exhaust the stack (the tree is freed recursively). `text` must
+/// already be valid UTF-8.
 [[nodiscard]] json_value parse_json(std::string_view text, std::string_view source);
 
 /// The deepest nesting of arrays and objects `parse_json` accepts.

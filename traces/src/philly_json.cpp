@@ -225,7 +225,7 @@ class job_reader {
 
 trace parse_philly_json(std::string_view text, std::string_view source,
                         const read_options& options) {
-  detail::check_utf8(text, source);
+  text = detail::utf8_text(text, source);
   const json_value doc = detail::parse_json(text, source);
   if (doc.type != kind::array) {
     throw trace_error(

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <fstream>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace tgs::traces {
 
@@ -23,8 +25,21 @@ trace_error::trace_error(std::string file, std::size_t line, const std::string& 
 }
 
 void normalise(trace& t) {
-  std::stable_sort(t.jobs.begin(), t.jobs.end(),
-                   [](const job_record& a, const job_record& b) { return a.submit < b.submit; });
+  // A stable sort by submission, done on (submit, position) keys and applied with one move per
+  // job: a job_record is large, and sorting the records themselves moved each one log n times.
+  const auto by_submit = [](const job_record& a, const job_record& b) {
+    return a.submit < b.submit;
+  };
+  if (!std::is_sorted(t.jobs.begin(), t.jobs.end(), by_submit)) {
+    std::vector<std::pair<tgs::instant, std::size_t>> order;
+    order.reserve(t.jobs.size());
+    for (std::size_t i = 0; i < t.jobs.size(); ++i) order.emplace_back(t.jobs[i].submit, i);
+    std::sort(order.begin(), order.end());  // keys are unique: ties keep input order
+    std::vector<job_record> sorted;
+    sorted.reserve(t.jobs.size());
+    for (const auto& [submit, i] : order) sorted.push_back(std::move(t.jobs[i]));
+    t.jobs = std::move(sorted);
+  }
   if (!t.jobs.empty()) {
     const tgs::duration first = t.jobs.front().submit - tgs::epoch;
     for (job_record& j : t.jobs) j.submit -= first;
@@ -37,10 +52,37 @@ void normalise(trace& t) {
 
 namespace detail {
 
+namespace {
+
+/// What a file that is not a regular file is, for the message that refuses it.
+std::string_view kind_of(std::filesystem::file_type type) noexcept {
+  switch (type) {
+    case std::filesystem::file_type::directory:
+      return "a directory";
+    case std::filesystem::file_type::fifo:
+      return "a FIFO";
+    case std::filesystem::file_type::socket:
+      return "a socket";
+    case std::filesystem::file_type::block:
+      return "a block device";
+    case std::filesystem::file_type::character:
+      return "a character device";
+    default:
+      return "not a file";
+  }
+}
+
+}  // namespace
+
 std::string read_file(const std::filesystem::path& path) {
+  // Checked before opening: opening a FIFO for reading waits for a writer, forever if none
+  // comes, and a device may never end. A trace is a regular file (symbolic links followed).
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw trace_error(path.string(), 0, "cannot read: it is a directory");
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec) throw trace_error(path.string(), 0, fmt::format("cannot open: {}", ec.message()));
+  if (status.type() != std::filesystem::file_type::regular) {
+    throw trace_error(path.string(), 0,
+                      fmt::format("cannot read: not a regular file ({})", kind_of(status.type())));
   }
   std::ifstream in{path, std::ios::binary | std::ios::ate};
   if (!in) {
@@ -57,49 +99,78 @@ std::string read_file(const std::filesystem::path& path) {
   return text;
 }
 
+namespace {
+
+/// One UTF-8 sequence decoded, or why the bytes there are not one.
+struct utf8_char {
+  char32_t code_point = 0;
+  /// Bytes of the sequence; 0 when `problem` says it is not UTF-8.
+  std::size_t length = 0;
+  std::string problem;
+};
+
+utf8_char decode_utf8(std::string_view s, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  if (c < 0x80) return {c, 1, {}};
+  std::size_t len = 0;
+  char32_t cp = 0;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+    cp = c & 0x1Fu;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    cp = c & 0x0Fu;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    cp = c & 0x07u;
+  } else {
+    return {0, 0, fmt::format("the byte 0x{:02X}", c)};
+  }
+  if (s.size() - i < len) return {0, 0, "a truncated multi-byte sequence"};
+  for (std::size_t k = 1; k < len; ++k) {
+    const unsigned char cc = byte(i + k);
+    if ((cc & 0xC0u) != 0x80u)
+      return {0, 0, fmt::format("the byte 0x{:02X} inside a sequence", cc)};
+    cp = (cp << 6) | (cc & 0x3Fu);
+  }
+  if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
+    return {0, 0, "an overlong or out-of-range sequence"};
+  }
+  if (cp >= 0xD800 && cp <= 0xDFFF) return {0, 0, "an encoded surrogate"};
+  return {cp, len, {}};
+}
+
+}  // namespace
+
 void check_utf8(std::string_view text, std::string_view source) {
   std::size_t line = 1;
   std::size_t i = 0;
   const std::size_t n = text.size();
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
   const auto fail = [&](std::string_view what) {
     throw trace_error(std::string{source}, line,
                       fmt::format("expected UTF-8 text, got {} (byte offset {})", what, i));
   };
   while (i < n) {
-    const unsigned char c = byte(i);
+    const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x80) {
+      // The common case, kept out of the decoder: traces are almost all ASCII.
       if (c == 0) fail("a NUL byte");
       if (c == '\n') ++line;
       ++i;
       continue;
     }
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-      cp = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      cp = c & 0x0Fu;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      cp = c & 0x07u;
-    } else {
-      fail(fmt::format("the byte 0x{:02X}", c));
-    }
-    if (n - i < len) fail("a truncated multi-byte sequence");
-    for (std::size_t k = 1; k < len; ++k) {
-      const unsigned char cc = byte(i + k);
-      if ((cc & 0xC0u) != 0x80u) fail(fmt::format("the byte 0x{:02X} inside a sequence", cc));
-      cp = (cp << 6) | (cc & 0x3Fu);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
-      fail("an overlong or out-of-range sequence");
-    }
-    if (cp >= 0xD800 && cp <= 0xDFFF) fail("an encoded surrogate");
-    i += len;
+    const utf8_char u = decode_utf8(text, i);
+    if (u.length == 0) fail(u.problem);
+    i += u.length;
   }
+}
+
+std::string_view utf8_text(std::string_view text, std::string_view source) {
+  check_utf8(text, source);
+  constexpr std::string_view bom = "\xEF\xBB\xBF";
+  if (text.starts_with(bom)) text.remove_prefix(bom.size());
+  return text;
 }
 
 namespace {
@@ -193,24 +264,53 @@ tgs::duration seconds_to_duration(double s) noexcept {
   return tgs::from_seconds(s);
 }
 
+namespace {
+
+/// Characters that print as nothing, or as a space that looks like any other, or that reorder
+/// text: shown escaped so a message says what is really there (Unicode's default-ignorable and
+/// space-separator characters, plus the C1 controls).
+bool invisible(char32_t c) noexcept {
+  constexpr std::pair<char32_t, char32_t> ranges[] = {
+      {0x80, 0xA0},     {0xAD, 0xAD},     {0x34F, 0x34F},     {0x61C, 0x61C},     {0x115F, 0x1160},
+      {0x1680, 0x1680}, {0x17B4, 0x17B5}, {0x180B, 0x180F},   {0x2000, 0x200F},   {0x2028, 0x202F},
+      {0x205F, 0x206F}, {0x3000, 0x3000}, {0x3164, 0x3164},   {0xFE00, 0xFE0F},   {0xFEFF, 0xFEFF},
+      {0xFFA0, 0xFFA0}, {0xFFF0, 0xFFFB}, {0x1D173, 0x1D17A}, {0xE0000, 0xE0FFF},
+  };
+  for (const auto& [lo, hi] : ranges) {
+    if (c >= lo && c <= hi) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string quote(std::string_view value) {
   constexpr std::size_t limit = 40;
   std::string out = "\"";
   std::size_t shown = 0;
-  for (const char c : value) {
+  for (std::size_t i = 0; i < value.size();) {
     if (shown == limit) {
       out += "...";
       break;
     }
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) {
-      out += fmt::format("\\x{:02X}", u);
-    } else if (c == '"' || c == '\\') {
+    const utf8_char u = decode_utf8(value, i);
+    const char32_t cp = u.code_point;
+    const std::size_t len = u.length;
+    if (len == 0) {
+      out += fmt::format("\\x{:02X}", static_cast<unsigned char>(value[i]));
+      ++i;
+    } else if (cp < 0x20 || cp == 0x7F) {
+      out += fmt::format("\\x{:02X}", static_cast<unsigned>(cp));
+    } else if (cp == '"' || cp == '\\') {
       out += '\\';
-      out += c;
+      out += static_cast<char>(cp);
+    } else if (invisible(cp)) {
+      out += cp > 0xFFFF ? fmt::format("\\U{:08X}", static_cast<std::uint32_t>(cp))
+                         : fmt::format("\\u{:04X}", static_cast<std::uint32_t>(cp));
     } else {
-      out += c;
+      out += value.substr(i, len);
     }
+    i += len;
     ++shown;
   }
   out += '"';

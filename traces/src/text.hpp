@@ -25,6 +25,10 @@ inline constexpr double max_seconds = 1e9;
 /// Throws `trace_error` at the line of the first byte sequence that is not UTF-8, or of a NUL.
 void check_utf8(std::string_view text, std::string_view source);
 
+/// What every reader does first: checks that `text` is UTF-8 (`check_utf8`) and returns it
+/// without its UTF-8 byte-order mark, if it starts with one (editors on Windows write one).
+[[nodiscard]] std::string_view utf8_text(std::string_view text, std::string_view source);
+
 /// Parses `YYYY-MM-DD HH:MM:SS` (the Philly format) as a civil time on the UTC calendar.
 /// Years 1970..2199 only, so differences of two instants fit in `tgs::duration`.
 [[nodiscard]] std::optional<std::chrono::sys_seconds> parse_civil_time(std::string_view s) noexcept;
@@ -41,7 +45,9 @@ void check_utf8(std::string_view text, std::string_view source);
 /// Seconds (already checked to be in [0, max_seconds]) to a duration, rounded to nanoseconds.
 [[nodiscard]] tgs::duration seconds_to_duration(double s) noexcept;
 
-/// `value` in double quotes for a message, cut at 40 characters, control bytes escaped.
+/// `value` in double quotes for a message, cut at 40 characters. What would not show is escaped:
+/// control bytes as `\x1B`, invisible or formatting characters (a byte-order mark, zero-width
+/// and other unusual spaces, direction marks) as `\uFEFF`, bytes that are not UTF-8 as `\xFF`.
 [[nodiscard]] std::string quote(std::string_view value);
 
 /// Counts the lines before `offset` (1-based line of the byte at `offset`).

@@ -15,11 +15,11 @@
 
 namespace tgs::traces {
 
-trace parse_pollux_csv(std::string_view text, std::string_view source,
+trace parse_philly_csv(std::string_view text, std::string_view source,
                        const read_options& options) {
   static constexpr std::array<std::string_view, 5> columns{"timestamp", "duration", "num_gpus",
                                                            "gpu_time", "cluster"};
-  detail::check_utf8(text, source);
+  text = detail::utf8_text(text, source);
   detail::csv_scanner scan{text, source};
   if (!scan.next_line()) {
     throw trace_error(std::string{source}, 1,

@@ -21,8 +21,8 @@ std::string with_header(std::string_view rows) {
   return std::string{header} + std::string{rows};
 }
 
-TEST(PolluxCsvReader, SortsUnsortedRowsStablyAndKeepsDuplicates) {
-  const trace t = read_trace(fixture("pollux.csv"), trace_format::pollux_csv);
+TEST(PhillyCsvReader, SortsUnsortedRowsStablyAndKeepsDuplicates) {
+  const trace t = read_trace(fixture("pollux.csv"), trace_format::philly_csv);
   ASSERT_EQ(t.jobs.size(), 6U);
   EXPECT_EQ(t.stats.rows_read, 6U);
   EXPECT_EQ(t.stats.duplicates, 1U);
@@ -43,9 +43,9 @@ TEST(PolluxCsvReader, SortsUnsortedRowsStablyAndKeepsDuplicates) {
   EXPECT_FALSE(t.jobs[0].model.has_value());
 }
 
-TEST(PolluxCsvReader, DropsDuplicatesWhenAsked) {
+TEST(PhillyCsvReader, DropsDuplicatesWhenAsked) {
   const trace t =
-      read_trace(fixture("pollux.csv"), trace_format::pollux_csv,
+      read_trace(fixture("pollux.csv"), trace_format::philly_csv,
                  {.malformed = {}, .duplicates = duplicate_rule::drop, .max_reasons = 5});
   EXPECT_EQ(t.jobs.size(), 5U);
   EXPECT_EQ(t.stats.duplicates, 1U);
@@ -54,8 +54,8 @@ TEST(PolluxCsvReader, DropsDuplicatesWhenAsked) {
   EXPECT_THAT(t.stats.drop_reasons[0], HasSubstr("pollux.csv:5: dropped: duplicate of line 3"));
 }
 
-TEST(PolluxCsvReader, AcceptsColumnsInAnyOrder) {
-  const trace t = parse_pollux_csv(
+TEST(PhillyCsvReader, AcceptsColumnsInAnyOrder) {
+  const trace t = parse_philly_csv(
       "cluster,num_gpus,gpu_time,duration,timestamp\n"
       "abc,2,20,10,2017-10-09 07:01:55\n",
       "o.csv");
@@ -64,88 +64,88 @@ TEST(PolluxCsvReader, AcceptsColumnsInAnyOrder) {
   EXPECT_EQ(t.jobs[0].run_time, std::chrono::seconds{10});
 }
 
-TEST(PolluxCsvReader, RejectsNegativeDuration) {
+TEST(PhillyCsvReader, RejectsNegativeDuration) {
   EXPECT_EQ(error_of([] {
-              (void)parse_pollux_csv(with_header("2017-10-09 07:01:55,-5,1,-5,a\n"), "n.csv");
+              (void)parse_philly_csv(with_header("2017-10-09 07:01:55,-5,1,-5,a\n"), "n.csv");
             }),
             "n.csv:2: column \"duration\": expected a non-negative number of seconds, got \"-5\"");
 }
 
-TEST(PolluxCsvReader, RejectsBadTimestamp) {
+TEST(PhillyCsvReader, RejectsBadTimestamp) {
   EXPECT_EQ(error_of([] {
-              (void)parse_pollux_csv(
+              (void)parse_philly_csv(
                   with_header("2017-10-09 07:01:55,1,1,1,a\n2017-02-29 07:01:55,1,1,1,a\n"),
                   "t.csv");
             }),
             "t.csv:3: column \"timestamp\": expected a time \"YYYY-MM-DD HH:MM:SS\", got "
             "\"2017-02-29 07:01:55\"");
   EXPECT_THAT(error_of([] {
-                (void)parse_pollux_csv(with_header("2017-10-09T07:01:55,1,1,1,a\n"), "t.csv");
+                (void)parse_philly_csv(with_header("2017-10-09T07:01:55,1,1,1,a\n"), "t.csv");
               }),
               HasSubstr("t.csv:2: column \"timestamp\""));
 }
 
-TEST(PolluxCsvReader, RejectsMissingColumnInHeaderAndRow) {
+TEST(PhillyCsvReader, RejectsMissingColumnInHeaderAndRow) {
   EXPECT_EQ(
-      error_of([] { (void)parse_pollux_csv("timestamp,duration,num_gpus,cluster\n", "h.csv"); }),
+      error_of([] { (void)parse_philly_csv("timestamp,duration,num_gpus,cluster\n", "h.csv"); }),
       "h.csv:1: header: expected a column \"gpu_time\" (required: "
       "timestamp,duration,num_gpus,gpu_time,cluster), got "
       "\"timestamp,duration,num_gpus,cluster\"");
   EXPECT_EQ(
-      error_of([] { (void)parse_pollux_csv(with_header("2017-10-09 07:01:55,1,1,1\n"), "r.csv"); }),
+      error_of([] { (void)parse_philly_csv(with_header("2017-10-09 07:01:55,1,1,1\n"), "r.csv"); }),
       "r.csv:2: expected 5 fields as in the header, got 4");
   EXPECT_THAT(error_of([] {
-                (void)parse_pollux_csv("timestamp,duration,num_gpus,gpu_time,cluster,user\n",
+                (void)parse_philly_csv("timestamp,duration,num_gpus,gpu_time,cluster,user\n",
                                        "u.csv");
               }),
               HasSubstr("u.csv:1: header: expected column names from "
                         "timestamp,duration,num_gpus,gpu_time,cluster, got \"user\""));
 }
 
-TEST(PolluxCsvReader, RejectsWrongTypesAndInconsistentGpuTime) {
+TEST(PhillyCsvReader, RejectsWrongTypesAndInconsistentGpuTime) {
   EXPECT_THAT(error_of([] {
-                (void)parse_pollux_csv(with_header("2017-10-09 07:01:55,1,one,1,a\n"), "w.csv");
+                (void)parse_philly_csv(with_header("2017-10-09 07:01:55,1,one,1,a\n"), "w.csv");
               }),
               HasSubstr("w.csv:2: column \"num_gpus\": expected a positive integer"));
   EXPECT_THAT(error_of([] {
-                (void)parse_pollux_csv(with_header("2017-10-09 07:01:55,1,0,0,a\n"), "w.csv");
+                (void)parse_philly_csv(with_header("2017-10-09 07:01:55,1,0,0,a\n"), "w.csv");
               }),
               HasSubstr("w.csv:2: column \"num_gpus\": expected a positive integer"));
   EXPECT_THAT(error_of([] {
-                (void)parse_pollux_csv(with_header("2017-10-09 07:01:55,nan,1,1,a\n"), "w.csv");
+                (void)parse_philly_csv(with_header("2017-10-09 07:01:55,nan,1,1,a\n"), "w.csv");
               }),
               HasSubstr("w.csv:2: column \"duration\": expected a number of seconds"));
   EXPECT_EQ(error_of([] {
-              (void)parse_pollux_csv(with_header("2017-10-09 07:01:55,10,4,41,a\n"), "g.csv");
+              (void)parse_philly_csv(with_header("2017-10-09 07:01:55,10,4,41,a\n"), "g.csv");
             }),
             "g.csv:2: column \"gpu_time\": expected duration x num_gpus = 40, got \"41\"");
   EXPECT_THAT(error_of([] {
-                (void)parse_pollux_csv(with_header("2017-10-09 07:01:55,1e99,1,1e99,a\n"), "w.csv");
+                (void)parse_philly_csv(with_header("2017-10-09 07:01:55,1e99,1,1e99,a\n"), "w.csv");
               }),
               HasSubstr("w.csv:2: column \"duration\": expected a number of seconds in [0, 1e9]"));
 }
 
-TEST(PolluxCsvReader, RejectsEmptyFileAndGarbage) {
-  EXPECT_EQ(error_of([] { (void)parse_pollux_csv("", "e.csv"); }),
+TEST(PhillyCsvReader, RejectsEmptyFileAndGarbage) {
+  EXPECT_EQ(error_of([] { (void)parse_philly_csv("", "e.csv"); }),
             "e.csv:1: expected the header \"timestamp,duration,num_gpus,gpu_time,cluster\", got "
             "an empty file");
   EXPECT_THAT(error_of([] {
-                (void)parse_pollux_csv(with_header("2017-10-09 07:01:55,1,1,1,a\xc0\xaf\n"),
+                (void)parse_philly_csv(with_header("2017-10-09 07:01:55,1,1,1,a\xc0\xaf\n"),
                                        "g.csv");
               }),
               HasSubstr("g.csv:2: expected UTF-8 text, got the byte 0xC0"));
-  EXPECT_THAT(error_of([] { (void)parse_pollux_csv(std::string("a\0b", 3), "z.csv"); }),
+  EXPECT_THAT(error_of([] { (void)parse_philly_csv(std::string("a\0b", 3), "z.csv"); }),
               HasSubstr("z.csv:1: expected UTF-8 text, got a NUL byte"));
 }
 
-TEST(PolluxCsvReader, SkipOptionCountsRowsAndKeepsFirstReasons) {
+TEST(PhillyCsvReader, SkipOptionCountsRowsAndKeepsFirstReasons) {
   const std::string text = with_header(
       "2017-10-09 07:01:55,1,1,1,a\n"
       "bad,1,1,1,a\n"
       "2017-10-09 07:01:55,-1,1,1,a\n"
       "2017-10-09 07:01:55,1,1,1\n"
       "2017-10-09 07:01:56,2,1,2,b\n");
-  const trace t = parse_pollux_csv(
+  const trace t = parse_philly_csv(
       text, "s.csv", {.malformed = on_malformed::skip, .duplicates = {}, .max_reasons = 2});
   EXPECT_EQ(t.jobs.size(), 2U);
   EXPECT_EQ(t.stats.rows_read, 5U);
@@ -156,14 +156,47 @@ TEST(PolluxCsvReader, SkipOptionCountsRowsAndKeepsFirstReasons) {
   EXPECT_THAT(t.stats.skip_reasons[1], HasSubstr("s.csv:4: column \"duration\""));
 }
 
-TEST(PolluxCsvReader, HandlesQuotedFieldsAndRejectsBrokenQuotes) {
-  const trace t = parse_pollux_csv(with_header("\"2017-10-09 07:01:55\",1,1,1,\"a,b\"\n"), "q.csv");
+TEST(PhillyCsvReader, HandlesQuotedFieldsAndRejectsBrokenQuotes) {
+  const trace t = parse_philly_csv(with_header("\"2017-10-09 07:01:55\",1,1,1,\"a,b\"\n"), "q.csv");
   ASSERT_EQ(t.jobs.size(), 1U);
   EXPECT_EQ(t.jobs[0].vc, "a,b");
   EXPECT_THAT(error_of([] {
-                (void)parse_pollux_csv(with_header("\"2017-10-09 07:01:55,1,1,1,a\n"), "q.csv");
+                (void)parse_philly_csv(with_header("\"2017-10-09 07:01:55,1,1,1,a\n"), "q.csv");
               }),
               HasSubstr("q.csv:2: field 1: expected a closing '\"' before the end of the line"));
+  EXPECT_EQ(error_of([] {
+              (void)parse_philly_csv(with_header("\"2017-10-09 07:01:55\",1,1,1,\"a\"b\n"),
+                                     "q.csv");
+            }),
+            "q.csv:2: field 5: expected ',' after the closing quote, got \"b\"");
+  EXPECT_EQ(error_of([] {
+              (void)parse_philly_csv(with_header("2017-10-09 07:01:55,1,1,\"1\",a\"b,c\n"),
+                                     "q.csv");
+            }),
+            "q.csv:2: field 5: expected a quote only around a whole field, got \"a\\\"b\"");
+}
+
+TEST(PhillyCsvReader, FieldsKeepSpacesCarriageReturnsAndDoubledQuotes) {
+  const trace t = parse_philly_csv(with_header("2017-10-09 07:01:55,1,1,1, spaced vc \n"
+                                               "2017-10-09 07:01:56,1,1,1,\"\"\"x\"\n"
+                                               "2017-10-09 07:01:57,1,1,1,a\rb\r\n"),
+                                   "q.csv");
+  ASSERT_EQ(t.jobs.size(), 3U);
+  EXPECT_EQ(t.jobs[0].vc, " spaced vc ");
+  EXPECT_EQ(t.jobs[1].vc, "\"x");
+  // Only the carriage return of a CRLF line end goes; one inside the line is data.
+  EXPECT_EQ(t.jobs[2].vc, "a\rb");
+}
+
+TEST(PhillyCsvReader, SkippingABrokenQuoteGoesOnWithTheNextLine) {
+  const trace t = parse_philly_csv(
+      with_header("2017-10-09 07:01:55,1,1,1,\"open\n"
+                  "2017-10-09 07:01:56,1,1,1,\"a\"x\n"
+                  "2017-10-09 07:01:57,1,1,1,\"b,c\"\n"),
+      "s.csv", {.malformed = on_malformed::skip, .duplicates = {}, .max_reasons = 5});
+  ASSERT_EQ(t.jobs.size(), 1U);
+  EXPECT_EQ(t.jobs[0].vc, "b,c");
+  EXPECT_EQ(t.stats.rows_skipped, 2U);
 }
 
 }  // namespace

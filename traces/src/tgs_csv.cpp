@@ -40,8 +40,7 @@ std::string csv_field(std::string_view v) {
   if (v.find('\n') != std::string_view::npos) {
     // The format keeps one job per line; a reader could not tell the break from a row end.
     throw std::invalid_argument(
-        fmt::format("write_job_stream_csv: a field cannot hold a line break: {}",
-                    detail::quote(v)));
+        fmt::format("write_tgs_csv: a field cannot hold a line break: {}", detail::quote(v)));
   }
   if (v.find_first_of(",\"\r") == std::string_view::npos) return std::string{v};
   std::string out = "\"";
@@ -55,9 +54,8 @@ std::string csv_field(std::string_view v) {
 
 }  // namespace
 
-trace parse_job_stream_csv(std::string_view text, std::string_view source,
-                           const read_options& options) {
-  detail::check_utf8(text, source);
+trace parse_tgs_csv(std::string_view text, std::string_view source, const read_options& options) {
+  text = detail::utf8_text(text, source);
   detail::csv_scanner scan{text, source};
   trace t;
   t.source = source;
@@ -166,7 +164,7 @@ trace parse_job_stream_csv(std::string_view text, std::string_view source,
   return t;
 }
 
-void write_job_stream_csv(std::ostream& out, const trace& t) {
+void write_tgs_csv(std::ostream& out, const trace& t) {
   // Whole seconds go in the comment; the sub-second rest of the origin moves into submit_s, so
   // reading the file back gives the same origin and the same relative submissions.
   tgs::duration shift{};
