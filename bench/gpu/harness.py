@@ -40,6 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CLASSES = ("production", "opportunistic")
 METRICS = ("production", "opportunistic", "convergence_s", "recovery_s")
+CALL_KEYS = ("device", "driver", "date", "command", "complete", "cpus", "budgets", "skipped")
 CELL_KEY = ("scenario", "production_model", "opportunistic_model", "mode", "setting")
 
 
@@ -71,14 +72,14 @@ def load_data(paths: list) -> dict:
             raise HarnessError(f"{', '.join(paths)}: no [{section}] table")
     for name, m in data["modes"].items():
         if m.get("jobs") not in ("each", "production", "both"):
-            raise HarnessError(f"mode '{name}': jobs must be \"each\", \"production\" or \"both\", got {m.get('jobs')!r}")
+            raise HarnessError(f"mode '{name}': jobs must be each, production or both, not {m.get('jobs')!r}")
         if "mps" in m and not all(isinstance(m["mps"].get(c), int) and 1 <= m["mps"][c] <= 100 for c in CLASSES):
             raise HarnessError(f"mode '{name}': mps needs production and opportunistic thread percentages in 1..100")
     data["jobs"] = {name: {**data["job_defaults"], **job} for name, job in data["jobs"].items()}
     for name, p in data["pairs"].items():
         for c in CLASSES:
             if p.get(c) not in data["jobs"]:
-                raise HarnessError(f"pair '{name}': {c} job {p.get(c)!r} is not in [jobs] (known: {', '.join(data['jobs'])})")
+                raise HarnessError(f"pair '{name}': {c} job {p.get(c)!r} is not in [jobs] ({', '.join(data['jobs'])})")
         for m in p.get("modes", []):
             if m not in data["modes"]:
                 raise HarnessError(f"pair '{name}': unknown mode '{m}' (known: {', '.join(data['modes'])})")
@@ -131,6 +132,10 @@ def write_json(path: str, obj) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=2)
         f.write("\n")
+
+
+def json_lines(text: str) -> list:
+    return [json.loads(x) for x in text.splitlines() if x.startswith("{")]
 
 
 def read_jsonl(path: str) -> list:
@@ -201,13 +206,15 @@ def job_results(run: dict, windows: dict, samples: list) -> dict:
     out = {}
     for cls, j in run["jobs"].items():
         w = windows.get((run["run"], cls), [])
-        rate = rate_in(w, *j["measure"]) if j.get("measure") else None
+        # A job with no window in its measurement was held before its first step: it made nothing.
+        rate = (rate_in(w, *j["measure"]) or 0.0) if j.get("measure") else None
         res = out[cls] = {"job": j["job"], "rate": rate, "steady": j.get("steady"), "convergence_s": None}
         if cls == "opportunistic" and run.get("node") and rate is not None:
             reg = [s["t"] - x["up_s"] for s in samples if s.get("run") == run["run"]
                    for x in s.get("jobs", []) if x.get("class") == cls and isinstance(x.get("up_s"), (int, float))]
-            res["convergence_s"] = convergence([x for x in w if x[0] <= j["measure"][1]], min(reg, default=j["started"]),
-                                               rate, run["convergence_target"], run["steady_windows"])
+            until = [x for x in w if x[0] <= j["measure"][1]]
+            res["convergence_s"] = convergence(until, min(reg, default=j["started"]), rate, run["convergence_target"],
+                                               run["steady_windows"])
         res["recovery_s"] = recovery(w, j["resume"], rate, run["recovery_target"]) if "resume" in j else None
     return out
 
@@ -244,12 +251,12 @@ def summarize(out_dir: str, print_table: bool = True) -> dict:
             per_run["recovery_s"].append(res["production"]["recovery_s"])
         cells.append({"scenario": key[0], "production_model": jobs["production"],
                       "opportunistic_model": jobs["opportunistic"] if call["modes"][key[1]] != "production" else None,
-                      "mode": key[1], "setting": key[2], **{k: call[k] for k in ("device", "driver", "date", "command")},
+                      "mode": key[1], "setting": key[2], **{k: call[k] for k in CALL_KEYS[:4]},
                       "runs": len(these), **{m: stats(per_run[m]) for m in METRICS},
                       "unsteady_runs": sum(any(j["steady"] is False for j in res.values()) for res in these),
                       "per_run": per_run})
-    summary = {**{k: call[k] for k in ("device", "driver", "date", "command", "complete", "cpus", "budgets", "skipped")},
-               "baseline_it_per_s": baseline, "failed": [{"run": r["run"], "why": r["failed"]} for r in runs if r.get("failed")],
+    summary = {**{k: call[k] for k in CALL_KEYS}, "baseline_it_per_s": baseline,
+               "failed": [{"run": r["run"], "why": r["failed"]} for r in runs if r.get("failed")],
                "warnings": list(dict.fromkeys(warnings)), "cells": cells}
     write_json(os.path.join(out_dir, "summary.json"), summary)
     if print_table:
@@ -271,16 +278,13 @@ def table(summary: dict) -> None:
     print(f"\n{summary['device']}, driver {summary['driver'] or '-'}: each job's rate over its alone rate "
           "(median over runs (min-max)); seconds to converge and to recover")
     print_rows([("scenario", "mode", "production", "opportunistic", "convergence_s", "recovery_s", "runs")]
-               + [(c["scenario"], c["mode"], shown(c["production"]), shown(c["opportunistic"]), shown(c["convergence_s"], 1),
-                   shown(c["recovery_s"], 1), c["runs"]) for c in summary["cells"]])
-    for s in summary.get("skipped", []):
-        print(f"WARNING: skipped {s['run']}: {s['why']}")
-    for s in summary.get("failed", []):
-        print(f"WARNING: failed {s['run']}: {s['why']} (left out)")
-    for w in summary.get("warnings", []):
+               + [(c["scenario"], c["mode"], shown(c["production"]), shown(c["opportunistic"]),
+                   shown(c["convergence_s"], 1), shown(c["recovery_s"], 1), c["runs"]) for c in summary["cells"]])
+    for w in ([f"skipped {s['run']}: {s['why']}" for s in summary.get("skipped", [])]
+              + [f"failed {s['run']}: {s['why']} (left out)" for s in summary.get("failed", [])]
+              + summary.get("warnings", [])
+              + ["the call stopped before its last run; the summary is partial"] * (summary.get("complete") is False)):
         print(f"WARNING: {w}")
-    if summary.get("complete") is False:
-        print("WARNING: the call stopped before its last run; the summary is partial")
 
 
 def pool(paths: list) -> dict:
@@ -298,7 +302,7 @@ def pool(paths: list) -> dict:
     cells = []
     for key, cs in groups.items():
         per_run = {m: [x for c in cs for x in c["per_run"].get(m, [])] for m in METRICS}
-        joined = lambda k: sorted({str(x) for c in cs for x in (c[k] if isinstance(c[k], list) else [c[k]]) if x})  # noqa: E731
+        joined = lambda k: sorted({str(x) for c in cs for x in (c[k] if isinstance(c[k], list) else [c[k]]) if x})
         cells.append({**dict(zip(CELL_KEY, key)), "device": joined("device"), "driver": joined("driver"),
                       "date": max(c["date"] for c in cs), "command": joined("command"),
                       "calls": sum(c.get("calls", 1) for c in cs), "runs": sum(c["runs"] for c in cs),
@@ -343,7 +347,8 @@ def phases(samples: list) -> list:
         g = gpu if o else {}  # the controller's numbers mean something with both jobs only
         groups.setdefault((run, g.get("phase", "?") if o else "production-alone"), []).append({
             "budget": g.get("budget_blocks"), "R": g.get("max_rate_blocks_per_s"), "band": g.get("dead_band"),
-            "prod_bps": p.get("blocks_per_s"), "prod_wait": p.get("sync_wait_fraction"), "opp_bps": (o or {}).get("blocks_per_s"),
+            "prod_bps": p.get("blocks_per_s"), "prod_wait": p.get("sync_wait_fraction"),
+            "opp_bps": (o or {}).get("blocks_per_s"),
             "rel": g["sample_blocks_per_s"] / g["max_rate_blocks_per_s"]
             if g.get("sample_blocks_per_s") and g.get("max_rate_blocks_per_s") else None})
     out = []
@@ -361,8 +366,8 @@ def phases(samples: list) -> list:
 def nvidia_smi(fields: list):
     """GPU 0's answers to an nvidia-smi query (a query: it changes nothing), or None without one."""
     try:
-        r = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", "0"],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits",
+                            "-i", "0"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     values = [v.strip() for v in r.stdout.splitlines()[0].split(",")] if r.returncode == 0 and r.stdout.strip() else []
@@ -420,7 +425,7 @@ def build_backend(build: str, log: str) -> None:
     without fmt and CLI11 packages their headers go in .deps/include at the repository root."""
     deps = os.path.join(REPO, ".deps", "include")
     steps = [["cmake", "-S", REPO, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DTGS_BUILD_SIM=OFF",
-              "-DTGS_BUILD_TESTS=OFF", "-DTGS_BUILD_BENCH=OFF"] + ([f"-DTGS_HEADER_DEPS={deps}"] if os.path.isdir(deps) else []),
+              "-DTGS_BUILD_TESTS=OFF", "-DTGS_BUILD_BENCH=OFF"] + [f"-DTGS_HEADER_DEPS={deps}"] * os.path.isdir(deps),
              ["cmake", "--build", build, "--target", "tgs-intercept", "tgs-node"]]
     with open(log, "a", encoding="utf-8") as f:
         for cmd in steps:
@@ -514,7 +519,7 @@ class Node:
             t = time.time()
             with contextlib.suppress(OSError, subprocess.SubprocessError, json.JSONDecodeError):
                 r = subprocess.run(status, capture_output=True, text=True, timeout=5)
-                lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")] if r.returncode == 0 else []
+                lines = json_lines(r.stdout) if r.returncode == 0 else []
                 if lines:
                     s = {"run": run, "t": t, "gpus": [x for x in lines if "gpu" in x and "job" not in x],
                          "jobs": [x for x in lines if "job" in x]}
@@ -533,7 +538,7 @@ class Node:
 def mps_daemon(control: str, work: str):
     """An MPS control daemon private to this run (its own pipe and log folders), always told to
     quit again, also on error; yields the environment its clients need."""
-    env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(work, "mps-pipe"), "CUDA_MPS_LOG_DIRECTORY": os.path.join(work, "mps-log")}
+    env = {f"CUDA_MPS_{k.upper()}_DIRECTORY": os.path.join(work, f"mps-{k}") for k in ("pipe", "log")}
     for d in env.values():
         os.makedirs(d, exist_ok=True)
     try:
@@ -544,7 +549,8 @@ def mps_daemon(control: str, work: str):
         yield env
     finally:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run([control], input="quit\n", env={**os.environ, **env}, text=True, capture_output=True, timeout=30)
+            subprocess.run([control], input="quit\n", env={**os.environ, **env}, text=True, capture_output=True,
+                           timeout=30)
         for _ in range(20):  # the server exits after its clients: the next run starts afresh
             if subprocess.run(["pgrep", "-u", str(os.getuid()), "-f", "nvidia-cuda-mps-server"],
                               capture_output=True).returncode != 0:
@@ -571,7 +577,7 @@ class Call:
         self.work = tempfile.mkdtemp(prefix="tgs-harness-")  # sockets and MPS pipes: a short path (108 bytes)
         self.runs, self.windows, self.samples = (Sink(os.path.join(self.out, n))
                                                  for n in ("runs.jsonl", "windows.jsonl", "status-samples.jsonl"))
-        self.node_log, self.job_log = (open(os.path.join(self.out, n), "w", encoding="utf-8") for n in ("node.log", "jobs.log"))
+        self.node_log, self.job_log = (open(os.path.join(self.out, n), "w") for n in ("node.log", "jobs.log"))
         facts = nvidia_smi(["name", "driver_version", "memory.free", "pci.bus_id"]) or {}
         self.free_mib = self.args.free_mib or float(facts.get("memory.free") or 0) or None
         self.device, self.driver = facts.get("name", "no GPU (nvidia-smi not found)"), facts.get("driver_version")
@@ -587,19 +593,15 @@ class Call:
     def footprint_mib(self, name: str, ctx: dict) -> float:
         """A job's footprint: its data's footprint_mib, else its peak reserved bytes over 3 steps alone."""
         job = self.data["jobs"][name]
-        if name not in self.footprints and "footprint_mib" in job:
-            self.footprints[name] = float(job["footprint_mib"])
-        elif name not in self.footprints:
-            argv = fill(job["program"] + job.get("args", []) + job["footprint_args"], {**ctx, "class": "production",
-                                                                                         "job": name}, f"job '{name}'")
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-            peak = next((x["peak_reserved_bytes"] for x in map(json.loads, filter(lambda x: x.startswith("{"),
-                                                                                  r.stdout.splitlines()))
-                         if "peak_reserved_bytes" in x), None)
-            if peak is None:
+        if name not in self.footprints and "footprint_mib" not in job:
+            argv = job["program"] + job.get("args", []) + job["footprint_args"]
+            r = subprocess.run(fill(argv, {**ctx, "class": "production", "job": name}, f"job '{name}'"),
+                               capture_output=True, text=True, timeout=300)
+            peak = [x["peak_reserved_bytes"] for x in json_lines(r.stdout) if "peak_reserved_bytes" in x]
+            if not peak:
                 raise HarnessError(f"job '{name}': no footprint (exit {r.returncode}): {r.stderr[-500:]}")
-            self.footprints[name] = math.ceil(peak / 2**20)
-        return self.footprints[name]
+            self.footprints[name] = math.ceil(peak[0] / 2**20)
+        return self.footprints.setdefault(name, float(job.get("footprint_mib", 0)))
 
     def memory_budget(self, pair_name: str) -> None:
         """The pair's tgs-node budget from its jobs' footprints, refused where it is not well below the card."""
@@ -607,10 +609,10 @@ class Call:
         p, o = (self.footprint_mib(pair[c], self.context(pair_name)) for c in CLASSES)
         budget, free = math.ceil((p + o) / self.settings(pair)["memory_ratio"]), self.free_mib
         if not free:
-            raise HarnessError(f"pair '{pair_name}': the card's free memory is unknown (no nvidia-smi): give --free-mib")
+            raise HarnessError(f"pair '{pair_name}': the card's free memory is unknown (no nvidia-smi): --free-mib")
         if budget >= 0.5 * free or p + o >= 0.8 * free:
-            raise HarnessError(f"pair '{pair_name}': budget {budget} MiB (must be below {0.5 * free:.0f}) or both jobs' "
-                               f"{p + o:.0f} MiB (below {0.8 * free:.0f}) too large for {free:.0f} MiB free")
+            raise HarnessError(f"pair '{pair_name}': budget {budget} MiB (must be below {0.5 * free:.0f}) or both "
+                               f"jobs' {p + o:.0f} MiB (below {0.8 * free:.0f}) too large for {free:.0f} MiB free")
         self.budgets[pair_name] = {"budget_mib": budget, "production_mib": p, "opportunistic_mib": o}
 
     def start_job(self, run: str, cls: str, name: str, ctx: dict, env: dict) -> Job:
@@ -636,8 +638,11 @@ class Call:
                     j.check()
                 time.sleep(min(0.2, max(0.0, end - time.time())))
 
+        # No wait past --max-s: a job that never settles must not take the call past its device time.
+        deadline = self.t0 + self.args.max_s - s["windows"] * s["window_s"] - 5
+
         def wait_steady(jobs: list, since: float) -> None:
-            end = time.time() + s["steady_timeout_s"]
+            end = min(time.time() + s["steady_timeout_s"], deadline)
             while True:
                 steady = {j.cls: is_steady([r for _, r in j.windows(since)], s["steady_windows"], s["tolerance"],
                                            s["window_s"]) for j in jobs}
@@ -654,7 +659,8 @@ class Call:
             sleep(s["idle_s"], jobs)
             prod.proc.send_signal(signal.Signals[resume])
             t = record["jobs"]["production"]["resume"] = time.time()
-            while time.time() < t + s["recovery_timeout_s"] and recovery(prod.windows(t), t, before, s["recovery_target"]) is None:
+            end = min(t + s["recovery_timeout_s"], deadline)
+            while time.time() < end and recovery(prod.windows(t), t, before, s["recovery_target"]) is None:
                 sleep(0.2, jobs)
 
         try:
@@ -670,12 +676,12 @@ class Call:
                                 self.node_log, self.samples, run, spec.get("gpu_util", False))
                     stack.callback(node.stop)
                 # Each job alone one after the other, or the production job and then the other.
-                for classes in [[c] for c in CLASSES] if kind == "each" else [CLASSES[:1 if kind == "production" else 2]]:
+                for classes in [[c] for c in CLASSES] if kind == "each" else [CLASSES[:2 if kind == "both" else 1]]:
                     with contextlib.ExitStack() as running:
                         jobs = []
                         for cls in classes:
-                            e = env | ({self.data["mps"]["percentage_env"]: str(mode["mps"][cls])} if "mps" in mode else {})
-                            jobs.append(j := self.start_job(run, cls, pair[cls], ctx, e))
+                            mps = {self.data["mps"]["percentage_env"]: str(mode["mps"][cls])} if "mps" in mode else {}
+                            jobs.append(j := self.start_job(run, cls, pair[cls], ctx, env | mps))
                             record["jobs"][cls] = {"job": pair[cls], "started": j.started}
                             running.callback(lambda j=j: record["jobs"][j.cls].update(exit=j.stop()))
                             wait_steady(jobs, j.started)  # the newcomer, and the others again since its arrival
@@ -718,10 +724,11 @@ def plan(args, data: dict) -> list:
         if name not in data["pairs"]:
             raise HarnessError(f"--pairs: unknown pair '{name}' (known: {', '.join(data['pairs'])})")
     # A mode with a memory budget runs only for pairs that have one.
-    usable = lambda p, m: data["pairs"][p].get("memory") or "{budget_mib}" not in json.dumps(data["modes"][m])  # noqa: E731
+    def usable(p, m):
+        return data["pairs"][p].get("memory") or "{budget_mib}" not in json.dumps(data["modes"][m])
     for m in wanted or []:
         if m not in data["modes"] or not any(usable(p, m) for p in pairs):
-            raise HarnessError(f"--modes: '{m}' is no mode of the data for these pairs (known: {', '.join(data['modes'])})")
+            raise HarnessError(f"--modes: '{m}' is no mode of the data for these pairs ({', '.join(data['modes'])})")
     rounds = int(parse_sets(args.set or [], data["settings"]).get("rounds", data["settings"]["rounds"]))
     return [{"run": f"{r}/{p}/{m}", "round": r, "pair": p, "mode": m} for r in range(1, rounds + 1)
             for p in pairs for m in (wanted or data["pairs"][p].get("modes", [])) if usable(p, m)]
@@ -790,18 +797,21 @@ def profile_row(call: Call, summary: dict) -> int:
         return 1
     a, b = rec["jobs"]["production"]["measure"]
     lines = read_jsonl(os.path.join(call.out, "windows.jsonl"))
-    rates = [x["line"]["iter_per_s"] for x in lines if a < x["t"] <= b and isinstance(x["line"].get("iter_per_s"), (int, float))]
+    rates = [x["line"]["iter_per_s"] for x in lines if a < x["t"] <= b and "iter_per_s" in x["line"]]
     end = next((x["line"] for x in reversed(lines) if x["line"].get("event") == "end"), {})
     samples = [s for s in read_jsonl(os.path.join(call.out, "status-samples.jsonl")) if a < s["t"] <= b]
-    of = lambda k: (stats([x.get(k) for s in samples for x in s["jobs"] if x.get("class") == "production"]) or {}).get("median")  # noqa: E731
-    util = [float(s["gpu_utilization"]) / 100 for s in samples if str(s.get("gpu_utilization")).replace(".", "").isdigit()]
+    prod = [x for s in samples for x in s["jobs"] if x.get("class") == "production"]
+    of = lambda k: (stats([x.get(k) for x in prod]) or {}).get("median")  # noqa: E731
+    util = [float(u) / 100 for s in samples if (u := str(s.get("gpu_utilization"))).replace(".", "").isdigit()]
+    busy, busy_source = ((statistics.median(util), "nvidia-smi utilization.gpu") if util
+                         else (end.get("gpu_span_fraction"), "job CUDA events (upper bound)"))
     med = statistics.median(rates) if rates else None
     q = statistics.quantiles([r / med for r in rates], n=20, method="inclusive") if med and len(rates) > 1 else None
     row = {"job": rec["jobs"]["production"]["job"], "device": call.device, "driver": call.driver,
            "date": summary["cells"][0]["date"], "command": call.args.command, "it_per_s": med,
            "iteration_s": 1 / med if med else None, "windows": len(rates), "kernels_per_s": of("launches_per_s"),
-           "blocks_per_s": of("blocks_per_s"), "busy_fraction": statistics.median(util) if util else end.get("gpu_span_fraction"),
-           "busy_source": "nvidia-smi utilization.gpu" if util else "job CUDA events (upper bound)" if end.get("gpu_span_fraction") else None,
+           "blocks_per_s": of("blocks_per_s"), "busy_fraction": busy,
+           "busy_source": None if busy is None else busy_source,
            "jitter": {"p5": q[0], "p50": q[9], "p95": q[18]} if q else None,
            "footprint_bytes": end.get("peak_reserved_bytes"), "hot_set_bytes": end.get("hot_set_bytes")}
     write_json(os.path.join(call.out, "profile.json"), row)
@@ -810,21 +820,21 @@ def profile_row(call: Call, summary: dict) -> int:
 
 
 def main(argv: list) -> int:
-    ap = argparse.ArgumentParser(prog="harness.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="subcommand")
     runner = argparse.ArgumentParser(add_help=False)
     runner.add_argument("--data", action="append", help="data files, merged in order (default: scenarios.toml here)")
-    runner.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a [settings] value, e.g. windows=8")
-    runner.add_argument("--out", default=os.environ.get("OUT", "gpu-out"), help="output folder (default $OUT, else gpu-out)")
+    runner.add_argument("--set", action="append", metavar="KEY=VALUE", help="a [settings] value, e.g. windows=8")
+    runner.add_argument("--out", default=os.environ.get("OUT", "gpu-out"), help="output folder ($OUT, else gpu-out)")
     runner.add_argument("--build", default="/tmp/tgs-gpu-build", help="build folder of tgs-node and the interposer")
     runner.add_argument("--no-build", action="store_true", help="use the binaries already in --build")
     runner.add_argument("--plan", action="store_true", help="print the runs and their estimated time; run nothing")
     runner.add_argument("--max-s", type=float, default=540, help="no run starts that would end later than this (540)")
-    runner.add_argument("--free-mib", type=float, help="the card's free memory where nvidia-smi cannot tell (fake driver)")
+    runner.add_argument("--free-mib", type=float, help="the card's free memory where nvidia-smi cannot tell")
     runner.add_argument("--no-pin", action="store_true", help="do not pin the jobs to halves of the GPU's local CPUs")
     r = sub.add_parser("run", parents=[runner], help="pairs under sharing modes (--plan: list the runs, run nothing)")
     r.add_argument("--pairs", help="comma-separated pairs (default high)")
-    r.add_argument("--modes", help="comma-separated modes instead of each pair's own list (memory modes: memory pairs only)")
+    r.add_argument("--modes", help="comma-separated modes instead of each pair's list (memory modes: memory pairs)")
     p = sub.add_parser("profile", parents=[runner], help="one job alone under the interposer + tgs-node: a profile row")
     p.add_argument("job", help="a job of the data's [jobs]")
     p.add_argument("--mode", default="interposer", help="the mode to profile it in (interposer)")
@@ -850,7 +860,8 @@ def main(argv: list) -> int:
                 raise HarnessError(f"profile: unknown job '{args.job}' or mode '{args.mode}'")
             data["pairs"]["profile"] = {"production": args.job, "opportunistic": args.job}
             data["settings"]["windows"] = data["settings"]["profile_windows"]
-            return cmd_run(args, data, [{"run": f"1/profile/{args.mode}", "round": 1, "pair": "profile", "mode": args.mode}], True)
+            spec = {"run": f"1/profile/{args.mode}", "round": 1, "pair": "profile", "mode": args.mode}
+            return cmd_run(args, data, [spec], True)
         if args.cmd == "summarize":
             summarize(args.dir)
         elif args.cmd == "pool":
@@ -864,8 +875,9 @@ def main(argv: list) -> int:
                 (e["scenario"], e["mode"], e["production"], e["opportunistic"],
                  "".join(m for m, ok in (("P", e["production_met"]), ("O", e["opportunistic_met"])) if ok) or "-",
                  f"{e['runs_meeting_both']}/{e['runs_with_both']}", e["setting"]) for e in rows])
+            met = sum(e["production_met"] and e["opportunistic_met"] for e in rows)
             print(f"targets: production >= {args.production:g}, opportunistic >= {args.opportunistic:g} (medians, "
-                  f"unrounded); {sum(e['production_met'] and e['opportunistic_met'] for e in rows)} of {len(rows)} cells meet both")
+                  f"unrounded); {met} of {len(rows)} cells meet both")
         else:
             rows = phases(read_jsonl(args.file))
             for e in rows if args.json else []:

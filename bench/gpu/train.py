@@ -35,12 +35,9 @@ class Windows:
     """Counts steps and, from the first one on, prints a window line every `window_s` seconds."""
 
     def __init__(self, window_s: float, out=emit, clock=time.time) -> None:
-        self.window_s, self.out, self.clock = window_s, out, clock
-        self.iterations = 0
-        self.first = threading.Event()
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
+        self.window_s, self.out, self.clock, self.iterations = window_s, out, clock, 0
+        self.first, self.stopped = threading.Event(), threading.Event()
+        threading.Thread(target=self.run, daemon=True).start()
 
     def step_done(self) -> None:
         self.iterations += 1
@@ -87,8 +84,8 @@ def build(args, torch, device):
         if args.dlrm_zipf == 0:
             indices = torch.randint(0, args.dlrm_rows, shape, device=device)
         else:  # a power law with hot rows first: the continuous law's inverse CDF on [1, rows + 1)
-            u, a, top_x = torch.rand(shape, device=device, dtype=torch.float64), 1.0 - args.dlrm_zipf, args.dlrm_rows + 1.0
-            x = torch.pow(top_x, u) if abs(a) < 1e-9 else torch.pow((top_x ** a - 1.0) * u + 1.0, 1.0 / a)
+            u, a, m = torch.rand(shape, device=device, dtype=torch.float64), 1.0 - args.dlrm_zipf, args.dlrm_rows + 1.0
+            x = torch.pow(m, u) if abs(a) < 1e-9 else torch.pow((m ** a - 1.0) * u + 1.0, 1.0 / a)
             indices = (x.floor().long() - 1).clamp_(0, args.dlrm_rows - 1)
         labels = torch.randint(0, 2, (args.batch,), device=device).float()
         loss_fn = torch.nn.BCEWithLogitsLoss()

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """bench/gpu/harness.py: its analysis on made-up inputs (run by name: Analysis Data Cpus TrainWindows),
-and FakeGpu, a whole call against the fake driver (needs TGS_BUILD_DIR, a build with tgs-node,
-the interposer and tgs-fake-train)."""
+and FakeGpu, whole calls against the fake driver (TGS_BUILD_DIR: a build with tgs-node, the
+interposer and tgs-fake-train)."""
 import io
 import json
 import os
@@ -24,8 +24,33 @@ def write_lines(path: str, objects: list) -> None:
         f.writelines(json.dumps(o) + "\n" for o in objects)
 
 
-def windows_of(run: str, cls: str, rates: list, t0: float = 100.0) -> list:
-    return [{"run": run, "class": cls, "t": t0 + i, "line": {"iter_per_s": r}} for i, r in enumerate(rates)]
+def windows(run: str, cls: str, rates: list) -> list:
+    return [{"run": run, "class": cls, "t": 100.0 + i, "line": {"iter_per_s": r}} for i, r in enumerate(rates)]
+
+
+def make_call(d: str, command: str = "run") -> str:
+    """A call with two alone runs, two tgs runs (one failed) and a status sample."""
+    os.makedirs(d)
+    harness.write_json(os.path.join(d, "call.json"), {
+        "device": "GPU X", "driver": "1", "date": "2026-01-01T00:00:00Z", "command": command, "complete": True,
+        "cpus": None, "budgets": {}, "baseline": "alone", "skipped": [], "warnings": [],
+        "pairs": {"p": {"production": "a", "opportunistic": "b"}}, "modes": {"alone": "each", "tgs": "both"}})
+    job = lambda name, m, **kw: {"job": name, "started": 100.0, "steady": True, "measure": m, **kw}  # noqa: E731
+    runs = [{"run": f"{r}/p/alone", "pair": "p", "mode": "alone", "setting": "-", "failed": None,
+             "jobs": {"production": job("a", [100, 110]), "opportunistic": job("b", [100, 110])}} for r in (1, 2)]
+    runs += [{"run": f"{r}/p/tgs", "pair": "p", "mode": "tgs", "setting": "tgs-node", "failed": fail, "node": True,
+              "convergence_target": 0.9, "recovery_target": 0.95, "steady_windows": 2,
+              "jobs": {"production": job("a", [105, 110], resume=111.5), "opportunistic": job("b", [105, 110])}}
+             for r, fail in ((1, None), (2, "the opportunistic job died"))]
+    write_lines(os.path.join(d, "runs.jsonl"), runs)
+    write_lines(os.path.join(d, "windows.jsonl"), [x for args in (
+        ("1/p/alone", "production", [0] + [10] * 11), ("2/p/alone", "production", [12] * 12),
+        ("1/p/alone", "opportunistic", [20] * 12), ("2/p/alone", "opportunistic", [20] * 12),
+        ("1/p/tgs", "production", [11] * 12 + [0, 11]), ("1/p/tgs", "opportunistic", [0, 0, 0, 9, 10] + [10] * 7))
+        for x in windows(*args)])
+    write_lines(os.path.join(d, "status-samples.jsonl"), [{"run": "1/p/tgs", "t": 102.0, "gpus": [], "jobs": [
+        {"gpu": 0, "class": "opportunistic", "up_s": 0.5}, {"gpu": 0, "class": "production"}]}])
+    return d
 
 
 class Analysis(unittest.TestCase):
@@ -38,8 +63,7 @@ class Analysis(unittest.TestCase):
 
     def test_rates_convergence_and_recovery(self):
         w = [(1, 0.0), (2, 5.0), (3, 9.5), (4, 4.0), (5, 9.2), (6, 9.6), (7, 10.0), (8, 10.0)]
-        self.assertEqual(harness.rate_in(w, 5, 8), 10.0)
-        self.assertIsNone(harness.rate_in(w, 8, 9))
+        self.assertEqual((harness.rate_in(w, 5, 8), harness.rate_in(w, 8, 9)), (10.0, None))
         self.assertEqual(harness.convergence(w, 0.5, 10.0, 0.9, 3), 4.5)  # the dip at 4 s resets it
         self.assertIsNone(harness.convergence(w, 0.5, 20.0, 0.9, 3))  # never reached
         self.assertIsNone(harness.convergence(w, 0.5, 0.0, 0.9, 3))  # nothing to converge to
@@ -54,34 +78,9 @@ class Analysis(unittest.TestCase):
         self.assertGreaterEqual(ci["coverage"], 0.95)
         self.assertEqual(harness.median_ci([1, 2, 3])["coverage"], 0.75)  # too few: min-max
 
-    def make_call(self, d: str, command: str = "run") -> str:
-        """A call with two alone runs, two tgs runs (one failed) and status samples."""
-        os.makedirs(d)
-        with open(os.path.join(d, "call.json"), "w") as f:
-            json.dump({"device": "GPU X", "driver": "1", "date": "2026-01-01T00:00:00Z", "command": command,
-                       "complete": True, "cpus": None, "budgets": {}, "baseline": "alone", "skipped": [],
-                       "warnings": [], "pairs": {"p": {"production": "a", "opportunistic": "b"}},
-                       "modes": {"alone": "each", "tgs": "both"}}, f)
-        job = lambda name, m, **kw: {"job": name, "started": 100.0, "steady": True, "measure": m, **kw}  # noqa: E731
-        runs = [{"run": f"{r}/p/alone", "pair": "p", "mode": "alone", "setting": "-", "failed": None,
-                 "jobs": {"production": job("a", [100, 110]), "opportunistic": job("b", [100, 110])}} for r in (1, 2)]
-        runs += [{"run": f"{r}/p/tgs", "pair": "p", "mode": "tgs", "setting": "tgs-node", "failed": fail, "node": True,
-                  "convergence_target": 0.9, "recovery_target": 0.95, "steady_windows": 2,
-                  "jobs": {"production": job("a", [105, 110], resume=111.5), "opportunistic": job("b", [105, 110])}}
-                 for r, fail in ((1, None), (2, "the opportunistic job died"))]
-        write_lines(os.path.join(d, "runs.jsonl"), runs)
-        write_lines(os.path.join(d, "windows.jsonl"),
-                    windows_of("1/p/alone", "production", [0] + [10] * 11) + windows_of("2/p/alone", "production", [12] * 12)
-                    + windows_of("1/p/alone", "opportunistic", [20] * 12) + windows_of("2/p/alone", "opportunistic", [20] * 12)
-                    + windows_of("1/p/tgs", "production", [11] * 12 + [0, 11, 11]) + windows_of("1/p/tgs", "opportunistic", [0, 0, 0, 9, 10] + [10] * 7))
-        write_lines(os.path.join(d, "status-samples.jsonl"), [
-            {"run": "1/p/tgs", "t": 102.0, "gpus": [{"gpu": 0, "phase": "profiling"}],
-             "jobs": [{"gpu": 0, "class": "opportunistic", "up_s": 0.5, "blocks_per_s": 0}, {"gpu": 0, "class": "production"}]}])
-        return d
-
     def test_a_call_is_summarized_into_normalized_cells(self):
         with tempfile.TemporaryDirectory() as t, redirect_stdout(io.StringIO()) as out:
-            s = harness.summarize(self.make_call(os.path.join(t, "c")))
+            s = harness.summarize(make_call(os.path.join(t, "c")))
         self.assertEqual(s["baseline_it_per_s"], {"a": 11.0, "b": 20.0})
         cells = {c["mode"]: c for c in s["cells"]}
         tgs = cells["tgs"]
@@ -91,50 +90,41 @@ class Analysis(unittest.TestCase):
         self.assertEqual(tgs["convergence_s"]["median"], 1.5)  # from registration at 101.5 to 103 s
         self.assertEqual(tgs["recovery_s"]["median"], 1.5)  # not the window of 0 at 112 s: the one at 113
         self.assertEqual(cells["alone"]["production"]["median"], 1.0)
-        self.assertEqual(set(tgs), {"scenario", "production_model", "opportunistic_model", "mode", "setting", "device",
-                                    "driver", "date", "command", "runs", "production", "opportunistic",
-                                    "convergence_s", "recovery_s", "unsteady_runs", "per_run"})
+        self.assertEqual(set(tgs) - {"unsteady_runs", "per_run"}, {
+            "scenario", "production_model", "opportunistic_model", "mode", "setting", "device", "driver", "date",
+            "command", "runs", "production", "opportunistic", "convergence_s", "recovery_s"})
         self.assertRegex(out.getvalue(), r"p\s+tgs\s+1\.00 \(1\.00-1\.00\)\s+0\.50 \(0\.50-0\.50\)")
 
     def test_pools_and_targets(self):
         with tempfile.TemporaryDirectory() as t, redirect_stdout(io.StringIO()):
-            a = harness.summarize(self.make_call(os.path.join(t, "a"), "first"))
-            harness.summarize(self.make_call(os.path.join(t, "b"), "second"))
-            pooled = harness.pool([os.path.join(t, x, "summary.json") for x in "ab"])
-            tgs = next(c for c in pooled["cells"] if c["mode"] == "tgs")
-            self.assertEqual((tgs["runs"], tgs["calls"], tgs["command"]), (2, 2, ["first", "second"]))
-            with open(os.path.join(t, "bad.json"), "w") as f:
-                json.dump({"pairs": {}}, f)
+            a = harness.summarize(make_call(os.path.join(t, "a"), "first"))
+            harness.summarize(make_call(os.path.join(t, "b"), "second"))
+            tgs = harness.pool([os.path.join(t, x, "summary.json") for x in "ab"])["cells"][1]
+            self.assertEqual([tgs[k] for k in ("mode", "runs", "calls", "command")], ["tgs", 2, 2, ["first", "second"]])
+            harness.write_json(os.path.join(t, "bad.json"), {"pairs": {}})
             with self.assertRaisesRegex(harness.HarnessError, "bad.json: no 'cells' list"):
                 harness.pool([os.path.join(t, "bad.json")])
-        cell = dict(a["cells"][1], production={"median": 0.9496}, per_run={"production": [0.96, 0.94, None],
-                                                                            "opportunistic": [0.6, 0.7, 0.8]})
-        row = harness.targets([cell], 0.95, 0.5)[0]
-        self.assertFalse(row["production_met"])  # unrounded: 0.9496 prints as 0.95 and misses it
-        self.assertTrue(row["opportunistic_met"])
+        per_run = {"production": [0.96, 0.94, None], "opportunistic": [0.6, 0.7, 0.8]}
+        row = harness.targets([dict(a["cells"][1], production={"median": 0.9496}, per_run=per_run)], 0.95, 0.5)[0]
+        self.assertEqual((row["production_met"], row["opportunistic_met"]), (False, True))  # 0.9496 prints as 0.95
         self.assertEqual((row["runs_meeting_both"], row["runs_with_both"]), (1, 2))
 
     def test_phases(self):
         def sample(phase, prod, rel):
-            return {"run": "r", "t": 1, "gpus": [{"gpu": 0, "phase": phase, "budget_blocks": 10, "max_rate_blocks_per_s": 100,
-                                                 "sample_blocks_per_s": 100 * rel, "dead_band": 0.03}],
-                    "jobs": [{"gpu": 0, "class": "production", "blocks_per_s": prod, "sync_wait_fraction": 0.1},
+            return {"run": "r", "t": 1, "gpus": [{"gpu": 0, "phase": phase, "max_rate_blocks_per_s": 100,
+                                                 "sample_blocks_per_s": 100 * rel}],
+                    "jobs": [{"gpu": 0, "class": "production", "blocks_per_s": prod},
                              {"gpu": 0, "class": "opportunistic", "blocks_per_s": 5}]}
-        alone = {"run": "r", "t": 0, "gpus": [{"gpu": 0}], "jobs": [{"gpu": 0, "class": "production", "blocks_per_s": 99}]}
+        alone = {"run": "r", "t": 0, "gpus": [], "jobs": [{"gpu": 0, "class": "production", "blocks_per_s": 99}]}
         rows = harness.phases([alone, sample("slow_start", 90, 0.9), sample("slow_start", 110, 1.1)])
-        self.assertEqual([(r["phase"], r["samples"], r["prod_bps"]) for r in rows],
-                         [("production-alone", 1, 99), ("slow_start", 2, 100)])
+        self.assertEqual([(r["phase"], r["samples"], r["prod_bps"], r["opp_bps"]) for r in rows],
+                         [("production-alone", 1, 99, None), ("slow_start", 2, 100, 5)])
         self.assertAlmostEqual(rows[1]["sample_sd"], 0.1414, places=4)
         with self.assertRaisesRegex(harness.HarnessError, "status sample 2: not a status sample"):
             harness.phases([alone, {"run": "r"}])
 
 
 class Data(unittest.TestCase):
-    def main(self, *args):
-        with redirect_stdout(io.StringIO()) as out:
-            rc = harness.main(list(args))
-        return rc, out.getvalue()
-
     def test_errors_name_what_is_wrong(self):
         with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
             f.write('[pairs]\nx = { production = "nope", opportunistic = "dlrm" }\n')
@@ -149,21 +139,20 @@ class Data(unittest.TestCase):
             harness.parse_sets(["nope=1"], {"windows": 8})
         self.assertEqual(harness.parse_sets(["windows=3", "baseline=alone"], {"windows": 8, "baseline": "x"}),
                          {"windows": 3, "baseline": "alone"})
-        r = subprocess.run([sys.executable, HARNESS, "run", "--plan", "--pairs", "nope"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("--pairs: unknown pair 'nope' (known: low, high", r.stderr)
-        r = subprocess.run([sys.executable, HARNESS, "run", "--plan", "--pairs", "high", "--modes", "tgs-memory"],
-                           capture_output=True, text=True)
-        self.assertIn("--modes: 'tgs-memory' is no mode of the data for these pairs", r.stderr)
+        for args, error in ((["--pairs", "nope"], "--pairs: unknown pair 'nope' (known: low, high"),
+                            (["--modes", "tgs-memory"], "--modes: 'tgs-memory' is no mode of the data for these")):
+            r = subprocess.run([sys.executable, HARNESS, "run", "--plan", *args], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn(error, r.stderr)
 
     def test_the_plan_interleaves_and_runs_nothing(self):
-        rc, out = self.main("run", "--plan", "--pairs", "high,memory-bert", "--modes", "alone,tgs-memory",
-                            "--out", "/nonexistent/never-written")
+        with redirect_stdout(io.StringIO()) as out:
+            rc = harness.main(["run", "--plan", "--pairs", "high,memory-bert", "--modes", "alone,tgs-memory",
+                               "--out", "/nonexistent/never-written"])
         self.assertEqual(rc, 0)
-        self.assertEqual([line.split()[0] for line in out.splitlines()[1:-1]],
-                         ["1/high/alone", "1/memory-bert/alone", "1/memory-bert/tgs-memory",
-                          "2/high/alone", "2/memory-bert/alone", "2/memory-bert/tgs-memory"])
-        self.assertRegex(out, r"6 runs, about \d+ s")
+        runs = [f"{r}/{p}" for r in "12" for p in ("high/alone", "memory-bert/alone", "memory-bert/tgs-memory")]
+        self.assertEqual([line.split()[0] for line in out.getvalue().splitlines()[1:-1]], runs)
+        self.assertRegex(out.getvalue(), r"6 runs, about \d+ s")
         self.assertFalse(os.path.exists("/nonexistent/never-written"))
 
 
@@ -183,17 +172,16 @@ class TrainWindows(unittest.TestCase):
             w.step_done()
         now[0] = 0.5
         for _ in range(50):
-            if lines:
-                break
-            w.stopped.wait(0.02)
+            if not lines:
+                w.stopped.wait(0.02)
         w.stopped.set()
         self.assertEqual(len(lines), 1)
-        self.assertEqual((lines[0]["iterations"], lines[0]["iter_per_s"]), (3, 4.0))  # 2 steps after the first in 0.5 s
+        self.assertEqual((lines[0]["iterations"], lines[0]["iter_per_s"]), (3, 4.0))  # 2 steps after the first
         self.assertEqual((lines[0]["event"], lines[0]["t"], lines[0]["window_s"]), ("window", 0.5, 0.5))
 
 
 class FakeGpu(unittest.TestCase):
-    """Whole calls through the same code as on a GPU: tgs-fake-train jobs on the fake driver, a real
+    """Whole calls through the code a GPU runs: tgs-fake-train jobs on the fake driver, a real
     tgs-node, an MPS control stand-in that logs what it is told, and a job that dies."""
 
     def test_calls_against_the_fake_driver(self):
@@ -201,51 +189,50 @@ class FakeGpu(unittest.TestCase):
         self.assertTrue(os.path.exists(f"{build}/bin/tgs-fake-train"), "TGS_BUILD_DIR: a build with tgs-fake-train")
         with tempfile.TemporaryDirectory() as t:
             os.mkdir(os.path.join(t, "bin"))
-            mps_log = os.path.join(t, "mps.log")
-            with open(os.path.join(t, "bin", "nvidia-cuda-mps-control"), "w") as f:
-                f.write(f'#!/bin/sh\n[ "$1" = -d ] && echo start >> {mps_log} || {{ read c; echo "$c" >> {mps_log}; }}\n')
-            os.chmod(os.path.join(t, "bin", "nvidia-cuda-mps-control"), 0o755)
+            control, log = os.path.join(t, "bin", "nvidia-cuda-mps-control"), os.path.join(t, "mps.log")
+            with open(control, "w") as f:
+                f.write(f'#!/bin/sh\n[ "$1" = -d ] && echo start >> {log} || {{ read c; echo "$c" >> {log}; }}\n')
+            os.chmod(control, 0o755)
             with open(os.path.join(t, "dying.toml"), "w") as f:
-                f.write('[jobs]\ndying = { program = ["{build}/bin/tgs-fake-train", "--seconds", "0", "--report", "{window_s}"], '
-                        'args = ["--fail-at", "1", "--fail", "abort"] }\n[pairs]\nfake-dying = { production = '
-                        '"fake_production", opportunistic = "dying", modes = ["mps"], settings = { window_s = 0.25 } }\n')
+                f.write('[jobs]\ndying = { program = ["{build}/bin/tgs-fake-train", "--report", "{window_s}"], '
+                        'args = ["--seconds", "0", "--fail-at", "1", "--fail", "abort"] }\n[pairs]\nfake-dying = '
+                        '{ production = "fake_production", opportunistic = "dying", modes = ["mps"] }\n')
             device = f"tgs-harness-test-{os.getpid()}"
             env = {**os.environ, "PATH": f"{t}/bin:{os.environ['PATH']}", "TGS_FAKE_DEVICE": device}
             self.addCleanup(lambda: os.path.exists(f"/dev/shm/{device}-0") and os.unlink(f"/dev/shm/{device}-0"))
 
             def call(out, *args):
-                return subprocess.run([sys.executable, HARNESS, *args, "--no-build", "--build", build, "--out", out,
-                                       "--free-mib", "16384", "--data", os.path.join(GPU, "scenarios.toml"),
-                                       "--data", os.path.join(t, "dying.toml")], env=env, capture_output=True, text=True)
-            r = call(os.path.join(t, "a"), "run", "--pairs", "fake,fake-memory", "--set", "rounds=2", "--set", "idle_s=1")
+                return subprocess.run([sys.executable, HARNESS, *args, "--no-build", "--build", build, "--out",
+                                       f"{t}/{out}", "--free-mib", "16384", "--data", f"{GPU}/scenarios.toml",
+                                       "--data", f"{t}/dying.toml"], env=env, capture_output=True, text=True)
+            r = call("a", "run", "--pairs", "fake,fake-memory", "--set", "rounds=2", "--set", "idle_s=1")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            cells = {(c["scenario"], c["mode"]): c for c in harness.read_json(os.path.join(t, "a", "summary.json"))["cells"]}
-            self.assertEqual(set(cells), {("fake", m) for m in ("alone", "co-execution", "mps", "tgs")}
+            self.assertTrue(r.stdout.rstrip().splitlines()[-1].startswith("summary: "))
+            cells = {(c["scenario"], c["mode"]): c for c in harness.read_json(f"{t}/a/summary.json")["cells"]}
+            self.assertEqual(set(cells), {("fake", m) for m in ("alone", "mps", "tgs")}
                              | {("fake-memory", "alone"), ("fake-memory", "tgs-memory")})
-            for c in cells.values():
+            for key, c in cells.items():
                 self.assertEqual((c["runs"], c["unsteady_runs"]), (2, 0), c)
                 self.assertGreater(c["production"]["min"], 0, c)
-            self.assertAlmostEqual(cells[("fake", "alone")]["opportunistic"]["median"], 1.0)
-            for key, c in cells.items():  # beside a tgs-node only (the memory pair's slow job may not get there)
-                if key[1] != "tgs-memory":
+                if key[1] != "tgs-memory":  # beside a tgs-node only (the memory pair's slow job may not get there)
                     self.assertEqual(c["convergence_s"] is not None, key[1] == "tgs", c)
-            self.assertEqual(len([x for x in cells[("fake", "mps")]["per_run"]["recovery_s"] if x is not None]), 2)
-            self.assertIn("--memory-budget-mib 5547", cells[("fake-memory", "tgs-memory")]["setting"])  # (2112 + 6208) / 1.5
-            runs = harness.read_jsonl(os.path.join(t, "a", "runs.jsonl"))
-            self.assertEqual([x["round"] for x in runs], [1] * 6 + [2] * 6)  # interleaved rounds
-            sampled = {x["run"] for x in harness.read_jsonl(os.path.join(t, "a", "status-samples.jsonl"))}
+            self.assertAlmostEqual(cells[("fake", "alone")]["opportunistic"]["median"], 1.0)
+            self.assertNotIn(None, cells[("fake", "mps")]["per_run"]["recovery_s"])
+            self.assertIn("--memory-budget-mib 5547", cells[("fake-memory", "tgs-memory")]["setting"])  # 8320 / 1.5
+            runs = harness.read_jsonl(f"{t}/a/runs.jsonl")
+            self.assertEqual([x["round"] for x in runs], [1] * 5 + [2] * 5)  # interleaved rounds
+            sampled = {x["run"] for x in harness.read_jsonl(f"{t}/a/status-samples.jsonl")}
             self.assertEqual(sampled, {x["run"] for x in runs if x["node"]})
-            self.assertTrue(r.stdout.rstrip().splitlines()[-1].startswith("summary: "))
 
-            r = call(os.path.join(t, "b"), "run", "--pairs", "fake-dying", "--set", "rounds=1")
+            r = call("b", "run", "--pairs", "fake-dying", "--set", "rounds=1", "--set", "window_s=0.25")
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertRegex(r.stdout, r"failed 1/fake-dying/mps: the opportunistic job \(dying\) exited with status -6")
-            with open(mps_log) as f:
+            self.assertRegex(r.stdout, r"failed 1/fake-dying/mps: the opportunistic job \(dying\) exited with status")
+            with open(log) as f:
                 self.assertEqual(f.read().split(), ["start", "quit"] * 3)  # two fake/mps runs and the failed one
 
-            r = call(os.path.join(t, "c"), "profile", "fake_production", "--set", "window_s=0.25", "--set", "windows=12")
+            r = call("c", "profile", "fake_production", "--set", "window_s=0.25", "--set", "windows=12")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            row = harness.read_json(os.path.join(t, "c", "profile.json"))
+            row = harness.read_json(f"{t}/c/profile.json")
             self.assertTrue(row["it_per_s"] > 0 and row["blocks_per_s"] > 0 and row["jitter"]["p5"] <= 1.0, row)
 
 
