@@ -2,22 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """The real-GPU harness of tgs: runs pairs of training jobs under sharing modes and analyses them.
 
-Pairs, jobs, modes and every tgs-node flag are data (scenarios.toml beside this file; --data adds
-or overrides tables). A call builds libtgs-intercept.so and tgs-node, then runs rounds: every
-selected pair and mode once per round, so drift of the machine hits every mode alike. A run
-starts the production job, waits until its windows are steady, starts the opportunistic job,
-waits until both are steady (the windows' medians agree within a tolerance; a timeout marks the
-run unsteady), measures N windows, optionally idles the production job, and stops all it started
-(jobs, tgs-node, an MPS daemon: `quit`, also on error). Each job runs on its own half of the GPU's
-local CPUs. tgs-node status is sampled once a second in modes with a node.
-
-A call writes to --out (default $OUT, else ./gpu-out): summary.json (cells normalized to the
-same call's alone runs), call.json, runs.jsonl, windows.jsonl (every job line, stamped on
-arrival), status-samples.jsonl, node.log, jobs.log, and prints a table last. Placeholders in the
-data: the [settings] keys, python, here, build, socket, class, job and, in memory pairs,
-budget_mib ((P + O) / memory_ratio from the jobs' footprints, refused unless below half of the
-card's free memory with P + O below 0.8 of it). Clocks, power, compute mode and MIG are never
-touched.
+Pairs, jobs, modes and every tgs-node flag are data (scenarios.toml here; --data merges more).
+A call builds libtgs-intercept.so and tgs-node, then runs rounds of every pair and mode (so drift
+hits all modes alike): the production job until its windows are steady, then the opportunistic
+job until both are (a timeout marks the run unsteady), N measured windows, an optional idle phase
+of the production job; then it stops all it started (an MPS daemon gets `quit`, also on error).
+Jobs run on halves of the GPU's local CPUs; tgs-node status is sampled once a second. Outputs in
+--out (default $OUT): summary.json (cells normalized to the same call's alone runs), call.json,
+runs.jsonl, windows.jsonl, status-samples.jsonl, node.log, jobs.log; a table last. Placeholders:
+the [settings] keys, python, here, build, socket, class, job and, in memory pairs, budget_mib
+((P + O) / memory_ratio of the jobs' footprints, refused unless below half of the card's free
+memory and P + O below 0.8 of it). Clocks, power, compute mode and MIG are never touched.
 """
 import argparse
 import contextlib
@@ -569,8 +564,8 @@ class Call:
         self.out = os.path.abspath(args.out)
         self.skipped, self.warnings, self.budgets, self.footprints, self.longest = [], [], {}, {}, {}
 
-    def settings(self, pair: dict) -> dict:
-        return {**self.data["settings"], **pair.get("settings", {}), **self.sets}
+    def settings(self, pair: dict, mode: dict = None) -> dict:
+        return {**self.data["settings"], **pair.get("settings", {}), **(mode or {}).get("settings", {}), **self.sets}
 
     def open(self) -> None:
         os.makedirs(self.out, exist_ok=True)
@@ -585,8 +580,8 @@ class Call:
         if not self.args.no_pin and self.cpus is None:
             self.warnings.append("fewer than two CPUs to split: the jobs ran unpinned")
 
-    def context(self, pair_name: str, socket: str = "") -> dict:
-        return {**self.settings(self.data["pairs"][pair_name]), "python": sys.executable, "here": HERE,
+    def context(self, pair_name: str, socket: str = "", mode: dict = None) -> dict:
+        return {**self.settings(self.data["pairs"][pair_name], mode), "python": sys.executable, "here": HERE,
                 "build": os.path.abspath(self.args.build), "socket": socket,
                 **({"budget_mib": self.budgets[pair_name]["budget_mib"]} if pair_name in self.budgets else {})}
 
@@ -624,10 +619,10 @@ class Call:
     def execute(self, spec: dict) -> dict:
         """One run of a pair in a mode; returns its record (also written to runs.jsonl)."""
         pair, mode = self.data["pairs"][spec["pair"]], self.data["modes"][spec["mode"]]
-        s, run, kind = self.settings(pair), spec["run"], mode["jobs"]
+        s, run, kind = self.settings(pair, mode), spec["run"], mode["jobs"]
         self.nodes += 1
         socket = os.path.join(self.work, f"node-{self.nodes}.sock")
-        ctx = self.context(spec["pair"], socket)
+        ctx = self.context(spec["pair"], socket, mode)
         record = {**spec, "started": time.time(), "jobs": {}, "failed": None, "steady_windows": s["steady_windows"],
                   "convergence_target": s["convergence_target"], "recovery_target": s["recovery_target"]}
 
@@ -664,7 +659,9 @@ class Call:
                 sleep(0.2, jobs)
 
         try:
-            flags = fill(mode["node_flags"], ctx, f"mode '{spec['mode']}'") if "node_flags" in mode else None
+            # In a memory pair every tgs-node gets the pair's budget ([node] memory_flags).
+            memory = self.data["node"]["memory_flags"] if pair.get("memory") else []
+            flags = fill(mode["node_flags"] + memory, ctx, f"mode '{spec['mode']}'") if "node_flags" in mode else None
             record.update(node=flags is not None, setting=setting_of(mode, flags))
             with contextlib.ExitStack() as stack:
                 env = dict(self.data["interposer"]["env"]) if flags is not None else {}
@@ -723,15 +720,12 @@ def plan(args, data: dict) -> list:
     for name in pairs:
         if name not in data["pairs"]:
             raise HarnessError(f"--pairs: unknown pair '{name}' (known: {', '.join(data['pairs'])})")
-    # A mode with a memory budget runs only for pairs that have one.
-    def usable(p, m):
-        return data["pairs"][p].get("memory") or "{budget_mib}" not in json.dumps(data["modes"][m])
     for m in wanted or []:
-        if m not in data["modes"] or not any(usable(p, m) for p in pairs):
-            raise HarnessError(f"--modes: '{m}' is no mode of the data for these pairs ({', '.join(data['modes'])})")
+        if m not in data["modes"]:
+            raise HarnessError(f"--modes: unknown mode '{m}' (known: {', '.join(data['modes'])})")
     rounds = int(parse_sets(args.set or [], data["settings"]).get("rounds", data["settings"]["rounds"]))
     return [{"run": f"{r}/{p}/{m}", "round": r, "pair": p, "mode": m} for r in range(1, rounds + 1)
-            for p in pairs for m in (wanted or data["pairs"][p].get("modes", [])) if usable(p, m)]
+            for p in pairs for m in (wanted or data["pairs"][p].get("modes", []))]
 
 
 def interrupt(signum, frame):
@@ -742,7 +736,8 @@ def interrupt(signum, frame):
 
 def cmd_run(args, data: dict, specs: list, profile: bool = False) -> int:
     call = Call(args, data)
-    est = {sp["run"]: estimate(call.settings(data["pairs"][sp["pair"]]), data["modes"][sp["mode"]]) for sp in specs}
+    modes = [data["modes"][sp["mode"]] for sp in specs]
+    est = {sp["run"]: estimate(call.settings(data["pairs"][sp["pair"]], m), m) for sp, m in zip(specs, modes)}
     if args.plan:
         print_rows([("run", "estimated_s")] + [(sp["run"], round(est[sp["run"]])) for sp in specs])
         print(f"{len(specs)} runs, about {sum(est.values()):.0f} s, plus the build "
@@ -762,7 +757,7 @@ def cmd_run(args, data: dict, specs: list, profile: bool = False) -> int:
             try:
                 call.memory_budget(p)
                 print(f"== {p}: {call.budgets[p]}", flush=True)
-            except HarnessError as e:
+            except (HarnessError, OSError, ValueError, subprocess.SubprocessError) as e:
                 refused[p] = str(e)
         for sp in specs:
             need = max(est[sp["run"]], call.longest.get(sp["mode"], 0))
@@ -825,7 +820,7 @@ def main(argv: list) -> int:
     runner = argparse.ArgumentParser(add_help=False)
     runner.add_argument("--data", action="append", help="data files, merged in order (default: scenarios.toml here)")
     runner.add_argument("--set", action="append", metavar="KEY=VALUE", help="a [settings] value, e.g. windows=8")
-    runner.add_argument("--out", default=os.environ.get("OUT", "gpu-out"), help="output folder ($OUT, else gpu-out)")
+    runner.add_argument("--out", default=os.environ.get("OUT", "/tmp/tgs-gpu-out"), help="output folder ($OUT)")
     runner.add_argument("--build", default="/tmp/tgs-gpu-build", help="build folder of tgs-node and the interposer")
     runner.add_argument("--no-build", action="store_true", help="use the binaries already in --build")
     runner.add_argument("--plan", action="store_true", help="print the runs and their estimated time; run nothing")
@@ -834,7 +829,7 @@ def main(argv: list) -> int:
     runner.add_argument("--no-pin", action="store_true", help="do not pin the jobs to halves of the GPU's local CPUs")
     r = sub.add_parser("run", parents=[runner], help="pairs under sharing modes (--plan: list the runs, run nothing)")
     r.add_argument("--pairs", help="comma-separated pairs (default high)")
-    r.add_argument("--modes", help="comma-separated modes instead of each pair's list (memory modes: memory pairs)")
+    r.add_argument("--modes", help="comma-separated modes instead of each pair's own list")
     p = sub.add_parser("profile", parents=[runner], help="one job alone under the interposer + tgs-node: a profile row")
     p.add_argument("job", help="a job of the data's [jobs]")
     p.add_argument("--mode", default="interposer", help="the mode to profile it in (interposer)")

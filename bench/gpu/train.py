@@ -1,19 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """A training job on synthetic data that reports its throughput in windows (bench/gpu/harness.py).
 
-Once its first step is done it prints one JSON line per --window-s seconds, from a thread of its
-own so that a job held inside a launch still reports: {"event": "window", "t": Unix time,
-"iterations": total, "iter_per_s": rate over the window, "window_s": its length}. Between SIGUSR1
-and SIGUSR2 it launches nothing and holds its memory (an idle phase, as between epochs). SIGTERM
-ends it after the current step with {"event": "end", ...}: its peak memory, its hot set (the bytes
-a step touches) and gpu_span_fraction, the share of wall time between each step's first and last
-GPU work by CUDA events (an upper bound of the GPU's busy time: it includes gaps between kernels).
-
-Models: torchvision classifiers (bf16 autocast, SGD with momentum, channels last); `dlrm`, a
-DLRM-like memory-heavy recommender (--dlrm-tables tables of --dlrm-rows x --dlrm-dim fp32, each
-its own allocation, sparse gradients, plain SGD: the tables are the footprint); `bert_base`, a
-BERT-base-like encoder from torch.nn (MLM-style head, AdamW, bf16 autocast). One host sync per
-step, as a loop that logs its loss has. --report-memory-only: 3 steps, one memory line, exit.
+From its first step on, a thread prints every --window-s seconds (also while the job is held in
+a launch) {"event": "window", "t": Unix time, "iterations", "iter_per_s", "window_s"}. Between
+SIGUSR1 and SIGUSR2 it launches nothing and holds its memory (an idle phase). SIGTERM ends it after
+the step with {"event": "end", ...}: peak memory, hot set (the bytes a step touches) and
+gpu_span_fraction, wall time between each step's first and last GPU work by CUDA events (an upper
+bound of the busy time: it includes gaps between kernels). Models: torchvision classifiers (bf16
+autocast, SGD with momentum); `dlrm`, DLRM-like (--dlrm-tables tables of --dlrm-rows x --dlrm-dim
+fp32, one allocation each, sparse gradients, plain SGD: the tables are the footprint); `bert_base`,
+a BERT-base-like encoder (MLM-style head, AdamW, bf16). One host sync per step, as a loop that
+logs its loss has. --report-memory-only: 3 steps, one memory line, exit.
 """
 import argparse
 import json

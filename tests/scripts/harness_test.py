@@ -140,19 +140,19 @@ class Data(unittest.TestCase):
         self.assertEqual(harness.parse_sets(["windows=3", "baseline=alone"], {"windows": 8, "baseline": "x"}),
                          {"windows": 3, "baseline": "alone"})
         for args, error in ((["--pairs", "nope"], "--pairs: unknown pair 'nope' (known: low, high"),
-                            (["--modes", "tgs-memory"], "--modes: 'tgs-memory' is no mode of the data for these")):
+                            (["--modes", "nope"], "--modes: unknown mode 'nope' (known: alone, interposer")):
             r = subprocess.run([sys.executable, HARNESS, "run", "--plan", *args], capture_output=True, text=True)
             self.assertEqual(r.returncode, 2)
             self.assertIn(error, r.stderr)
 
     def test_the_plan_interleaves_and_runs_nothing(self):
         with redirect_stdout(io.StringIO()) as out:
-            rc = harness.main(["run", "--plan", "--pairs", "high,memory-bert", "--modes", "alone,tgs-memory",
+            rc = harness.main(["run", "--plan", "--pairs", "high,memory-bert", "--modes", "alone,tgs",
                                "--out", "/nonexistent/never-written"])
         self.assertEqual(rc, 0)
-        runs = [f"{r}/{p}" for r in "12" for p in ("high/alone", "memory-bert/alone", "memory-bert/tgs-memory")]
+        runs = [f"{r}/{p}/{m}" for r in "12" for p in ("high", "memory-bert") for m in ("alone", "tgs")]
         self.assertEqual([line.split()[0] for line in out.getvalue().splitlines()[1:-1]], runs)
-        self.assertRegex(out.getvalue(), r"6 runs, about \d+ s")
+        self.assertRegex(out.getvalue(), r"8 runs, about \d+ s")
         self.assertFalse(os.path.exists("/nonexistent/never-written"))
 
 
@@ -210,15 +210,15 @@ class FakeGpu(unittest.TestCase):
             self.assertTrue(r.stdout.rstrip().splitlines()[-1].startswith("summary: "))
             cells = {(c["scenario"], c["mode"]): c for c in harness.read_json(f"{t}/a/summary.json")["cells"]}
             self.assertEqual(set(cells), {("fake", m) for m in ("alone", "mps", "tgs")}
-                             | {("fake-memory", "alone"), ("fake-memory", "tgs-memory")})
+                             | {("fake-memory", "alone"), ("fake-memory", "tgs")})
             for key, c in cells.items():
                 self.assertEqual((c["runs"], c["unsteady_runs"]), (2, 0), c)
                 self.assertGreater(c["production"]["min"], 0, c)
-                if key[1] != "tgs-memory":  # beside a tgs-node only (the memory pair's slow job may not get there)
+                if key != ("fake-memory", "tgs"):  # beside a tgs-node only (the memory pair's slow job may not)
                     self.assertEqual(c["convergence_s"] is not None, key[1] == "tgs", c)
             self.assertAlmostEqual(cells[("fake", "alone")]["opportunistic"]["median"], 1.0)
             self.assertNotIn(None, cells[("fake", "mps")]["per_run"]["recovery_s"])
-            self.assertIn("--memory-budget-mib 5547", cells[("fake-memory", "tgs-memory")]["setting"])  # 8320 / 1.5
+            self.assertIn("--memory-budget-mib 5547", cells[("fake-memory", "tgs")]["setting"])  # 8320 / 1.5
             runs = harness.read_jsonl(f"{t}/a/runs.jsonl")
             self.assertEqual([x["round"] for x in runs], [1] * 5 + [2] * 5)  # interleaved rounds
             sampled = {x["run"] for x in harness.read_jsonl(f"{t}/a/status-samples.jsonl")}
