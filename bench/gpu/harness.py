@@ -456,8 +456,7 @@ class Job:
 
     def __init__(self, argv: list, env: dict, cls: str, name: str, run: str, sink: Sink, errors, pin) -> None:
         self.cls, self.name, self.run, self.sink, self.lines = cls, name, run, sink, []
-        errors.write(f"==== {run} {cls} ({name}): {shlex.join(argv)}\n")
-        errors.flush()
+        print(f"==== {run} {cls} ({name}): {shlex.join(argv)}", file=errors, flush=True)
         self.started = time.time()
         try:
             self.proc = subprocess.Popen((["taskset", "-c", pin] if pin else []) + argv, env=env, text=True,
@@ -497,8 +496,7 @@ class Node:
     """A tgs-node for one run, and a thread that appends its status to SINK once a second."""
 
     def __init__(self, argv: list, status: list, socket: str, log, sink: Sink, run: str, gpu_util: bool) -> None:
-        log.write(f"==== {run}: {shlex.join(argv)}\n")
-        log.flush()
+        print(f"==== {run}: {shlex.join(argv)}", file=log, flush=True)
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         self.done, deadline = threading.Event(), time.time() + 10
         while not os.path.exists(socket):
@@ -522,6 +520,10 @@ class Node:
                         s["gpu_utilization"] = (nvidia_smi(["utilization.gpu"]) or {}).get("utilization.gpu")
                     sink.write(s)
             self.done.wait(max(0.05, 1.0 - (time.time() - t)))
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            raise RunFailed(f"tgs-node exited with status {self.proc.returncode}; see node.log")
 
     def stop(self) -> None:
         self.done.set()
@@ -625,11 +627,12 @@ class Call:
         ctx = self.context(spec["pair"], socket, mode)
         record = {**spec, "started": time.time(), "jobs": {}, "failed": None, "steady_windows": s["steady_windows"],
                   "convergence_target": s["convergence_target"], "recovery_target": s["recovery_target"]}
+        nodes = []  # a node that dies ends the run, as a job that dies does
 
         def sleep(seconds: float, jobs: list) -> None:
             end = time.time() + seconds
             while time.time() < end:
-                for j in jobs:
+                for j in jobs + nodes:
                     j.check()
                 time.sleep(min(0.2, max(0.0, end - time.time())))
 
@@ -672,6 +675,7 @@ class Call:
                     node = Node(argv, [argv[0]] + fill(self.data["node"]["status"], ctx, "[node] status"), socket,
                                 self.node_log, self.samples, run, spec.get("gpu_util", False))
                     stack.callback(node.stop)
+                    nodes.append(node)
                 # Each job alone one after the other, or the production job and then the other.
                 for classes in [[c] for c in CLASSES] if kind == "each" else [CLASSES[:2 if kind == "both" else 1]]:
                     with contextlib.ExitStack() as running:
@@ -717,12 +721,9 @@ def plan(args, data: dict) -> list:
     """The runs of a call in order: rounds of every selected pair and its modes."""
     pairs = args.pairs.split(",") if args.pairs else ["high"]
     wanted = args.modes.split(",") if args.modes else None
-    for name in pairs:
-        if name not in data["pairs"]:
-            raise HarnessError(f"--pairs: unknown pair '{name}' (known: {', '.join(data['pairs'])})")
-    for m in wanted or []:
-        if m not in data["modes"]:
-            raise HarnessError(f"--modes: unknown mode '{m}' (known: {', '.join(data['modes'])})")
+    for kind, names in (("pairs", pairs), ("modes", wanted or [])):
+        for n in (n for n in names if n not in data[kind]):
+            raise HarnessError(f"--{kind}: unknown {kind[:-1]} '{n}' (known: {', '.join(data[kind])})")
     rounds = int(parse_sets(args.set or [], data["settings"]).get("rounds", data["settings"]["rounds"]))
     return [{"run": f"{r}/{p}/{m}", "round": r, "pair": p, "mode": m} for r in range(1, rounds + 1)
             for p in pairs for m in (wanted or data["pairs"][p].get("modes", []))]

@@ -20,9 +20,6 @@ import sys
 import threading
 import time
 
-IMAGE_MODELS = ["resnet50", "shufflenet_v2_x1_0", "mobilenet_v2", "resnet18"]
-
-
 def emit(record: dict) -> None:
     """One line in a single write(2): the window thread and the main thread both print."""
     os.write(sys.stdout.fileno(), (json.dumps(record) + "\n").encode())
@@ -142,7 +139,8 @@ def build(args, torch, device):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, choices=IMAGE_MODELS + ["dlrm", "bert_base"])
+    parser.add_argument("--model", required=True,
+                        choices=["resnet50", "shufflenet_v2_x1_0", "mobilenet_v2", "resnet18", "dlrm", "bert_base"])
     parser.add_argument("--batch", type=int, help="batch size (default 64; dlrm 2048, bert_base 32)")
     parser.add_argument("--window-s", type=float, default=2.0, help="seconds per reported window (2)")
     parser.add_argument("--report-memory-only", action="store_true", help="3 steps, print the memory, exit")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""bench/gpu/harness.py: its analysis on made-up inputs (run by name: Analysis Data Cpus TrainWindows),
+"""bench/gpu/harness.py: its analysis on made-up inputs (run by name: Analysis Data TrainWindows),
 and FakeGpu, whole calls against the fake driver (TGS_BUILD_DIR: a build with tgs-node, the
 interposer and tgs-fake-train)."""
 import io
@@ -123,6 +123,12 @@ class Analysis(unittest.TestCase):
         with self.assertRaisesRegex(harness.HarnessError, "status sample 2: not a status sample"):
             harness.phases([alone, {"run": "r"}])
 
+    def test_halves_keep_cores_whole(self):
+        siblings = {0: [0, 4], 4: [0, 4], 1: [1, 5], 5: [1, 5], 2: [2, 6], 6: [2, 6]}
+        self.assertEqual(harness.halves([0, 1, 2, 4, 5, 6], siblings.get), ([0, 4], [1, 2, 5, 6]))
+        self.assertEqual(harness.halves([0, 1, 2, 3], lambda c: []), ([0, 1], [2, 3]))  # topology unknown
+        self.assertEqual(harness.parse_cpulist("0-2,8\n"), [0, 1, 2, 8])
+
 
 class Data(unittest.TestCase):
     def test_errors_name_what_is_wrong(self):
@@ -154,14 +160,6 @@ class Data(unittest.TestCase):
         self.assertEqual([line.split()[0] for line in out.getvalue().splitlines()[1:-1]], runs)
         self.assertRegex(out.getvalue(), r"8 runs, about \d+ s")
         self.assertFalse(os.path.exists("/nonexistent/never-written"))
-
-
-class Cpus(unittest.TestCase):
-    def test_halves_keep_cores_whole(self):
-        siblings = {0: [0, 4], 4: [0, 4], 1: [1, 5], 5: [1, 5], 2: [2, 6], 6: [2, 6]}
-        self.assertEqual(harness.halves([0, 1, 2, 4, 5, 6], siblings.get), ([0, 4], [1, 2, 5, 6]))
-        self.assertEqual(harness.halves([0, 1, 2, 3], lambda c: []), ([0, 1], [2, 3]))  # topology unknown
-        self.assertEqual(harness.parse_cpulist("0-2,8\n"), [0, 1, 2, 8])
 
 
 class TrainWindows(unittest.TestCase):
