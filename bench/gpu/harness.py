@@ -327,7 +327,7 @@ def phases(samples: list) -> list:
     """tgs-node status samples per run and controller phase (the phase "production-alone" while
     only the production job is registered): medians of the budget, R, the band, both jobs'
     blocks/s and the production job's sync wait, and sample_sd, the standard deviation of the
-    rate the controller compared over R (the noise a dead band has to cover, about twice)."""
+    rate the controller compared over R (the noise it acts on: a dead band of about twice it)."""
     groups = {}
     for n, s in enumerate(samples, 1):
         try:
