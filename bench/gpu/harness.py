@@ -325,9 +325,10 @@ def targets(cells: list, production: float, opportunistic: float) -> list:
 
 def phases(samples: list) -> list:
     """tgs-node status samples per run and controller phase (the phase "production-alone" while
-    only the production job is registered): medians of the budget, R, the band, both jobs'
-    blocks/s and the production job's sync wait, and sample_sd, the standard deviation of the
-    rate the controller compared over R (the noise it acts on: a dead band of about twice it)."""
+    only the production job is registered): medians of the budget, both jobs' blocks/s, the
+    production job's sync wait, and of every number the controller reports about itself (its
+    `controller` object: R and the last sample for tgs, the speeds and the gate for
+    idle-harvest)."""
     groups = {}
     for n, s in enumerate(samples, 1):
         try:
@@ -340,20 +341,16 @@ def phases(samples: list) -> list:
             continue
         p, o = jobs["production"], jobs.get("opportunistic")
         g = gpu if o else {}  # the controller's numbers mean something with both jobs only
-        groups.setdefault((run, g.get("phase", "?") if o else "production-alone"), []).append({
-            "budget": g.get("budget_blocks"), "R": g.get("max_rate_blocks_per_s"), "band": g.get("dead_band"),
-            "prod_bps": p.get("blocks_per_s"), "prod_wait": p.get("sync_wait_fraction"),
-            "opp_bps": (o or {}).get("blocks_per_s"),
-            "rel": g["sample_blocks_per_s"] / g["max_rate_blocks_per_s"]
-            if g.get("sample_blocks_per_s") and g.get("max_rate_blocks_per_s") else None})
-    out = []
-    for (run, phase), vs in groups.items():
-        rel = [v["rel"] for v in vs if v["rel"] is not None]
-        out.append({"run": run, "phase": phase, "samples": len(vs),
-                    **{k: (stats([v[k] for v in vs]) or {}).get("median") for k in ("budget", "R", "band", "prod_bps",
-                                                                                     "prod_wait", "opp_bps")},
-                    "sample_sd": statistics.stdev(rel) if len(rel) > 1 else None})
-    return out
+        controller = g.get("controller") if isinstance(g.get("controller"), dict) else {}
+        row = {"budget": g.get("budget_blocks"), "prod_bps": p.get("blocks_per_s"),
+               "prod_wait": p.get("sync_wait_fraction"), "opp_bps": (o or {}).get("blocks_per_s")}
+        row.update({k: v for k, v in controller.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        groups.setdefault((run, g.get("phase", "?") if o else "production-alone"), []).append(row)
+    first = ("budget", "prod_bps", "prod_wait", "opp_bps")  # then the controller's own, by name
+    keys = sorted({k for vs in groups.values() for v in vs for k in v}, key=lambda k: (k not in first, k))
+    return [{"run": run, "phase": phase, "samples": len(vs),
+             **{k: (stats([v.get(k) for v in vs]) or {}).get("median") for k in keys}}
+            for (run, phase), vs in groups.items()]
 
 
 # ------------------------------------------------------------------ the machine

@@ -111,15 +111,17 @@ class Analysis(unittest.TestCase):
 
     def test_phases(self):
         def sample(phase, prod, rel):
-            return {"run": "r", "t": 1, "gpus": [{"gpu": 0, "phase": phase, "max_rate_blocks_per_s": 100,
-                                                 "sample_blocks_per_s": 100 * rel}],
+            return {"run": "r", "t": 1, "gpus": [{"gpu": 0, "phase": phase, "controller": {
+                        "phase": phase, "max_rate_blocks_per_s": 100, "sample_blocks_per_s": 100 * rel}}],
                     "jobs": [{"gpu": 0, "class": "production", "blocks_per_s": prod},
                              {"gpu": 0, "class": "opportunistic", "blocks_per_s": 5}]}
         alone = {"run": "r", "t": 0, "gpus": [], "jobs": [{"gpu": 0, "class": "production", "blocks_per_s": 99}]}
         rows = harness.phases([alone, sample("slow_start", 90, 0.9), sample("slow_start", 110, 1.1)])
         self.assertEqual([(r["phase"], r["samples"], r["prod_bps"], r["opp_bps"]) for r in rows],
                          [("production-alone", 1, 99, None), ("slow_start", 2, 100, 5)])
-        self.assertAlmostEqual(rows[1]["sample_sd"], 0.1414, places=4)
+        self.assertEqual(rows[1]["max_rate_blocks_per_s"], 100)  # the controller's own numbers
+        self.assertAlmostEqual(rows[1]["sample_blocks_per_s"], 100)
+        self.assertIsNone(rows[0]["sample_blocks_per_s"])
         with self.assertRaisesRegex(harness.HarnessError, "status sample 2: not a status sample"):
             harness.phases([alone, {"run": "r"}])
 
