@@ -57,6 +57,15 @@ std::string baseline_policy() {
   throw std::logic_error("no registered policy keeps the classes apart");
 }
 
+/// Refuses a `--cluster` GPU type the model has no table for, naming the ones it has.
+void check_cluster_gpu(const calibrated_model& model, const cluster_spec& spec) {
+  if (model.data.find_gpu(spec.gpu) != nullptr) return;
+  std::vector<std::string> known;
+  for (const auto& g : model.data.gpus) known.push_back(g.name);
+  throw input_error(fmt::format("--cluster: unknown GPU type \"{}\" (known: {})", spec.gpu,
+                                fmt::join(known, ", ")));
+}
+
 /// `--format` with its choices checked before any work.
 void add_format_option(CLI::App& app, std::string& format) {
   app.add_option("--format", format, "Output")
@@ -167,7 +176,7 @@ struct pairs_command {
     app.add_option("--observation-noise", observation_noise,
                    "Relative standard deviation of the launch counts a controller observes per step "
                    "(0: steady rates, as the paper's means; a host-bound training job's 1 s rates "
-                   "vary by 5-10%, docs/results/gpu-memory.md)")
+                   "vary by 5-10%, docs/results/host-interference.md)")
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
     app.add_option("--seed", seed, "Seed of the observation noise (a run is a function of it)")
@@ -337,6 +346,7 @@ struct mixed_command {
   int run(const data_options& data) const {
     const cluster_spec spec = parse_cluster_spec(cluster.cluster);
     const calibrated_model model = calibrate(data.sources);
+    check_cluster_gpu(model, spec);
     const auto trace = mixed_stream(model.data, spec.gpu, stream);
     const auto jobs = to_cluster_jobs(trace, model.data, spec.gpu);
     const std::string workload = fmt::format(
@@ -426,12 +436,7 @@ struct replay_command {
       }
     }
     const calibrated_model model = calibrate(data.sources);
-    if (model.data.find_gpu(spec.gpu) == nullptr) {
-      std::vector<std::string> known;
-      for (const auto& g : model.data.gpus) known.push_back(g.name);
-      throw input_error(fmt::format("--cluster: unknown GPU type \"{}\" (known: {})", spec.gpu,
-                                    fmt::join(known, ", ")));
-    }
+    check_cluster_gpu(model, spec);
     label_trace(trace, model.data, spec.gpu, label_seed, production_share, label_models);
     const auto jobs = to_cluster_jobs(trace, model.data, spec.gpu);
     const std::string workload =

@@ -53,7 +53,7 @@ struct pair_spec {
   /// Fraction by which the production job's standalone speed falls, linearly from the start of
   /// the run to `run_for` (0: steady, as the paper's means). Unlike `observation_noise` this is
   /// real: the job makes fewer iterations and launches fewer blocks, as a host-bound training job
-  /// whose CPU side slows does (docs/results/gpu-memory.md: the launched rate 5-11% below the R
+  /// whose CPU side slows does (docs/results/host-interference.md: the launched rate 5-11% below the R
   /// profiled at the start, beside an opportunistic job held to a few percent of its rate). Its
   /// throughput relative to alone is taken against an alone job that drifts the same way, so
   /// only a controller that compares it with a rate from earlier in the run reads the drift as
