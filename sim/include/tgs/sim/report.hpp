@@ -23,7 +23,8 @@ output_format parse_format(std::string_view text);
 std::string render_pairs(const std::vector<pair_result>& results, output_format format,
                          double tolerance = 0.05);
 
-/// A timeline as CSV: one row per segment of constant rates.
+/// A timeline as CSV: one row per segment of constant rates; its last column is the controller's
+/// phase (empty for a policy that reports none).
 std::string render_timeline(const std::vector<timeline_row>& rows);
 
 /// The fitted contention parameters of the models on `gpu`.
