@@ -240,6 +240,11 @@ std::vector<std::string> trace_format_names() {
   return names;
 }
 
+std::string trace_format_for(const std::string& path, const std::string& given) {
+  if (!given.empty()) return given;
+  return path.ends_with(".json") ? "philly-json" : "philly-csv";
+}
+
 void check(const replay_command& cmd) {
   if (!cmd.trace_path.empty()) {
     // As the command line's check of an existing file words it.
@@ -260,10 +265,7 @@ void check(const replay_command& cmd) {
 
 traces::trace read_replay_trace(const replay_command& cmd) {
   check(cmd);
-  const auto format = traces::parse_trace_format(
-      !cmd.trace_format.empty()
-          ? cmd.trace_format
-          : (cmd.trace_path.ends_with(".json") ? "philly-json" : "philly-csv"));
+  const auto format = traces::parse_trace_format(trace_format_for(cmd.trace_path, cmd.trace_format));
   traces::read_options read;
   if (cmd.skip_malformed) read.malformed = traces::on_malformed::skip;
   try {

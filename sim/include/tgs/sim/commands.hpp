@@ -204,6 +204,10 @@ struct replay_command {
 /// Every registered trace format name and alias, in registry order.
 [[nodiscard]] std::vector<std::string> trace_format_names();
 
+/// The format to read `path` in: `given` when not empty, else from the file name (.json:
+/// philly-json, else philly-csv).
+[[nodiscard]] std::string trace_format_for(const std::string& path, const std::string& given);
+
 /// Checks what needs no model or trace. Throws `input_error`.
 void check(const replay_command& cmd);
 
