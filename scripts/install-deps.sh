@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   help2man python3 python3-yaml
+  python3-dev pybind11-dev python3-numpy python3-matplotlib python3-pandas
 )
 # kubectl checks the Kubernetes manifests (that test skips without it); any kubectl already on
 # the PATH will do, and Debian's conflicts with some others.

@@ -351,7 +351,7 @@ def _phase_strip(ax, y, starts, ends, phases, colors):
         ax.broken_barh(bars, (y - 0.35, 0.7), color=colors[phase])
 
 
-def timeline(sim=None, real=None, path=None, *, policy="tgs", scenario=None, run=None, title=None):
+def timeline(sim=None, real=None, path=None, *, policy="tgs", scenario=None, run=None, xlim=None, title=None):
     """One pair over time, simulated and real on the same axes: both jobs' throughput relative to
     alone, the opportunistic budget (thread blocks per budget window; the controller holds the job
     at 0 and leaves it unthrottled where the line stops) and the controller's phase.
@@ -361,7 +361,8 @@ def timeline(sim=None, real=None, path=None, *, policy="tgs", scenario=None, run
     harness output folder (status-samples.jsonl, with windows.jsonl, runs.jsonl and summary.json
     for the rates) or a status-samples.jsonl file; `run` picks the run (default: the first with
     both jobs at tgs-node). Time 0 is the opportunistic job's arrival: both jobs start together in
-    the simulation; on the GPU, when tgs-node registered the opportunistic job."""
+    the simulation; on the GPU, when tgs-node registered the opportunistic job. `xlim` (start, end)
+    in seconds zooms in (a real run is often shorter than a simulated one)."""
     if sim is None and real is None:
         raise InputError("timeline: give sim, real or both")
     s = _sim_timeline(sim, policy, scenario) if sim is not None else None
@@ -415,6 +416,8 @@ def timeline(sim=None, real=None, path=None, *, policy="tgs", scenario=None, run
     ax_phase.set_yticks(range(len(rows)), [n for n, *_ in reversed(rows)])
     ax_phase.set_ylim(-0.6, max(len(rows), 1) - 0.4)
     ax_phase.set_xlabel("time since the opportunistic job arrived (s)")
+    if xlim is not None:
+        ax_phase.set_xlim(*xlim)
     if colors:
         ax_phase.legend(handles=[Patch(color=c, label=p.replace("_", " ")) for p, c in colors.items()],
                         fontsize="small", ncols=min(4, len(colors)), loc="upper center",
@@ -549,6 +552,16 @@ def tradeoff(sim=None, real=None, path=None, *, scenario=None, real_scenario=Non
 
 # ------------------------------------------------------------------ command line
 
+def _seconds_pair(text):
+    try:
+        start, end = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START,END in seconds, got \"{text}\"") from None
+    if not start < end:
+        raise argparse.ArgumentTypeError(f"expected START < END, got \"{text}\"")
+    return start, end
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python3 -m tgs.plot", description=__doc__.split("\n\nFrom a shell")[0],
@@ -575,6 +588,7 @@ def main(argv=None):
     p.add_argument("--policy", default="tgs", help="The simulated policy (default: %(default)s)")
     p.add_argument("--scenario", help="The simulated scenario (default: the first of the policy)")
     p.add_argument("--run", help="The harness run, e.g. 1/high/tgs (default: the first with both jobs)")
+    p.add_argument("--xlim", type=_seconds_pair, metavar="START,END", help="Seconds shown, e.g. -10,120")
     outputs(p)
 
     p = sub.add_parser("tradeoff", help="Production vs opportunistic throughput, a point per policy",
@@ -592,7 +606,7 @@ def main(argv=None):
                       policies=args.policies.split(",") if args.policies else None, title=args.title)
         elif args.plot == "timeline":
             fig = timeline(args.sim, args.real, policy=args.policy, scenario=args.scenario, run=args.run,
-                           title=args.title)
+                           xlim=args.xlim, title=args.title)
         else:
             fig = tradeoff(args.sim, args.real, scenario=args.scenario, real_scenario=args.real_scenario,
                            title=args.title)
