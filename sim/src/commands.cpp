@@ -119,8 +119,7 @@ void check(const pairs_command& cmd) {
   if (cmd.memory_budget_gib) {
     check_range("--memory-budget-gib", *cmd.memory_budget_gib, pairs_command::memory_budget_range);
   }
-  check_range("--observation-noise", cmd.observation_noise,
-              pairs_command::observation_noise_range);
+  check_range("--observation-noise", cmd.observation_noise, pairs_command::observation_noise_range);
   check_range("--production-drift", cmd.production_drift, pairs_command::production_drift_range);
   if (cmd.production.empty() != cmd.opportunistic.empty()) {
     throw input_error("--production and --opportunistic go together");
@@ -151,9 +150,10 @@ pairs_outcome run_pairs(const calibrated_model& model, const pairs_command& cmd)
   if (cmd.production.empty()) {
     requests = paper_pair_requests(model.data, cmd.gpu, chosen);
     if (requests.empty()) {
-      throw input_error(fmt::format("no measured scenarios on gpu \"{}\"; name a pair with "
-                                    "--production and --opportunistic",
-                                    cmd.gpu));
+      throw input_error(
+          fmt::format("no measured scenarios on gpu \"{}\"; name a pair with "
+                      "--production and --opportunistic",
+                      cmd.gpu));
     }
   } else {
     for (const auto& p : chosen) {
@@ -224,9 +224,9 @@ cluster_workload mixed_workload(const calibrated_model& model, const mixed_comma
   check_cluster_gpu(model, out.spec);
   const auto trace = mixed_stream(model.data, out.spec.gpu, cmd.stream);
   out.jobs = to_cluster_jobs(trace, model.data, out.spec.gpu);
-  out.label = fmt::format("mixed stream: {} production + {} opportunistic jobs on {}",
-                          cmd.stream.production_jobs, cmd.stream.opportunistic_jobs,
-                          cmd.cluster.cluster);
+  out.label =
+      fmt::format("mixed stream: {} production + {} opportunistic jobs on {}",
+                  cmd.stream.production_jobs, cmd.stream.opportunistic_jobs, cmd.cluster.cluster);
   out.seed = cmd.stream.seed;
   return out;
 }
@@ -265,7 +265,8 @@ void check(const replay_command& cmd) {
 
 traces::trace read_replay_trace(const replay_command& cmd) {
   check(cmd);
-  const auto format = traces::parse_trace_format(trace_format_for(cmd.trace_path, cmd.trace_format));
+  const auto format =
+      traces::parse_trace_format(trace_format_for(cmd.trace_path, cmd.trace_format));
   traces::read_options read;
   if (cmd.skip_malformed) read.malformed = traces::on_malformed::skip;
   try {
@@ -298,9 +299,9 @@ cluster_workload replay_workload(const calibrated_model& model, traces::trace tr
   label_trace(trace, model.data, out.spec.gpu, cmd.label_seed, cmd.production_share,
               cmd.label_models);
   out.jobs = to_cluster_jobs(trace, model.data, out.spec.gpu);
-  out.label = fmt::format("replay of {} ({} jobs, {:.0f}% production, label seed {}) on {}",
-                          trace.source, out.jobs.size(), cmd.production_share * 100,
-                          cmd.label_seed, cmd.cluster.cluster);
+  out.label =
+      fmt::format("replay of {} ({} jobs, {:.0f}% production, label seed {}) on {}", trace.source,
+                  out.jobs.size(), cmd.production_share * 100, cmd.label_seed, cmd.cluster.cluster);
   out.seed = cmd.label_seed;
   return out;
 }

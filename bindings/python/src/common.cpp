@@ -2,10 +2,9 @@
 // The Python extension's shared helpers: value checks, numpy columns, exceptions.
 #include "common.hpp"
 
-#include <pybind11/stl.h>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <pybind11/stl.h>
 
 #include <cmath>
 #include <exception>
@@ -31,9 +30,13 @@ py::object new_type(py::module_& m, const char* name, py::handle base, const cha
 
 }  // namespace
 
-const error_types& errors() { return *types; }
+const error_types& errors() {
+  return *types;
+}
 
-std::string repr_of(py::handle value) { return py::repr(value).cast<std::string>(); }
+std::string repr_of(py::handle value) {
+  return py::repr(value).cast<std::string>();
+}
 
 void register_errors(py::module_& m) {
   types->input_error =
@@ -43,10 +46,10 @@ void register_errors(py::module_& m) {
       m, "ConfigError", types->input_error,
       "A policy's settings out of range: the message names the policy and the field, as the "
       "policy's constructor words it.");
-  types->trace_error = new_type(
-      m, "TraceError", types->input_error,
-      "A malformed trace: the message names the file, the line and what was expected; the "
-      "attributes `file` and `line` (0: the whole file) say where.");
+  types->trace_error =
+      new_type(m, "TraceError", types->input_error,
+               "A malformed trace: the message names the file, the line and what was expected; the "
+               "attributes `file` and `line` (0: the whole file) say where.");
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -63,7 +66,9 @@ void register_errors(py::module_& m) {
   });
 }
 
-void fail(const std::string& message) { throw sim::input_error(message); }
+void fail(const std::string& message) {
+  throw sim::input_error(message);
+}
 
 bool is_number(py::handle value) {
   if (PyBool_Check(value.ptr())) return false;
@@ -73,7 +78,8 @@ bool is_number(py::handle value) {
 double to_double(py::handle value, std::string_view what) {
   if (!is_number(value)) fail(fmt::format("{}: expected a number, got {}", what, repr_of(value)));
   if (PyFloat_Check(value.ptr())) return PyFloat_AsDouble(value.ptr());
-  const double v = PyLong_AsDouble(py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr())).ptr());
+  const double v =
+      PyLong_AsDouble(py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr())).ptr());
   if (PyErr_Occurred()) {
     PyErr_Clear();
     fail(fmt::format("{}: {} is too large", what, repr_of(value)));
@@ -110,12 +116,14 @@ std::uint64_t to_count(py::handle value, std::string_view what) {
 }
 
 bool to_bool(py::handle value, std::string_view what) {
-  if (!PyBool_Check(value.ptr())) fail(fmt::format("{}: expected True or False, got {}", what, repr_of(value)));
+  if (!PyBool_Check(value.ptr()))
+    fail(fmt::format("{}: expected True or False, got {}", what, repr_of(value)));
   return value.ptr() == Py_True;
 }
 
 std::string to_text(py::handle value, std::string_view what) {
-  if (!PyUnicode_Check(value.ptr())) fail(fmt::format("{}: expected a string, got {}", what, repr_of(value)));
+  if (!PyUnicode_Check(value.ptr()))
+    fail(fmt::format("{}: expected a string, got {}", what, repr_of(value)));
   return value.cast<std::string>();
 }
 
@@ -132,7 +140,8 @@ void refuse_unknown_keys(const py::dict& dict, std::string_view what,
 }
 
 py::dict to_dict(py::handle value, std::string_view what) {
-  if (!PyDict_Check(value.ptr())) fail(fmt::format("{}: expected a dict, got {}", what, repr_of(value)));
+  if (!PyDict_Check(value.ptr()))
+    fail(fmt::format("{}: expected a dict, got {}", what, repr_of(value)));
   return py::reinterpret_borrow<py::dict>(value);
 }
 
@@ -170,7 +179,9 @@ py::object text_column(const std::vector<std::string>& values) {
   return py::module_::import("numpy").attr("array")(py::cast(values), "dtype"_a = "str");
 }
 
-double or_nan(const std::optional<double>& value) { return value.value_or(std::nan("")); }
+double or_nan(const std::optional<double>& value) {
+  return value.value_or(std::nan(""));
+}
 
 py::object or_none(const std::optional<double>& value) {
   return value ? py::object(py::float_(*value)) : py::object(py::none());

@@ -22,9 +22,9 @@ using namespace pybind11::literals;
 
 /// The Python exception types of the module, created in `register_errors`.
 struct error_types {
-  py::object input_error;  ///< tgs.InputError (a ValueError)
+  py::object input_error;   ///< tgs.InputError (a ValueError)
   py::object config_error;  ///< tgs.ConfigError (an InputError)
-  py::object trace_error;  ///< tgs.TraceError (an InputError with `file` and `line`)
+  py::object trace_error;   ///< tgs.TraceError (an InputError with `file` and `line`)
 };
 const error_types& errors();
 

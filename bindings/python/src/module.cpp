@@ -9,8 +9,9 @@
 PYBIND11_MODULE(_tgs, m) {
   namespace py = pybind11;
   using namespace tgs;
-  m.doc() = "The simulator, trace readers and policies of tgs (transparent GPU sharing); "
-            "import it as `tgs`.";
+  m.doc() =
+      "The simulator, trace readers and policies of tgs (transparent GPU sharing); "
+      "import it as `tgs`.";
   m.attr("__version__") = TGS_VERSION;
   python::register_errors(m);
   m.def("rate_policies", &sim::registered_rate_policies,

@@ -42,8 +42,9 @@ py::dict settings_of(const Registry& policy) {
     const auto* cfg = std::get_if<typename P::config>(&policy.settings());
     if (cfg == nullptr || P::name != policy.policy_name()) return;
     for (const auto& s : P::setting_table) {
-      std::visit([&](auto member) { out[py::str(std::string(s.flag))] = member_value(*cfg, member); },
-                 s.member);
+      std::visit(
+          [&](auto member) { out[py::str(std::string(s.flag))] = member_value(*cfg, member); },
+          s.member);
     }
   });
   return out;
@@ -82,8 +83,9 @@ job_activity activity_of(py::handle value, const std::string& what) {
     a.blocks_launched = to_count(d["blocks_launched"], what + ".blocks_launched");
   }
   if (d.contains("launches")) a.launches = to_count(d["launches"], what + ".launches");
-  for (const auto& [key, field] : {std::pair{"mean_iteration_time_s", &job_activity::mean_iteration_time},
-                                   std::pair{"sync_wait_s", &job_activity::sync_wait}}) {
+  for (const auto& [key, field] :
+       {std::pair{"mean_iteration_time_s", &job_activity::mean_iteration_time},
+        std::pair{"sync_wait_s", &job_activity::sync_wait}}) {
     if (d.contains(key) && !d[key].is_none()) {
       a.*field = from_seconds(non_negative_seconds(d[key], what + "." + key));
     }
@@ -137,8 +139,9 @@ py::dict share_dict(const gpu_share& share) {
 py::dict rate_decision_dict(const rate_decision& d) {
   py::dict out;
   out["share"] = share_dict(d.share);
-  out["opportunistic_budget"] =
-      d.opportunistic_budget ? py::object(py::int_(*d.opportunistic_budget)) : py::object(py::none());
+  out["opportunistic_budget"] = d.opportunistic_budget
+                                    ? py::object(py::int_(*d.opportunistic_budget))
+                                    : py::object(py::none());
   out["budget_window_s"] = to_seconds(d.budget_window);
   out["revisit_at_s"] = seconds_or_none(d.revisit_at);
   return out;
@@ -158,10 +161,11 @@ py::dict traits_dict(const rate_policy_traits& t) {
 /// A rate controller stepped from Python.
 class controller {
  public:
-  controller(const std::string& name, py::handle settings)
-      : inner_(build(name, settings)) {}
+  controller(const std::string& name, py::handle settings) : inner_(build(name, settings)) {}
 
-  py::dict step(py::handle observation) { return rate_decision_dict(inner_.step(rate_observation_of(observation))); }
+  py::dict step(py::handle observation) {
+    return rate_decision_dict(inner_.step(rate_observation_of(observation)));
+  }
   [[nodiscard]] py::dict describe() const { return report_dict(inner_.describe()); }
   [[nodiscard]] std::string name() const { return std::string(inner_.policy_name()); }
   [[nodiscard]] py::dict traits() const { return traits_dict(inner_.traits()); }
@@ -179,8 +183,10 @@ job_memory job_memory_of(py::handle value, const std::string& what) {
   const py::dict d = to_dict(value, what);
   refuse_unknown_keys(d, what, {"allocated_bytes", "resident_bytes"});
   job_memory m;
-  if (d.contains("allocated_bytes")) m.allocated = bytes{to_count(d["allocated_bytes"], what + ".allocated_bytes")};
-  if (d.contains("resident_bytes")) m.resident = bytes{to_count(d["resident_bytes"], what + ".resident_bytes")};
+  if (d.contains("allocated_bytes"))
+    m.allocated = bytes{to_count(d["allocated_bytes"], what + ".allocated_bytes")};
+  if (d.contains("resident_bytes"))
+    m.resident = bytes{to_count(d["resident_bytes"], what + ".resident_bytes")};
   return m;
 }
 
@@ -197,7 +203,8 @@ memory_observation memory_observation_of(py::handle value) {
                       {"now_s", "capacity_bytes", "production", "opportunistic", "request"});
   memory_observation o;
   if (d.contains("now_s")) o.now = instant_of(to_double(d["now_s"], "observation.now_s"));
-  if (d.contains("capacity_bytes")) o.capacity = bytes{to_count(d["capacity_bytes"], "observation.capacity_bytes")};
+  if (d.contains("capacity_bytes"))
+    o.capacity = bytes{to_count(d["capacity_bytes"], "observation.capacity_bytes")};
   if (d.contains("production") && !d["production"].is_none()) {
     o.production = job_memory_of(d["production"], "observation.production");
   }
@@ -210,7 +217,8 @@ memory_observation memory_observation_of(py::handle value) {
     refuse_unknown_keys(r, what, {"requester", "size_bytes", "movable"});
     allocation_request request;
     if (r.contains("requester")) request.requester = class_of(r["requester"], what + ".requester");
-    if (r.contains("size_bytes")) request.size = bytes{to_count(r["size_bytes"], what + ".size_bytes")};
+    if (r.contains("size_bytes"))
+      request.size = bytes{to_count(r["size_bytes"], what + ".size_bytes")};
     if (r.contains("movable")) request.movable = to_bool(r["movable"], what + ".movable");
     o.request = request;
   }
@@ -219,8 +227,8 @@ memory_observation memory_observation_of(py::handle value) {
 
 py::dict memory_decision_dict(const memory_decision& d) {
   py::dict out;
-  out["verdict"] = d.verdict ? py::object(py::str(std::string(to_string(*d.verdict))))
-                             : py::object(py::none());
+  out["verdict"] =
+      d.verdict ? py::object(py::str(std::string(to_string(*d.verdict)))) : py::object(py::none());
   out["opportunistic_resident_limit_bytes"] =
       d.opportunistic_resident_limit == bytes::max()
           ? py::object(py::none())
@@ -277,21 +285,28 @@ tgs.ConfigError with the policy's own message.
                 "opportunistic": {"blocks_launched": 0}})
     d["opportunistic_budget"], c.describe()["phase"]   # 0, 'profiling'
 )")
-      .def(py::init<const std::string&, py::handle>(), py::arg("name"), py::arg("settings") = py::none())
+      .def(py::init<const std::string&, py::handle>(), py::arg("name"),
+           py::arg("settings") = py::none())
       .def("step", &controller::step, py::arg("observation"),
            R"(One step. `observation`: {"now_s", "window_s", "production", "opportunistic"}, each
 job (or None when absent) {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s"}.
 Returns {"share", "opportunistic_budget" (blocks per budget window; None: unthrottled),
 "budget_window_s", "revisit_at_s" (None: only on a job event)}.)")
-      .def("describe", &controller::describe, "The controller's state report (what tgs-node status prints).")
-      .def("copy", [](const controller& c) { return controller(c); }, "A fork: the copy steps on its own.")
+      .def("describe", &controller::describe,
+           "The controller's state report (what tgs-node status prints).")
+      .def(
+          "copy", [](const controller& c) { return controller(c); },
+          "A fork: the copy steps on its own.")
       .def("__copy__", [](const controller& c) { return controller(c); })
-      .def("__deepcopy__", [](const controller& c, py::handle) { return controller(c); }, py::arg("memo"))
+      .def(
+          "__deepcopy__", [](const controller& c, py::handle) { return controller(c); },
+          py::arg("memo"))
       .def_property_readonly("name", &controller::name)
       .def_property_readonly("traits", &controller::traits)
       .def_property_readonly("settings", &controller::settings,
                              "Every setting the controller runs with, in the flags' units.")
-      .def("__repr__", [](const controller& c) { return fmt::format("tgs.Controller(\"{}\")", c.name()); });
+      .def("__repr__",
+           [](const controller& c) { return fmt::format("tgs.Controller(\"{}\")", c.name()); });
 
   py::class_<memory_policy>(m, "MemoryPolicy", R"(A memory policy of the registry, stepped by hand.
 
@@ -302,22 +317,30 @@ MemoryPolicy(name, settings=None): `name` is a registered memory policy (`tgs.me
     m.step({"capacity_bytes": 40 << 30, "request": {"requester": "opportunistic",
             "size_bytes": 30 << 30}})["verdict"]
 )")
-      .def(py::init<const std::string&, py::handle>(), py::arg("name"), py::arg("settings") = py::none())
+      .def(py::init<const std::string&, py::handle>(), py::arg("name"),
+           py::arg("settings") = py::none())
       .def("step", &memory_policy::step, py::arg("observation"),
            R"(One step. `observation`: {"now_s", "capacity_bytes", "production", "opportunistic",
 "request"}; a job (or None) {"allocated_bytes", "resident_bytes"}; a request (or None)
 {"requester", "size_bytes", "movable"}. Returns {"verdict" (None without a request),
 "opportunistic_resident_limit_bytes" (None: no cap), "production_pinned", "revisit_at_s"}.)")
-      .def("describe", &memory_policy::describe, "The policy's state report ({} for a policy that keeps none).")
+      .def("describe", &memory_policy::describe,
+           "The policy's state report ({} for a policy that keeps none).")
       .def("copy", [](const memory_policy& p) { return memory_policy(p); })
       .def("__copy__", [](const memory_policy& p) { return memory_policy(p); })
-      .def("__deepcopy__", [](const memory_policy& p, py::handle) { return memory_policy(p); }, py::arg("memo"))
+      .def(
+          "__deepcopy__", [](const memory_policy& p, py::handle) { return memory_policy(p); },
+          py::arg("memo"))
       .def_property_readonly("name", &memory_policy::name)
       .def_property_readonly("settings", &memory_policy::settings)
-      .def("__repr__", [](const memory_policy& p) { return fmt::format("tgs.MemoryPolicy(\"{}\")", p.name()); });
+      .def("__repr__", [](const memory_policy& p) {
+        return fmt::format("tgs.MemoryPolicy(\"{}\")", p.name());
+      });
 
-  m.def("policy_traits", [](const std::string& name) { return traits_dict(sim::policy_traits(name)); },
-        py::arg("name"), "What a registered rate controller says about itself.");
+  m.def(
+      "policy_traits",
+      [](const std::string& name) { return traits_dict(sim::policy_traits(name)); },
+      py::arg("name"), "What a registered rate controller says about itself.");
   m.def("settings", &settings_table,
         R"(Every setting of every registered policy: a list of dicts with "key" (the name runs take,
 as tgs-sim's flag without dashes: "tgs.dead-band", "memory.tgs.reserve-mib"), "family", "policy",

@@ -150,7 +150,8 @@ py::dict summary_record(const sim::cluster_summary& r, const sim::cluster_worklo
 
 /// Per-job records, JCT quantiles and utilisation as columns, as `--out` writes jobs.csv,
 /// cdf.csv and utilization.csv.
-py::dict cluster_results(const std::vector<sim::cluster_run>& runs, const sim::cluster_workload& w) {
+py::dict cluster_results(const std::vector<sim::cluster_run>& runs,
+                         const sim::cluster_workload& w) {
   py::list summary;
   for (const auto& s : sim::summarize_runs(runs)) summary.append(summary_record(s, w));
 
@@ -268,13 +269,15 @@ void define_runs(py::module_& m) {
 what every run simulates with. Model() is the embedded default (the paper's A100 pairs), which runs
 use when they are given no model; Model(models=..., gpus=..., measurements=...) reads the user's
 CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about a second).)")
-      .def(py::init([](const std::optional<std::string>& models, const std::optional<std::string>& gpus,
+      .def(py::init([](const std::optional<std::string>& models,
+                       const std::optional<std::string>& gpus,
                        const std::optional<std::string>& measurements) {
              if (!models && !gpus && !measurements) return default_model();
              sim::catalog_sources sources{gpus.value_or(""), models.value_or(""),
                                           measurements.value_or("")};
              py::gil_scoped_release unlocked;
-             return python_model{std::make_shared<const sim::calibrated_model>(sim::calibrate(sources))};
+             return python_model{
+                 std::make_shared<const sim::calibrated_model>(sim::calibrate(sources))};
            }),
            py::kw_only(), py::arg("models") = py::none(), py::arg("gpus") = py::none(),
            py::arg("measurements") = py::none())
@@ -287,7 +290,10 @@ CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about 
           },
           "The GPU types, in table order.")
       .def(
-          "models", [](const python_model& mm, const std::string& gpu) { return mm.value->data.model_names(gpu); },
+          "models",
+          [](const python_model& mm, const std::string& gpu) {
+            return mm.value->data.model_names(gpu);
+          },
           py::arg("gpu") = "a100-40gb", "The model names profiled on `gpu`, in table order.")
       .def(
           "profiles",
@@ -306,11 +312,13 @@ CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about 
 
   m.def(
       "pairs",
-      [](const std::optional<std::string>& production, const std::optional<std::string>& opportunistic,
-         py::handle policies, const std::string& gpu, double duration, double warmup,
-         const std::optional<double>& memory_budget_gib, const std::optional<std::string>& memory_policy,
-         double observation_noise, double production_drift, py::handle seed, py::handle settings,
-         bool timeline, py::handle model) {
+      [](const std::optional<std::string>& production,
+         const std::optional<std::string>& opportunistic, py::handle policies,
+         const std::string& gpu, double duration, double warmup,
+         const std::optional<double>& memory_budget_gib,
+         const std::optional<std::string>& memory_policy, double observation_noise,
+         double production_drift, py::handle seed, py::handle settings, bool timeline,
+         py::handle model) {
         sim::pairs_command cmd;
         cmd.production = production.value_or("");
         cmd.opportunistic = opportunistic.value_or("");
@@ -336,7 +344,8 @@ CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about 
         for (const auto& r : out.results) results.append(pair_record(r));
         py::dict d;
         d["results"] = results;
-        d["timeline"] = timeline ? py::object(timeline_columns(out.timeline)) : py::object(py::none());
+        d["timeline"] =
+            timeline ? py::object(timeline_columns(out.timeline)) : py::object(py::none());
         return d;
       },
       py::kw_only(), py::arg("production") = py::none(), py::arg("opportunistic") = py::none(),
@@ -379,8 +388,8 @@ None}. Bad input raises tgs.InputError with tgs-sim's message.)");
       py::arg("opportunistic_jobs") = 50, py::arg("interarrival_minutes") = 15.0,
       py::arg("cluster") = "1x2:a100-40gb", py::arg("policies") = py::none(),
       py::arg("lookahead") = 64, py::arg("preempted_keep_progress") = false,
-      py::arg("settings") = py::none(), py::arg("out") = py::none(), py::arg("progress") = py::none(),
-      py::arg("model") = py::none(),
+      py::arg("settings") = py::none(), py::arg("out") = py::none(),
+      py::arg("progress") = py::none(), py::arg("model") = py::none(),
       R"(tgs-sim mixed: the paper's mixed job stream on a small cluster under each policy.
 
 Keywords are tgs-sim's flags; `out` writes the files of --out; `progress(policy, fraction)` is
@@ -391,9 +400,10 @@ called as each policy's run advances. Returns {"workload", "seed", "cluster", "p
   m.def(
       "replay",
       [](py::handle trace, const std::optional<std::string>& trace_format, double production_share,
-         py::handle label_seed, py::handle label_models, bool skip_malformed, const std::string& cluster,
-         py::handle policies, py::handle lookahead, bool preempted_keep_progress, py::handle settings,
-         const std::optional<std::string>& out, const py::object& progress, py::handle model) {
+         py::handle label_seed, py::handle label_models, bool skip_malformed,
+         const std::string& cluster, py::handle policies, py::handle lookahead,
+         bool preempted_keep_progress, py::handle settings, const std::optional<std::string>& out,
+         const py::object& progress, py::handle model) {
         sim::replay_command cmd;
         const bool read = !py::isinstance<python_trace>(trace);
         if (read) {
@@ -413,29 +423,31 @@ called as each policy's run advances. Returns {"workload", "seed", "cluster", "p
         traces::trace_stats stats;
         {
           py::gil_scoped_release unlocked;
-          traces::trace t = read ? sim::read_replay_trace(cmd)
-                                 : *trace.cast<const python_trace&>().value;
+          traces::trace t =
+              read ? sim::read_replay_trace(cmd) : *trace.cast<const python_trace&>().value;
           stats = t.stats;
           sim::check_fits(t, cmd);
           w = sim::replay_workload(calibrated, std::move(t), cmd);
         }
         py::dict d = run_cluster_from_python(calibrated, w, cmd.cluster, progress, out);
-        d["trace_stats"] = py::dict("rows_read"_a = stats.rows_read, "rows_kept"_a = stats.rows_kept,
-                                    "rows_dropped"_a = stats.rows_dropped,
-                                    "rows_skipped"_a = stats.rows_skipped,
-                                    "skip_reasons"_a = stats.skip_reasons);
+        d["trace_stats"] =
+            py::dict("rows_read"_a = stats.rows_read, "rows_kept"_a = stats.rows_kept,
+                     "rows_dropped"_a = stats.rows_dropped, "rows_skipped"_a = stats.rows_skipped,
+                     "skip_reasons"_a = stats.skip_reasons);
         return d;
       },
       py::arg("trace"), py::kw_only(), py::arg("trace_format") = py::none(),
-      py::arg("production_share") = 0.5, py::arg("label_seed") = 1, py::arg("label_models") = py::none(),
-      py::arg("skip_malformed") = false, py::arg("cluster") = "100x8:a100-40gb",
-      py::arg("policies") = py::none(), py::arg("lookahead") = 64,
-      py::arg("preempted_keep_progress") = false, py::arg("settings") = py::none(),
-      py::arg("out") = py::none(), py::arg("progress") = py::none(), py::arg("model") = py::none(),
+      py::arg("production_share") = 0.5, py::arg("label_seed") = 1,
+      py::arg("label_models") = py::none(), py::arg("skip_malformed") = false,
+      py::arg("cluster") = "100x8:a100-40gb", py::arg("policies") = py::none(),
+      py::arg("lookahead") = 64, py::arg("preempted_keep_progress") = false,
+      py::arg("settings") = py::none(), py::arg("out") = py::none(),
+      py::arg("progress") = py::none(), py::arg("model") = py::none(),
       R"(tgs-sim replay: a trace on a cluster under each policy.
 
 `trace` is a file (read as tgs-sim reads --trace, with trace_format and skip_malformed) or a
-tgs.Trace. Other keywords are tgs-sim's flags. Returns what tgs.mixed returns, plus "trace_stats".)");
+tgs.Trace. Other keywords are tgs-sim's flags. Returns what tgs.mixed returns, plus
+"trace_stats".)");
 }
 
 }  // namespace tgs::python

@@ -49,7 +49,8 @@ sim::run_settings run_settings_of(py::handle settings) {
           out.memory, std::string_view(key).substr(memory_prefix.size()), value, key);
       out.memory_given.push_back({policy, key});
     } else {
-      const std::string policy = set_registry_setting<any_rate_controller>(out.rate, key, value, key);
+      const std::string policy =
+          set_registry_setting<any_rate_controller>(out.rate, key, value, key);
       out.rate_given.push_back({policy, key});
     }
   }

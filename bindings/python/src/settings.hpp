@@ -11,10 +11,10 @@
 #include <chrono>
 #include <limits>
 #include <optional>
-#include <utility>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"

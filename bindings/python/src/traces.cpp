@@ -72,7 +72,7 @@ py::dict jobs_dict(const traces::trace& t) {
     vc.push_back(j.vc);
     attempts.push_back(j.attempts);
     queueing.push_back(or_nan(seconds_of(j.queueing_delay)));
-    outcome.emplace_back(!j.outcome                                    ? ""
+    outcome.emplace_back(!j.outcome                                  ? ""
                          : *j.outcome == traces::job_outcome::passed ? "passed"
                          : *j.outcome == traces::job_outcome::killed ? "killed"
                                                                      : "failed");
@@ -98,8 +98,8 @@ py::dict jobs_dict(const traces::trace& t) {
 
 py::object origin_text(const traces::trace& t) {
   if (!t.origin) return py::none();
-  return py::str(fmt::format("{:%Y-%m-%d %H:%M:%S}",
-                             std::chrono::floor<std::chrono::seconds>(*t.origin)));
+  return py::str(
+      fmt::format("{:%Y-%m-%d %H:%M:%S}", std::chrono::floor<std::chrono::seconds>(*t.origin)));
 }
 
 }  // namespace
@@ -110,14 +110,18 @@ submission, each with its GPUs, run time or iterations and, where known, class a
 
 Made by tgs.read_trace (a file), tgs.parse_trace (a string) or tgs.make_trace (Python lists or a
 pandas DataFrame); tgs.replay runs it.)")
-      .def_property_readonly("source", [](const python_trace& t) { return t.value->source; },
-                             "The file name (or label) the trace came from; messages name it.")
-      .def_property_readonly("origin", [](const python_trace& t) { return origin_text(*t.value); },
-                             "The absolute time of submit_s = 0 (UTC, \"YYYY-MM-DD HH:MM:SS\"), or None.")
-      .def_property_readonly("stats", [](const python_trace& t) { return stats_dict(t.value->stats); },
-                             "What the reader did: rows read, kept, dropped by the format's rules, skipped.")
-      .def_property_readonly("jobs", [](const python_trace& t) { return jobs_dict(*t.value); },
-                             R"(The jobs as numpy columns (pandas.DataFrame(trace.jobs) makes a table): id,
+      .def_property_readonly(
+          "source", [](const python_trace& t) { return t.value->source; },
+          "The file name (or label) the trace came from; messages name it.")
+      .def_property_readonly(
+          "origin", [](const python_trace& t) { return origin_text(*t.value); },
+          "The absolute time of submit_s = 0 (UTC, \"YYYY-MM-DD HH:MM:SS\"), or None.")
+      .def_property_readonly(
+          "stats", [](const python_trace& t) { return stats_dict(t.value->stats); },
+          "What the reader did: rows read, kept, dropped by the format's rules, skipped.")
+      .def_property_readonly(
+          "jobs", [](const python_trace& t) { return jobs_dict(*t.value); },
+          R"(The jobs as numpy columns (pandas.DataFrame(trace.jobs) makes a table): id,
 name, submit_s, duration_s, gpus, class, model, batch_size, iterations, vc, attempts,
 queueing_delay_s, outcome, source_line; NaN or "" where the trace does not say.)")
       .def("__len__", [](const python_trace& t) { return t.value->jobs.size(); })
@@ -146,7 +150,8 @@ queueing_delay_s, outcome, source_line; NaN or "" where the trace does not say.)
       "read_trace",
       [](const std::filesystem::path& path, const std::optional<std::string>& format,
          bool skip_malformed, bool drop_duplicates) {
-        const traces::trace_format f = format_of(sim::trace_format_for(path.string(), format.value_or("")));
+        const traces::trace_format f =
+            format_of(sim::trace_format_for(path.string(), format.value_or("")));
         auto t = std::make_shared<traces::trace>();
         {
           py::gil_scoped_release unlocked;
@@ -169,7 +174,8 @@ rows are counted in trace.stats). drop_duplicates keeps only the first of identi
         auto t = std::make_shared<traces::trace>();
         {
           py::gil_scoped_release unlocked;
-          *t = traces::parse_trace(text, f, source, read_options_of(skip_malformed, drop_duplicates));
+          *t = traces::parse_trace(text, f, source,
+                                   read_options_of(skip_malformed, drop_duplicates));
         }
         return python_trace{t};
       },

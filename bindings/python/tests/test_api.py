@@ -36,7 +36,8 @@ class Registries(unittest.TestCase):
         for row in rows:
             self.assertIn(f"--{row['key']}", help_text, row)
         band = next(r for r in rows if r["key"] == "tgs.dead-band")
-        self.assertEqual((band["family"], band["policy"], band["setting"], band["default"]), ("rate", "tgs", "dead-band", 0.03))
+        self.assertEqual((band["family"], band["policy"], band["setting"], band["default"]),
+                         ("rate", "tgs", "dead-band", 0.03))
         window = next(r for r in rows if r["key"] == "tgs.production-window-ms")
         self.assertEqual((window["unit"], window["default"]), ("ms", 5000.0))
         reserve = next(r for r in rows if r["key"] == "memory.tgs.reserve-mib")
@@ -102,7 +103,8 @@ class Controllers(unittest.TestCase):
     def test_bad_settings_and_names(self):
         cases = [
             (("nope",), tgs.InputError, r'unknown policy "nope" \(known: tgs, exclusive'),
-            (("tgs", {"dead-bnd": 0.1}), tgs.InputError, r'unknown setting "dead-bnd": tgs has the settings production-window-ms, '),
+            (("tgs", {"dead-bnd": 0.1}), tgs.InputError,
+             r'unknown setting "dead-bnd": tgs has the settings production-window-ms, '),
             (("exclusive", {"x": 1}), tgs.InputError, r'unknown setting "x": exclusive has no settings'),
             (("tgs", {"dead-band": "wide"}), tgs.InputError, r"dead-band: expected a number, got 'wide'"),
             (("tgs", {"dead-band": True}), tgs.InputError, r"dead-band: expected a number, got True"),
@@ -168,7 +170,9 @@ class MemoryPolicies(unittest.TestCase):
         with self.assertRaisesRegex(tgs.ConfigError, r"memory policy: unknown name 'nope' \(known: tgs, hard-limit"):
             tgs.MemoryPolicy("nope")
         m = tgs.MemoryPolicy("no-oversubscription")
-        with self.assertRaisesRegex(tgs.InputError, r'observation.request.requester: expected "production" or "opportunistic", got "admin"'):
+        with self.assertRaisesRegex(tgs.InputError,
+                                    r'observation.request.requester: expected "production" or "opportunistic", '
+                                    r'got "admin"'):
             m.step({"request": {"requester": "admin"}})
         with self.assertRaisesRegex(tgs.InputError, r"observation.capacity_bytes: expected an integer, got 1.5"):
             m.step({"capacity_bytes": 1.5})
@@ -192,6 +196,7 @@ class Traces(unittest.TestCase):
                                                "outcome", "source_line"})
                 self.assertEqual(t.stats["rows_kept"], len(t))
                 self.assertEqual(list(t.jobs["id"]), list(range(len(t))))
+                self.assertEqual(repr(t), f"<tgs.Trace {t.source}: {len(t)} jobs>")
 
     def test_job_stream_columns(self):
         t = tgs.read_trace(os.path.join(TRACE_DATA, "job_stream.csv"), format="job-stream")
@@ -209,12 +214,14 @@ class Traces(unittest.TestCase):
         with self.assertRaises(tgs.TraceError) as e:
             tgs.read_trace(bad)
         self.assertEqual((e.exception.file, e.exception.line), (bad, 3))
-        self.assertRegex(str(e.exception), r'bad.csv:3: column "duration": expected a non-negative number of seconds, got "-5.0"')
+        self.assertRegex(str(e.exception),
+                         r'bad.csv:3: column "duration": expected a non-negative number of seconds, got "-5.0"')
         t = tgs.read_trace(bad, skip_malformed=True)
         self.assertEqual((len(t), t.stats["rows_skipped"]), (2, 1))
         with self.assertRaisesRegex(tgs.TraceError, r"nope.csv: cannot open"):
             tgs.read_trace("nope.csv")
-        with self.assertRaisesRegex(tgs.InputError, r"format: xml not in \{philly-json,philly-csv,pollux-csv,tgs-csv,job-stream\}"):
+        with self.assertRaisesRegex(tgs.InputError,
+                                    r"format: xml not in \{philly-json,philly-csv,pollux-csv,tgs-csv,job-stream\}"):
             tgs.read_trace(bad, format="xml")
 
     def test_parse_and_write_round_trip(self):
@@ -263,8 +270,8 @@ class Traces(unittest.TestCase):
         except ImportError:
             self.skipTest("pandas is not installed (Debian: python3-pandas)")
         df = pd.DataFrame({"submit_s": [0.0, 30.0], "gpus": [1, 1], "duration_s": [600.0, np.nan],
-                           "iterations": [np.nan, 100.0], "class": ["production", "opportunistic"],
-                           "model": ["resnet50", "gcn"]})
+                           "iterations": pd.array([pd.NA, 100], dtype="Int64"),
+                           "class": ["production", "opportunistic"], "model": ["resnet50", "gcn"]})
         t = tgs.make_trace(df, source="frame")
         self.assertEqual((len(t), t.source), (2, "frame"))
         self.assertEqual(t.jobs["iterations"][1], 100)
@@ -303,10 +310,12 @@ class Runs(unittest.TestCase):
              r"^tgs.dead-band is a setting of tgs, which this run does not use$"),
             (dict(settings={"memory.hard-limit.production-fraction": 0.6}),
              r"^memory.hard-limit.production-fraction is a setting of hard-limit, which this run does not use$"),
-            (dict(settings={"tgs.dead-band": 2}, policies=["tgs"]), r"^tgs_rate_control: dead_band must be in \(0, 1\), got 2$"),
+            (dict(settings={"tgs.dead-band": 2}, policies=["tgs"]),
+             r"^tgs_rate_control: dead_band must be in \(0, 1\), got 2$"),
             (dict(settings={"nope.x": 1}), r'^unknown setting "nope.x": no policy "nope" \(known: tgs,'),
             (dict(settings={"tgs": 1}), r'^unknown setting "tgs": expected <policy>.<setting>'),
-            (dict(production="nope", opportunistic="gcn"), r'^unknown model "nope" on gpu "a100-40gb" \(known: resnet50'),
+            (dict(production="nope", opportunistic="gcn"),
+             r'^unknown model "nope" on gpu "a100-40gb" \(known: resnet50'),
             (dict(gpu="h100"), r'^no measured scenarios on gpu "h100"'),
             (dict(seed=-1), r'^--seed: expected a non-negative integer \(digits only\), got "-1"$'),
             (dict(model="default"), r"^model: expected a tgs.Model, got 'default'$"),
@@ -333,6 +342,15 @@ class Runs(unittest.TestCase):
         self.assertEqual({p for p, _ in seen}, {"exclusive", "tgs"})
         self.assertTrue(all(0 <= done <= 1 for _, done in seen))
 
+    def test_runs_in_threads_give_what_runs_in_turn_give(self):
+        from concurrent.futures import ThreadPoolExecutor
+        kwargs = [dict(seed=s, policies=["tgs", "mps"]) for s in (1, 2, 3, 4)]
+        strip = lambda r: [{k: v for k, v in x.items() if k != "wall_s"} for x in r["summary"]]  # noqa: E731
+        in_turn = [strip(tgs.mixed(**k)) for k in kwargs]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            at_once = list(pool.map(lambda k: strip(tgs.mixed(**k)), kwargs))
+        self.assertEqual(in_turn, at_once)
+
     def test_a_progress_callback_can_stop_a_run(self):
         def stop(policy, done):
             raise KeyboardInterrupt
@@ -344,7 +362,8 @@ class Runs(unittest.TestCase):
     def test_mixed_bad_input(self):
         cases = [
             (dict(production_jobs=-1), r"^--production-jobs: Value -1 not in range 0 to 1000000$"),
-            (dict(interarrival_minutes=0), r"^--interarrival-minutes: Value 0 not in range 0.000001 to 1000000.000000$"),
+            (dict(interarrival_minutes=0),
+             r"^--interarrival-minutes: Value 0 not in range 0.000001 to 1000000.000000$"),
             (dict(cluster="2by8"), r"^--cluster: expected NODESxGPUS\[:TYPE\]"),
             (dict(cluster="1x2:h900"), r'^--cluster: unknown GPU type "h900" \(known: a100-40gb'),
             (dict(policies=["tgs"], settings={"mps.production-threads": 0.5}),

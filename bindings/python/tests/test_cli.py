@@ -2,7 +2,6 @@
 """The Python module against tgs-sim: the same run gives the same results (tgs-sim's JSON holds
 them rounded to 4 decimals) and the same files, and bad input the same message."""
 import csv
-import io
 import json
 import math
 import os
@@ -25,7 +24,8 @@ def as_cli(records, drop=("wall_s",)):
 
 
 def cli_json(*args, drop=("wall_s",)):
-    return [{k: v for k, v in r.items() if k not in drop} for r in json.loads(tgs_sim(*args, "--format", "json").stdout)]
+    records = json.loads(tgs_sim(*args, "--format", "json").stdout)
+    return [{k: v for k, v in r.items() if k not in drop} for r in records]
 
 
 class SameResults(unittest.TestCase):

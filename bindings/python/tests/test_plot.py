@@ -78,6 +78,17 @@ class ImageChecks(unittest.TestCase):
             self.assertIn(text, shown, path)
 
 
+class Colours(unittest.TestCase):
+    def test_each_policy_keeps_its_colour(self):
+        registry = tgs.rate_policies()
+        colours = [tgs.plot.policy_color(p) for p in registry]
+        self.assertEqual(len(set(colours)), len(registry))
+        self.assertEqual(tgs.plot.policy_color("tgs", ["alone-mps", "tgs"]), colours[0])
+        others = ["alone-mps", "fixed-share"]
+        self.assertNotEqual(tgs.plot.policy_color(others[0], others), tgs.plot.policy_color(others[1], others))
+        self.assertNotIn(tgs.plot.policy_color(others[0], others), colours)
+
+
 class Cdf(ImageChecks):
     @classmethod
     def setUpClass(cls):
@@ -189,9 +200,9 @@ class Tradeoff(ImageChecks):
         with tempfile.TemporaryDirectory() as d:
             fig = tgs.plot.tradeoff(pairs, self.RESULTS, os.path.join(d, "t.svg"), scenario="high-contention",
                                     real_scenario="high")
-            self.assert_svg(os.path.join(d, "t.svg"), ["production throughput / alone", "opportunistic throughput / alone",
-                                                       "simulated (tgs-sim)", "GPU (median, min-max over runs)",
-                                                       "paper (NSDI'23)", "co-execution", "mig"])
+            self.assert_svg(os.path.join(d, "t.svg"), [
+                "production throughput / alone", "opportunistic throughput / alone", "simulated (tgs-sim)",
+                "GPU (median, min-max over runs)", "paper (NSDI'23)", "co-execution", "mig"])
             self.assertGreaterEqual(len(fig.axes[0].collections), 8)  # 4 simulated, 4 paper, the GPU cells
             tgs.plot.tradeoff(pairs, None, os.path.join(d, "sim.png"))
             self.assert_png(os.path.join(d, "sim.png"))
@@ -209,7 +220,8 @@ class Tradeoff(ImageChecks):
         with self.assertRaisesRegex(tgs.InputError, r"several scenarios \(high, low\): name one with real_scenario"):
             tgs.plot.tradeoff(real=self.RESULTS)
         with self.assertRaisesRegex(tgs.InputError, r'no scenario "nope"'):
-            tgs.plot.tradeoff([{"scenario": "a", "policy": "tgs", "production": 1, "opportunistic": 0}], scenario="nope")
+            tgs.plot.tradeoff([{"scenario": "a", "policy": "tgs", "production": 1, "opportunistic": 0}],
+                              scenario="nope")
         with self.assertRaisesRegex(tgs.InputError, r'no "cells" list'):
             tgs.plot.tradeoff(real=os.path.join(SOURCE, "CMakePresets.json"))
 
@@ -230,13 +242,15 @@ class CommandLine(ImageChecks):
             self.assert_svg(os.path.join(d, "c.svg"), ["production jobs"])
             csv_path = os.path.join(d, "timeline.csv")
             tgs_sim("pairs", "--timeline", csv_path, "--policies", "tgs")
-            r = self.run_plot("timeline", "--sim", csv_path, "--real", harness_folder(d), "-o", os.path.join(d, "t.png"))
+            r = self.run_plot("timeline", "--sim", csv_path, "--real", harness_folder(d),
+                              "-o", os.path.join(d, "t.png"))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assert_png(os.path.join(d, "t.png"))
             with open(os.path.join(d, "pairs.json"), "w") as f:
                 f.write(tgs_sim("pairs", "--format", "json").stdout)
             r = self.run_plot("tradeoff", "--sim", os.path.join(d, "pairs.json"), "--real", Tradeoff.RESULTS,
-                              "--scenario", "high-contention", "--real-scenario", "high", "-o", os.path.join(d, "x.png"))
+                              "--scenario", "high-contention", "--real-scenario", "high",
+                              "-o", os.path.join(d, "x.png"))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assert_png(os.path.join(d, "x.png"))
 

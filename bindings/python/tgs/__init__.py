@@ -48,9 +48,9 @@ def _missing(value):
     if value is None:
         return True
     try:
-        return bool(value != value)  # NaN, pandas NA and NaT are not equal to themselves
+        return bool(value != value)  # NaN and NaT are not equal to themselves
     except (TypeError, ValueError):
-        return False
+        return type(value).__name__ == "NAType"  # pandas.NA, whose truth is undefined
 
 
 def _cell(value, column, row, source):
@@ -90,7 +90,8 @@ def make_trace(jobs, *, source="python"):
         raise InputError(f"make_trace: unknown column \"{unknown[0]}\" (known: {', '.join(TRACE_COLUMNS)})")
     lengths = {len(v) for v in columns.values()}
     if len(lengths) > 1:
-        raise InputError(f"make_trace: the columns differ in length ({', '.join(f'{c}: {len(v)}' for c, v in columns.items())})")
+        sizes = ", ".join(f"{c}: {len(v)}" for c, v in columns.items())
+        raise InputError(f"make_trace: the columns differ in length ({sizes})")
     rows = lengths.pop() if lengths else 0
     lines = [",".join(columns)]
     lines += [",".join(_cell(columns[c][i], c, i, source) for c in columns) for i in range(rows)]

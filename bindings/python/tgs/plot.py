@@ -541,8 +541,8 @@ def tradeoff(sim=None, real=None, path=None, *, scenario=None, real_scenario=Non
         parts = []
         if records:
             first = records[0]
-            parts.append(f"simulated: {sim_scenario} ({first.get('production_model')}/{first.get('opportunistic_model')}"
-                         f" on {first.get('gpu')})")
+            pair = f"{first.get('production_model')}/{first.get('opportunistic_model')}"
+            parts.append(f"simulated: {sim_scenario} ({pair} on {first.get('gpu')})")
         if cells:
             parts.append(f"GPU: {real_name} ({cells[0].get('production_model')}/{cells[0].get('opportunistic_model')})")
         title = "\n".join(parts)
