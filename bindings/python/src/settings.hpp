@@ -24,27 +24,31 @@
 
 namespace tgs::python {
 
-/// Sets `cfg.*member` from `value`, in the unit of the setting's flag; fails naming `what`.
+/// Sets `cfg.*member` from `value`, in the unit of the setting's flag; fails naming `what`. Any
+/// arithmetic member type works, so a settings table that gains one needs nothing here.
 template <typename Config, typename Member>
 void set_member(Config& cfg, Member member, py::handle value, std::string_view what) {
   using T = std::remove_cvref_t<decltype(cfg.*member)>;
   if constexpr (std::is_same_v<T, bool>) {
     cfg.*member = to_bool(value, what);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cfg.*member = to_double(value, what);
-  } else if constexpr (std::is_same_v<T, int>) {
+  } else if constexpr (std::is_floating_point_v<T>) {
+    cfg.*member = static_cast<T>(to_double(value, what));
+  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     const std::int64_t v = to_integer(value, what);
-    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
       fail(fmt::format("{}: {} is out of range", what, v));
     }
-    cfg.*member = static_cast<int>(v);
-  } else if constexpr (std::is_same_v<T, std::uint64_t>) {
-    cfg.*member = to_count(value, what);
+    cfg.*member = static_cast<T>(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    const std::uint64_t v = to_count(value, what);
+    if (v > std::numeric_limits<T>::max()) fail(fmt::format("{}: {} is out of range", what, v));
+    cfg.*member = static_cast<T>(v);
   } else if constexpr (std::is_same_v<T, duration>) {
     // Milliseconds, as the flag (`--tgs.production-window-ms`).
     cfg.*member = from_seconds(to_double(value, what) / 1e3);
   } else {
-    static_assert(std::is_same_v<T, bytes> || std::is_same_v<T, std::optional<bytes>>);
+    static_assert(std::is_same_v<T, bytes> || std::is_same_v<T, std::optional<bytes>>,
+                  "a setting of a type the Python module does not convert");
     if constexpr (std::is_same_v<T, std::optional<bytes>>) {
       if (value.is_none()) {
         cfg.*member = std::nullopt;
@@ -65,16 +69,17 @@ py::object member_value(const Config& cfg, Member member) {
   const T& v = cfg.*member;
   if constexpr (std::is_same_v<T, bool>) {
     return py::bool_(v);
-  } else if constexpr (std::is_same_v<T, double>) {
-    return py::float_(v);
-  } else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, std::uint64_t>) {
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return py::float_(static_cast<double>(v));
+  } else if constexpr (std::is_integral_v<T>) {
     return py::int_(v);
   } else if constexpr (std::is_same_v<T, duration>) {
     return py::float_(std::chrono::duration<double, std::milli>(v).count());
   } else if constexpr (std::is_same_v<T, bytes>) {
     return py::float_(static_cast<double>(v.count()) / detail::bytes_per_mib);
   } else {
-    static_assert(std::is_same_v<T, std::optional<bytes>>);
+    static_assert(std::is_same_v<T, std::optional<bytes>>,
+                  "a setting of a type the Python module does not convert");
     if (!v) return py::none();
     return py::float_(static_cast<double>(v->count()) / detail::bytes_per_mib);
   }
@@ -85,8 +90,8 @@ template <typename Config, typename Member>
 std::pair<std::string_view, std::string_view> unit_and_type(Member) {
   using T = std::remove_cvref_t<decltype(std::declval<Config&>().*std::declval<Member>())>;
   if constexpr (std::is_same_v<T, bool>) return {"", "bool"};
-  if constexpr (std::is_same_v<T, double>) return {"", "float"};
-  if constexpr (std::is_same_v<T, int> || std::is_same_v<T, std::uint64_t>) return {"", "int"};
+  if constexpr (std::is_floating_point_v<T>) return {"", "float"};
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return {"", "int"};
   if constexpr (std::is_same_v<T, duration>) return {"ms", "float"};
   if constexpr (std::is_same_v<T, bytes>) return {"MiB", "float"};
   if constexpr (std::is_same_v<T, std::optional<bytes>>) return {"MiB", "float or None"};
