@@ -30,6 +30,9 @@ struct pair_side {
   bool running = false;                     ///< present, not paused, allowed to run
   double sm_fraction = 1.0;                 ///< share of the SMs it may use (MIG slice, MPS threads)
   double memory_extra = 0;                  ///< extra time per iteration from memory, in iterations
+  /// Extra time per iteration its kernels wait on the GPU for another job's unfinished launches
+  /// (gap filling), in standalone iterations: GPU busy time, unlike `overhead`.
+  double gpu_wait = 0;
   double overhead = 0;                      ///< interposer overhead fraction
   std::optional<double> max_blocks_per_second{};  ///< launch budget; empty: unthrottled
 };
@@ -61,13 +64,14 @@ inline std::pair<double, double> side_rate(const pair_side& self, compute_mode m
   const double stretch =
       slice_base(self, mode) +
       std::min(self.params->sensitivity[m] * co_runner_pressure, self.params->max_interference[m]);
-  const double per_iteration = (1.0 - b) + b * stretch + self.memory_extra + self.overhead;
+  const double gpu_time = b * stretch + self.gpu_wait;
+  const double per_iteration = (1.0 - b) + gpu_time + self.memory_extra + self.overhead;
   double x = 1.0 / per_iteration;
   if (self.max_blocks_per_second) {
     const double cap = *self.max_blocks_per_second / self.profile->blocks_per_second();
     x = std::min(x, std::max(cap, 0.0));
   }
-  return {x, b * stretch * x};
+  return {x, gpu_time * x};
 }
 }  // namespace detail
 
@@ -123,6 +127,51 @@ inline std::pair<double, double> side_rate(const pair_side& self, compute_mode m
     }
   }
   return r;
+}
+
+/// What gap filling gives the opportunistic job and costs the production job.
+struct gap_effect {
+  /// The opportunistic job's throughput from the production job's idle time (relative to alone).
+  double opportunistic = 0;
+  /// Extra production GPU time per iteration, in standalone iterations, waiting behind
+  /// opportunistic kernels when it resumes.
+  double production_wait = 0;
+};
+
+/// Gap filling under time slicing: the opportunistic job may launch once the production job has
+/// been idle for `holdoff`, with at most `max_inflight` launches unfinished. The production job
+/// holds the GPU `production_occupancy` of the time; its idle time comes in exponentially
+/// distributed gaps of mean g (`gpu_contention::gaps_per_iteration`), so the share of idle time
+/// past the holdoff is exp(-holdoff / g). The opportunistic job needs b_o of its own time on the
+/// GPU per unit of throughput. Each gap it entered ends with the production job waiting for its
+/// unfinished launches (`gap_kernel_wait_s` each, the last one half done on average), of which
+/// `gap_exposure` reaches the production job's iteration.
+[[nodiscard]] inline gap_effect gap_fill_effect(const gpu_contention& gpu, const pair_side& production,
+                                                const pair_side& opportunistic,
+                                                double production_occupancy, duration holdoff,
+                                                std::uint32_t max_inflight) noexcept {
+  gap_effect e;
+  if (opportunistic.profile == nullptr || !opportunistic.running) return e;
+  const double bo = std::max(opportunistic.profile->busy_fraction, 1e-6);
+  if (production.profile == nullptr || !production.running) {
+    e.opportunistic = 1.0;  // the whole GPU is one long gap
+    return e;
+  }
+  const double bp = production.profile->busy_fraction;
+  const double idle = std::clamp(1.0 - production_occupancy, 0.0, 1.0);
+  const double iteration_s = to_seconds(production.profile->iteration_time);
+  const double gap_s =
+      std::max((1.0 - bp) * iteration_s / std::max(gpu.gaps_per_iteration, 1e-9), 1e-9);
+  const double usable = idle * std::exp(-to_seconds(holdoff) / gap_s);
+  e.opportunistic = std::min(1.0, usable / bo);
+  // Gaps entered per second: the idle time used, over a gap's mean length past the holdoff
+  // (memoryless: a gap that outlasted the holdoff lasts g more on average).
+  const double used = e.opportunistic * bo;
+  const double entered_per_s = used / gap_s;
+  const double wait_s = gpu.gap_kernel_wait_s * (static_cast<double>(std::max<std::uint32_t>(max_inflight, 1)) - 0.5);
+  // Seconds of delay per second of production wall time, as standalone iterations per iteration.
+  e.production_wait = gpu.gap_exposure * entered_per_s * wait_s;
+  return e;
 }
 
 /// Oversubscription beyond which unified memory thrashes fully, as a share of the capacity.

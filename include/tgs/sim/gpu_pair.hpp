@@ -155,6 +155,7 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
     double progress = 0;         // standalone iterations completed
     double window_blocks = 0;    // blocks launched since the controller's last step
     double window_iterations = 0;
+    double window_busy = 0;      // seconds it had unfinished GPU work since then
     double measured = 0;         // integral of relative throughput over the measurement window
     double measured_time = 0;    // seconds present in the measurement window
   };
@@ -226,10 +227,15 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
       const double window_s = to_seconds(now - last_step);
       auto activity = [&](const side_state& s) -> std::optional<job_activity> {
         if (!s.present) return std::nullopt;
-        const double jitter =
-            std::max(0.0, 1.0 + spec.observation_noise * detail::standard_normal(rng));
+        // Host-side jitter moves how much a job launches in a window, and its GPU busy time with
+        // it: a window with fewer launches also keeps the GPU busy for less time.
+        // A job cannot keep the GPU busy for longer than the window, so its launches cannot
+        // rise past what that allows either.
+        double jitter = std::max(0.0, 1.0 + spec.observation_noise * detail::standard_normal(rng));
+        if (s.window_busy > 0) jitter = std::min(jitter, window_s / s.window_busy);
         job_activity a{.blocks_launched =
                            static_cast<std::uint64_t>(s.window_blocks * jitter + 0.5)};
+        a.gpu_busy = from_seconds(s.window_busy * jitter);
         if (s.window_iterations > 1e-9) {
           a.mean_iteration_time = from_seconds(window_s / s.window_iterations);
         }
@@ -242,6 +248,7 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
       last_step = now;
       prod.window_blocks = opp.window_blocks = 0;
       prod.window_iterations = opp.window_iterations = 0;
+      prod.window_busy = opp.window_busy = 0;
       step_due = false;
       if (mem.revisit_at <= now) apply_memory(memory.step(observe_memory(std::nullopt)));
     }
@@ -271,7 +278,20 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
                                          mem.opportunistic_resident_limit);
     ps.memory_extra = me.production_extra;
     os.memory_extra = me.opportunistic_extra;
-    const pair_rates rates = solve_pair(mode, spec.gpu_params, ps, os);
+    pair_rates rates = solve_pair(mode, spec.gpu_params, ps, os);
+    if (decision.fill_gaps && mode == compute_mode::time_slicing && opp.present && os.running) {
+      // The budget bounds the share beside busy periods (solved above); gap filling adds what
+      // the production job's idle time holds, and the waits its resumes cost it.
+      const gap_effect gap = gap_fill_effect(spec.gpu_params, ps, os, rates.production_occupancy,
+                                             decision.fill_gaps->holdoff,
+                                             decision.fill_gaps->max_inflight);
+      ps.gpu_wait = gap.production_wait;
+      rates = solve_pair(mode, spec.gpu_params, ps, os);
+      const double alone = 1.0 / (1.0 + os.memory_extra + os.overhead);
+      const double gap_x = std::min(gap.opportunistic, std::max(0.0, alone - rates.opportunistic));
+      rates.opportunistic += gap_x;
+      rates.opportunistic_occupancy += gap_x * opp.job->profile->busy_fraction;
+    }
 
     // The segment ends at the next event.
     instant next = std::min(end, decision.revisit_at);
@@ -304,8 +324,9 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
                                      decision.budget_window});
     ++out.segments;
     const double dt = to_seconds(next - now);
-    auto advance = [&](side_state& s, double x) {
+    auto advance = [&](side_state& s, double x, double occupancy) {
       if (!s.present) return;
+      s.window_busy += occupancy * dt;
       const double iterations = speed_of(s) * x * dt / to_seconds(s.job->profile->iteration_time);
       s.progress += iterations;
       s.window_iterations += iterations;
@@ -316,8 +337,8 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
         s.measured_time += overlap;
       }
     };
-    advance(prod, rates.production);
-    advance(opp, rates.opportunistic);
+    advance(prod, rates.production, rates.production_occupancy);
+    advance(opp, rates.opportunistic, rates.opportunistic_occupancy);
     now = next;
     for (side_state* s : {&prod, &opp}) {
       if (s->present && s->job->iterations && s->progress >= *s->job->iterations - 1e-9) depart(*s);

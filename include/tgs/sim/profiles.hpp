@@ -80,6 +80,21 @@ struct gpu_contention {
   /// the SMs were measured to do, per compute mode: the pair model never exceeds it (work
   /// conservation, with the measured slack: busy fractions are not exactly additive).
   std::array<double, compute_mode_count> max_pair_work{1, 1, 1};
+
+  // Gap filling (`rate_decision::fill_gaps`, time slicing): the opportunistic job runs in the
+  // production job's idle gaps, and a production job that resumes waits for the opportunistic
+  // kernels still unfinished (docs/simulator/contention-model.md, "Gap filling"). Estimates until
+  // fitted to measured pairs.
+  /// Idle gaps per standalone iteration of a job: its idle time comes in this many gaps, so a
+  /// gap lasts (1 - b) x iteration time / gaps_per_iteration on average, exponentially
+  /// distributed.
+  double gaps_per_iteration = 20;
+  /// What one unfinished opportunistic launch costs a production job that resumes behind it:
+  /// the rest of a short kernel and a context switch, in seconds.
+  double gap_kernel_wait_s = 50e-6;
+  /// Share of that wait that reaches the production job's iteration time (a job bound by its
+  /// host side hides a late kernel until its next synchronisation).
+  double gap_exposure = 0.5;
 };
 
 }  // namespace tgs::sim
