@@ -11,6 +11,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <stdexcept>
 
@@ -21,6 +22,16 @@ namespace tgs::sim {
 namespace {
 
 constexpr double infinite = std::numeric_limits<double>::infinity();
+
+/// The instant `seconds` after `t`, rounded up to the nanosecond, or empty when it lies beyond
+/// the simulator's horizon (policy time is int64 nanoseconds: about 292 years). Converting a
+/// larger double would be undefined; an event that far away is simply not scheduled, and a job
+/// whose completion never fits is reported when the run ends.
+std::optional<instant> after(instant t, double seconds) noexcept {
+  const double limit = to_seconds(never - t) - 1.0;
+  if (!(seconds <= limit)) return std::nullopt;  // also refuses NaN
+  return t + std::chrono::ceil<duration>(std::chrono::duration<double>(seconds));
+}
 
 /// Rates of a GPU's occupants from the start of their co-location: the policy's transient
 /// (TGS: profiling with the opportunistic job held, then slow start) and its steady state.
@@ -224,8 +235,13 @@ class engine {
       }
     }
     if (finished_ != jobs_.size()) {
-      throw std::logic_error(fmt::format("cluster engine: {} of {} jobs never finished",
-                                         jobs_.size() - finished_, jobs_.size()));
+      for (std::size_t j = 0; j < jobs_.size(); ++j) {
+        if (state_[j].finished) continue;
+        throw input_error(fmt::format(
+            "job {} would not finish within the simulator's horizon (about 292 years of "
+            "simulated time) at the rate it gets under {}; shorten the job",
+            static_cast<std::uint32_t>(jobs_[j].id), result_.policy));
+      }
     }
     flush_utilization();
     return std::move(result_);
@@ -508,8 +524,9 @@ class engine {
     gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
     const double until = gs.schedule->phases[gs.phase].until_s;
     if (std::isfinite(until)) {
-      push(gs.paired_at + std::chrono::ceil<duration>(std::chrono::duration<double>(until)),
-           event_kind::phase_change, static_cast<std::uint32_t>(g), gs.version);
+      if (const auto at = after(gs.paired_at, until)) {
+        push(*at, event_kind::phase_change, static_cast<std::uint32_t>(g), gs.version);
+      }
     }
   }
 
@@ -556,9 +573,9 @@ class engine {
     ++s.version;
     if (s.running && rate > 0) {
       const double left = std::max(0.0, job.work_seconds - s.done);
-      push(now_ + std::max(duration{1}, std::chrono::ceil<duration>(
-                                            std::chrono::duration<double>(left / rate))),
-           event_kind::completion, j, s.version);
+      if (const auto at = after(now_, left / rate)) {
+        push(std::max(*at, now_ + duration{1}), event_kind::completion, j, s.version);
+      }
     }
   }
 
