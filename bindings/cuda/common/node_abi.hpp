@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <type_traits>
 
 namespace tgs::cuda::abi {
@@ -223,6 +224,14 @@ static_assert(offsetof(job_segment, timed_launch_ns) + sizeof(std::uint64_t) <= 
 /// timed into `timed_launches` / `timed_launch_ns`: two clock reads and two atomic adds on every
 /// launch would cost each launch tens of ns (a real driver's launch call: 5-6 us on an H100).
 inline constexpr std::uint32_t launch_time_sample_every = 64;
+
+/// CLOCK_MONOTONIC in ns: the clock of `heartbeat_ns` and `last_sync_ns`, which the node and the
+/// job both read, so both sides take it from here.
+[[nodiscard]] inline std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 /// A waiting launch gives up on the node (fails open) when no refill came for this long.
 inline constexpr std::uint64_t stale_after_ns = 1'000'000'000;

@@ -41,12 +41,6 @@ std::atomic<bool> said_mismatch{false};
 std::atomic<bool> said_lost{false};
 std::atomic<int> cached_log_level{-1};
 
-std::uint64_t monotonic_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 int log_threshold() noexcept {
   int level = cached_log_level.load(std::memory_order_relaxed);
   if (level >= 0) return level;
@@ -347,19 +341,19 @@ std::optional<std::uint8_t> ask_memory(const link_state& link, std::uint64_t byt
 
 void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept {
   abi::job_segment& seg = *link.segment;
-  const std::uint64_t start = monotonic_ns();
+  const std::uint64_t start = abi::monotonic_ns();
   for (;;) {
     const std::uint32_t generation = seg.refill_generation.load(std::memory_order_acquire);
     if (abi::within_allowance(position, seg.allowance.load(std::memory_order_acquire))) break;
     if (current_link.load(std::memory_order_acquire) != &link) break;  // node gone or replaced
-    const std::uint64_t now = monotonic_ns();
+    const std::uint64_t now = abi::monotonic_ns();
     const std::uint64_t heartbeat = seg.heartbeat_ns.load(std::memory_order_acquire);
     if (now > heartbeat && now - heartbeat > abi::stale_after_ns) break;  // node wedged: fail open
     // Sleep until the next refill wakes us; the timeout bounds the time to notice a dead node.
     futex_wait(&seg.refill_generation, generation, 2'000'000);
   }
   seg.throttled_launches.fetch_add(1, std::memory_order_relaxed);
-  seg.throttled_ns.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
+  seg.throttled_ns.fetch_add(abi::monotonic_ns() - start, std::memory_order_relaxed);
 }
 
 void log(log_level level, const char* format, ...) noexcept {

@@ -48,12 +48,6 @@ std::optional<std::uint64_t> process_start(pid_t pid) {
   return start;
 }
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 bool send_all(int fd, const void* data, std::size_t size) {
   return ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(size);
 }
@@ -169,7 +163,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
   while (!stop_flag.load(std::memory_order_relaxed)) {
     const instant t = now();
     instant next = t + std::chrono::milliseconds{100};  // heartbeat and liveness cadence
-    const std::uint64_t heartbeat = monotonic_ns();
+    const std::uint64_t heartbeat = abi::monotonic_ns();
     for (auto& [gpu, l] : gpus_) next = std::min(next, l->run(t, heartbeat));
     // Frees, evictions and restores change the footprints between requests: re-observe.
     for (auto& [gpu, m] : memory_gpus_) m->run(t);
@@ -312,7 +306,7 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   seg->job_id = j->id;
   seg->gpu = j->gpu;
   seg->job_class = cls == job_class::opportunistic ? abi::class_code::opportunistic : abi::class_code::production;
-  seg->heartbeat_ns.store(monotonic_ns(), std::memory_order_release);
+  seg->heartbeat_ns.store(abi::monotonic_ns(), std::memory_order_release);
   // The launch window paces opportunistic jobs only: a production job queues as it would alone.
   if (cls == job_class::opportunistic) {
     seg->max_inflight_launches.store(options_.max_inflight_launches, std::memory_order_relaxed);
