@@ -115,40 +115,12 @@ node_server::node_server(node_options options)
 
 node_server::~node_server() {
   for (auto& [fd, c] : connections_) ::close(fd);
-  if (listen_fd_ >= 0) {
-    ::close(listen_fd_);
-    ::unlink(options_.socket_path.c_str());
-  }
 }
 
 instant node_server::now() const noexcept { return epoch + (clock::now() - start_); }
 
 void node_server::bind() {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (options_.socket_path.size() >= sizeof(addr.sun_path)) {
-    throw std::runtime_error("socket path too long: " + options_.socket_path);
-  }
-  std::strncpy(addr.sun_path, options_.socket_path.c_str(), sizeof(addr.sun_path) - 1);
-  // Create the parent directory if it is missing (/run/tgs after a reboot).
-  if (const std::size_t slash = options_.socket_path.rfind('/'); slash != std::string::npos && slash > 0) {
-    ::mkdir(options_.socket_path.substr(0, slash).c_str(), 0755);
-  }
-  listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0) throw std::runtime_error("socket: " + errno_text());
-  if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    if (errno != EADDRINUSE) throw std::runtime_error("bind " + options_.socket_path + ": " + errno_text());
-    const int probe = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    const bool answered = ::connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(probe);
-    if (answered) throw std::runtime_error("another tgs-node is serving " + options_.socket_path);
-    ::unlink(options_.socket_path.c_str());
-    if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-      throw std::runtime_error("bind " + options_.socket_path + ": " + errno_text());
-    }
-  }
-  ::chmod(options_.socket_path.c_str(), options_.socket_mode);
-  if (::listen(listen_fd_, 64) != 0) throw std::runtime_error("listen: " + errno_text());
+  listener_ = socket_listener(options_.socket_path, options_.socket_mode, 64);
   log(log_level::info,
       "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
       "opportunistic launch window {})",
@@ -176,7 +148,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     }
 
     fds.clear();
-    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({listener_.fd(), POLLIN, 0});
     for (const auto& [fd, c] : connections_) fds.push_back({fd, POLLIN, 0});
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::max(next - now(), duration::zero()));
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
@@ -187,7 +159,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     if (ready == 0) continue;
     for (const pollfd& p : fds) {
       if (p.revents == 0) continue;
-      if (p.fd == listen_fd_) {
+      if (p.fd == listener_.fd()) {
         accept_connections();
         continue;
       }
@@ -205,7 +177,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
 
 void node_server::accept_connections() {
   for (;;) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     connections_[fd] = connection{fd, 0};
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "control_loop.hpp"
+#include "listener.hpp"
 #include "memory_loop.hpp"
 #include "node_abi.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
@@ -66,8 +67,8 @@ class node_server {
   node_server(const node_server&) = delete;
   node_server& operator=(const node_server&) = delete;
 
-  /// Binds the socket (replacing a stale one, refusing when another node answers on it).
-  /// Throws `std::runtime_error` with the reason.
+  /// Binds the socket (`socket_listener`: replacing a stale one, refusing when another node holds
+  /// it or the path is not a socket). Throws `std::runtime_error` with the reason.
   void bind();
   /// Serves until `stop_flag` becomes true.
   void run(const std::atomic<bool>& stop_flag);
@@ -104,7 +105,7 @@ class node_server {
   void log(log_level level, const char* format, const Args&... args) const;
 
   node_options options_;
-  int listen_fd_ = -1;
+  socket_listener listener_;
   clock::time_point start_;
   std::map<int, connection> connections_;
   std::map<std::uint32_t, std::unique_ptr<job>> jobs_;

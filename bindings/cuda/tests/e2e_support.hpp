@@ -92,6 +92,25 @@ class process {
     drain();
     return status_;
   }
+  /// Whether the process still runs (reaps it, keeping its status, once it has exited).
+  bool running() {
+    if (pid_ <= 0 || exited_) return false;
+    int s = 0;
+    if (::waitpid(pid_, &s, WNOHANG) != pid_) return true;
+    exited_ = true;
+    status_ = WIFEXITED(s) ? WEXITSTATUS(s) : -WTERMSIG(s);
+    drain();
+    return false;
+  }
+  /// Waits up to `limit` for the process to exit; its status, or empty (still running).
+  std::optional<int> wait_for(std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (running()) {
+      if (std::chrono::steady_clock::now() >= end) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }
+    return status_;
+  }
   /// Reads whatever output is available, without blocking.
   void drain() {
     read_into(out_, out_buffer_);
@@ -170,6 +189,7 @@ class EndToEnd : public ::testing::Test {
     jobs_.clear();
     node_.reset();
     ::unlink(socket_.c_str());
+    ::unlink((socket_ + ".lock").c_str());  // tgs-node leaves its lock file (listener.hpp says why)
     ::rmdir(dir_.c_str());
     ::shm_unlink(("/" + device_ + "-0").c_str());
   }
