@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libfmt-dev libcli11-dev libeigen3-dev libboost-graph-dev
+  libfmt-dev libcli11-dev libeigen3-dev libboost-graph-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

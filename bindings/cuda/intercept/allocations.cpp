@@ -33,6 +33,28 @@ std::atomic<std::uint64_t>& bytes_counter(abi::job_segment& seg, memory_kind kin
   return kind == memory_kind::managed ? seg.managed_bytes : seg.device_bytes;
 }
 
+/// Enters `rec` for `key` in the table and counts it in the segment published now, read under
+/// the table's lock: a registration that publishes a new segment rehomes the table under the same
+/// lock, so every record is counted exactly once, in the segment it names. Returns that segment.
+abi::job_segment* record_and_count(std::uint64_t key, alloc_record rec) noexcept {
+  abi::job_segment* seg = nullptr;
+  try {
+    std::lock_guard lock(alloc_mutex);
+    if (live_allocs == nullptr) live_allocs = new std::unordered_map<std::uint64_t, alloc_record>();
+    seg = current_link.load(std::memory_order_acquire)->segment;
+    rec.counted_in = seg;
+    (*live_allocs)[key] = rec;
+    if (seg != nullptr) {
+      bytes_counter(*seg, rec.kind).fetch_add(rec.bytes, std::memory_order_relaxed);
+      if (rec.kind == memory_kind::managed) seg->managed_resident_bytes.fetch_add(rec.resident, std::memory_order_acq_rel);
+      seg->alloc_calls.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (...) {
+    return nullptr;  // out of host memory: the allocation stands, it just goes uncounted
+  }
+  return seg;
+}
+
 /// Why the GPU's free memory cannot take a managed allocation of `bytes`, if it cannot:
 /// oversubscribing a shared card's unified memory can stall every process on it, so it must be
 /// the operator's deliberate choice (TGS_ALLOW_MANAGED_OVERSUBSCRIPTION=1), not an accident.
@@ -92,17 +114,7 @@ void place_managed(CUresult r, const CUdeviceptr* dptr, std::size_t bytes, bool 
     }
     if (policy_active) populate(*dptr, rec);
   }
-  try {
-    std::lock_guard lock(alloc_mutex);
-    if (live_allocs == nullptr) live_allocs = new std::unordered_map<std::uint64_t, alloc_record>();
-    (*live_allocs)[*dptr] = rec;
-  } catch (...) {
-    return;
-  }
-  if (seg == nullptr) return;
-  seg->managed_bytes.fetch_add(bytes, std::memory_order_relaxed);
-  seg->managed_resident_bytes.fetch_add(rec.resident, std::memory_order_acq_rel);
-  seg->alloc_calls.fetch_add(1, std::memory_order_relaxed);
+  if (record_and_count(*dptr, rec) != seg || seg == nullptr) return;  // a registration came between
   if (converted) seg->converted_allocs.fetch_add(1, std::memory_order_relaxed);
   if (movable && policy_active) {
     start_evictor();
@@ -149,18 +161,42 @@ void mark_resident(CUdeviceptr ptr, std::uint64_t resident) noexcept {
 
 void account_alloc(CUresult r, const unsigned long long* key, std::size_t bytes, memory_kind kind) noexcept {
   if (r != CUDA_SUCCESS || key == nullptr) return;
-  abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
-  try {
-    std::lock_guard lock(alloc_mutex);
-    if (live_allocs == nullptr) live_allocs = new std::unordered_map<std::uint64_t, alloc_record>();
-    (*live_allocs)[*key] = alloc_record{bytes, kind, seg};
-  } catch (...) {
-    return;  // out of host memory: the allocation stands, it just goes uncounted
+  (void)record_and_count(*key, alloc_record{bytes, kind, nullptr});
+}
+
+namespace {
+/// The table's sums; with `rehome`, every record is counted in that segment from now on. Under
+/// `alloc_mutex`.
+abi::job_holdings sum_table(abi::job_segment* rehome) noexcept {
+  abi::job_holdings h;
+  if (live_allocs == nullptr) return h;
+  for (auto& [key, rec] : *live_allocs) {
+    if (rehome != nullptr) rec.counted_in = rehome;
+    if (rec.kind == memory_kind::managed) {
+      h.managed_bytes += rec.bytes;
+      h.managed_resident_bytes += rec.resident;
+    } else {
+      h.device_bytes += rec.bytes;
+    }
   }
-  if (seg != nullptr) {
-    bytes_counter(*seg, kind).fetch_add(bytes, std::memory_order_relaxed);
-    seg->alloc_calls.fetch_add(1, std::memory_order_relaxed);
-  }
+  return h;
+}
+}  // namespace
+
+abi::job_holdings current_holdings() noexcept {
+  std::lock_guard lock(alloc_mutex);
+  return sum_table(nullptr);
+}
+
+void rehome_allocations(abi::job_segment& seg) noexcept {
+  // The evictor moves managed memory under evict_mutex and counts the moves in the segment it
+  // planned for: no move may straddle the change of segment.
+  std::lock_guard evict_lock(evict_mutex);
+  std::lock_guard lock(alloc_mutex);
+  const abi::job_holdings h = sum_table(&seg);
+  seg.device_bytes.store(h.device_bytes, std::memory_order_relaxed);
+  seg.managed_bytes.store(h.managed_bytes, std::memory_order_relaxed);
+  seg.managed_resident_bytes.store(h.managed_resident_bytes, std::memory_order_release);
 }
 
 void account_alloc_pitch(CUresult r, const CUdeviceptr* dptr, const std::size_t* pitch, std::size_t height) noexcept {

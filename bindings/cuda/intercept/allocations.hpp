@@ -63,6 +63,14 @@ struct managed_entry {
 /// Records that the allocation at `ptr` now has `resident` bytes on the GPU.
 void mark_resident(CUdeviceptr ptr, std::uint64_t resident) noexcept;
 
+/// What the job holds now, summed over the table: what a registration reports, so a node that
+/// restarted counts the memory its predecessor granted.
+[[nodiscard]] abi::job_holdings current_holdings() noexcept;
+/// Counts every live allocation in `seg`, a segment just published by a new registration: its
+/// byte counters are set to the table's sums and every record is counted in it from now on
+/// (frees included). Takes `evict_mutex`, then `alloc_mutex`.
+void rehome_allocations(abi::job_segment& seg) noexcept;
+
 // --- the allocation paths' gates and accounts (hooked_symbols.def) ---------------------------------
 
 /// Counts a successful allocation of `bytes` at `*key` (a device pointer or a cuMemCreate handle).

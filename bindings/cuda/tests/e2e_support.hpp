@@ -203,8 +203,14 @@ class EndToEnd : public ::testing::Test {
                                   "--profile-windows", "3", "--max-profile-windows", "6", "--liveness-ms", "100",
                                   "--log-level", "info"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    node_ = std::make_unique<process>(argv, std::vector<std::string>{});
+    node_ = std::make_unique<process>(argv, node_env());
     wait_until([&] { return ::access(socket_.c_str(), F_OK) == 0; }, 5s, "node socket");
+  }
+
+  /// The node's environment: the fake NVML beside the fake driver, on the test's fake device, so
+  /// the node sees the jobs' contexts and memory as it sees a real GPU's through NVML.
+  std::vector<std::string> node_env() const {
+    return {"LD_LIBRARY_PATH=" TGS_FAKE_DRIVER_DIR, "TGS_FAKE_DEVICE=" + device_};
   }
 
   /// A production job: half the device busy (2 ms of kernels, 2 ms of host time per iteration).

@@ -25,7 +25,7 @@ class Faults : public EndToEnd {
   std::unique_ptr<process> spawn_node(const std::string& socket, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv{TGS_NODE_BIN, "--socket", socket, "--log-level", "info"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return std::make_unique<process>(argv, std::vector<std::string>{});
+    return std::make_unique<process>(argv, node_env());
   }
   /// A socket file no process listens on, as a node killed with SIGKILL leaves behind.
   void make_stale_socket(const std::string& path) {
