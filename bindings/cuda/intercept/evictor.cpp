@@ -38,6 +38,11 @@ namespace {
 
 std::atomic<bool> evictor_started{false};
 
+/// The largest range one prefetch moves: about 70 ms at the 3.7 GB/s an H200 evicted at, so the
+/// node sees progress many times within its --eviction-stall-ms. A multiple of the 2 MiB
+/// residency granule, so no chunk splits a large page.
+constexpr std::uint64_t move_chunk_bytes = 256ULL << 20;
+
 /// The stream the evictor moves memory on in `ctx`: its own non-blocking stream, so it never
 /// waits for (or holds up) the job's work on the legacy default stream. Under `evict_mutex`.
 CUstream evictor_stream(CUcontext ctx) noexcept {
@@ -110,22 +115,33 @@ bool move_toward_plan(abi::job_segment& seg, std::span<managed_entry> entries, b
     const std::uint64_t start = abi::monotonic_ns();
     const std::uint64_t low = std::min(e.target, e.rec.resident);
     const std::uint64_t high = std::max(e.target, e.rec.resident);
-    if (!move_range(e.ptr, e.rec, low, high, to_host)) {
-      log(log_level::warn, to_host ? "could not evict %llu bytes of unified memory to host"
-                                   : "could not restore %llu bytes of unified memory to the GPU",
-          static_cast<unsigned long long>(high - low));
-      all_moved = false;
-      continue;
+    // Chunk by chunk, each counted when it has moved: the node sees the job's resident bytes fall
+    // while it evicts (and stops waiting for a job whose bytes do not), and a failure leaves
+    // the count exact. The GPU part stays a prefix: evictions take chunks off its end, restores
+    // add them to it.
+    std::uint64_t moved = 0;
+    while (moved < high - low) {
+      const std::uint64_t chunk = std::min(move_chunk_bytes, high - low - moved);
+      const std::uint64_t from = to_host ? high - moved - chunk : low + moved;
+      if (!move_range(e.ptr, e.rec, from, from + chunk, to_host)) {
+        log(log_level::warn, to_host ? "could not evict %llu bytes of unified memory to host"
+                                     : "could not restore %llu bytes of unified memory to the GPU",
+            static_cast<unsigned long long>(high - low - moved));
+        all_moved = false;
+        break;
+      }
+      moved += chunk;
+      e.rec.resident = to_host ? high - moved : low + moved;
+      mark_resident(e.ptr, e.rec.resident);
+      if (to_host) {
+        seg.managed_resident_bytes.fetch_sub(chunk, std::memory_order_acq_rel);
+      } else {
+        seg.managed_resident_bytes.fetch_add(chunk, std::memory_order_acq_rel);
+      }
+      moved_total.fetch_add(chunk, std::memory_order_relaxed);
     }
-    mark_resident(e.ptr, e.target);
-    e.rec.resident = e.target;
-    if (to_host) {
-      seg.managed_resident_bytes.fetch_sub(high - low, std::memory_order_acq_rel);
-    } else {
-      seg.managed_resident_bytes.fetch_add(high - low, std::memory_order_acq_rel);
-    }
+    if (moved == 0) continue;
     moves.fetch_add(1, std::memory_order_relaxed);
-    moved_total.fetch_add(high - low, std::memory_order_relaxed);
     ns_total.fetch_add(abi::monotonic_ns() - start, std::memory_order_relaxed);
   }
   return all_moved;

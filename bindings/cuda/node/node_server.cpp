@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "protocol.hpp"
 #include "server_parts.hpp"
 
 namespace tgs::cuda::node {
@@ -252,42 +253,34 @@ void node_server::on_readable(connection& c) {
   alignas(8) char buffer[abi::max_message_bytes];
   const ssize_t n = ::recv(c.fd, buffer, sizeof(buffer), 0);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  if (n <= 0 || static_cast<std::size_t>(n) < sizeof(abi::message_header)) {
+  if (n <= 0) {
     close_connection(c.fd);
     return;
   }
-  abi::message_header header;
-  std::memcpy(&header, buffer, sizeof(header));
-  if (header.magic != abi::message_magic || header.abi_version != abi::version) {
-    // Another ABI: answer in our version so the job can say which, then forget it.
-    abi::reject_reply reject;
-    std::snprintf(reject.reason, sizeof(reject.reason), "tgs-node speaks ABI %u", abi::version);
-    (void)send_message(c.fd, &reject, sizeof(reject));
-    log(log_level::warn, "refused a client speaking ABI {} (ours is {})", header.abi_version, abi::version);
-    close_connection(c.fd);
-    return;
+  const parsed_message m = parse_message(buffer, static_cast<std::size_t>(n));
+  switch (m.kind) {
+    case message_kind::other_abi: {
+      // Another ABI: answer in our version so the job can say which, then forget it.
+      abi::reject_reply reject;
+      std::snprintf(reject.reason, sizeof(reject.reason), "tgs-node speaks ABI %u", abi::version);
+      (void)send_message(c.fd, &reject, sizeof(reject));
+      log(log_level::warn, "refused a client speaking ABI {} (ours is {})", m.abi_version, abi::version);
+      close_connection(c.fd);
+      return;
+    }
+    case message_kind::register_job:
+      if (c.job_id == 0 && c.outbox.empty()) return register_job(c, m.registration);
+      break;
+    case message_kind::memory_request:
+      if (c.job_id != 0) return on_memory_request(c, m.memory);
+      break;
+    case message_kind::status:
+      if (c.job_id == 0 && c.outbox.empty()) return send_status(c, m.status.json != 0);
+      break;
+    case message_kind::malformed: break;
   }
-  const auto size = static_cast<std::size_t>(n);
-  if (header.type == abi::message_type::register_job && c.job_id == 0 && c.outbox.empty() &&
-      size >= sizeof(abi::register_request)) {
-    abi::register_request req;
-    std::memcpy(&req, buffer, sizeof(req));
-    register_job(c, req);
-  } else if (header.type == abi::message_type::memory_request && c.job_id != 0 &&
-             size >= sizeof(abi::memory_request)) {
-    abi::memory_request req;
-    std::memcpy(&req, buffer, sizeof(req));
-    on_memory_request(c, req);
-  } else if (header.type == abi::message_type::status && c.job_id == 0 && c.outbox.empty() &&
-             size >= sizeof(abi::status_request)) {
-    abi::status_request req;
-    std::memcpy(&req, buffer, sizeof(req));
-    send_status(c, req.json != 0);
-  } else {
-    log(log_level::warn, "unexpected message type {} on connection {} (pid {})", static_cast<unsigned>(header.type),
-        c.fd, c.pid);
-    close_connection(c.fd);
-  }
+  log(log_level::warn, "unexpected or malformed message ({} bytes) on connection {} (pid {})", n, c.fd, c.pid);
+  close_connection(c.fd);
 }
 
 void node_server::queue(connection& c, std::string message) {

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -30,6 +31,17 @@ namespace tgs_e2e {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+
+/// A program under test: the build's, unless the environment names another (`TGS_TEST_NODE_BIN`,
+/// `TGS_TEST_FAKE_TRAIN_BIN`, `TGS_TEST_INTERCEPT`), so the fault tests can be run against an
+/// older build to see them fail there.
+inline std::string program(const char* variable, const char* built) {
+  const char* s = std::getenv(variable);
+  return s != nullptr && *s != '\0' ? s : built;
+}
+inline std::string node_bin() { return program("TGS_TEST_NODE_BIN", TGS_NODE_BIN); }
+inline std::string fake_train_bin() { return program("TGS_TEST_FAKE_TRAIN_BIN", TGS_FAKE_TRAIN_BIN); }
+inline std::string intercept_preload() { return program("TGS_TEST_INTERCEPT", TGS_INTERCEPT_PRELOAD); }
 
 /// One progress line of tgs-fake-train.
 struct progress {
@@ -199,7 +211,7 @@ class EndToEnd : public ::testing::Test {
     // while the old one still serves the socket, refuses to take it over, and exits, and the
     // test then runs with no node at all once the old one is gone.
     node_.reset();
-    std::vector<std::string> argv{TGS_NODE_BIN, "--socket", socket_, "--production-window-ms", "200",
+    std::vector<std::string> argv{node_bin(), "--socket", socket_, "--production-window-ms", "200",
                                   "--profile-windows", "3", "--max-profile-windows", "6", "--liveness-ms", "100",
                                   "--log-level", "info"};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -223,12 +235,16 @@ class EndToEnd : public ::testing::Test {
   }
 
   process& start_job(std::vector<std::string> args, const std::string& cls, bool interposed) {
-    std::vector<std::string> argv{TGS_FAKE_TRAIN_BIN, "--seconds", "0", "--report", "0.25"};
+    std::vector<std::string> argv{fake_train_bin(), "--seconds", "0", "--report", "0.25"};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env{"TGS_NODE_SOCKET=" + socket_, "TGS_FAKE_DEVICE=" + device_,
                                  "TGS_JOB_CLASS=" + cls, "TGS_JOB_NAME=" + cls};
-    if (interposed) env.push_back("LD_PRELOAD=" TGS_INTERCEPT_PRELOAD);
-    env.insert(env.end(), job_env_.begin(), job_env_.end());
+    if (interposed) env.push_back("LD_PRELOAD=" + intercept_preload());
+    for (const std::string& e : job_env_) {  // the fixture's settings win over the defaults above
+      const std::string key = e.substr(0, e.find('=') + 1);
+      std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
+      env.push_back(e);
+    }
     jobs_.push_back(std::make_unique<process>(argv, env));
     return *jobs_.back();
   }
@@ -240,9 +256,10 @@ class EndToEnd : public ::testing::Test {
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::dup2(out[1], 1);
+      ::alarm(10);  // a status tool that hangs (an older build's, on a wedged node) must not hang the test
       // Without --json the list ends one argument early.
-      ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--socket", socket_.c_str(), json ? "--json" : nullptr,
-              nullptr);
+      const std::string node = node_bin();
+      ::execl(node.c_str(), node.c_str(), "status", "--socket", socket_.c_str(), json ? "--json" : nullptr, nullptr);
       ::_exit(127);
     }
     ::close(out[1]);

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -53,6 +54,12 @@ class node_client {
   [[nodiscard]] int fd() const { return fd_; }
   [[nodiscard]] abi::job_segment* segment() const { return segment_; }
 
+  /// The ABI version the client speaks: this build's, or `TGS_TEST_ABI` (to attack an older node).
+  static std::uint32_t abi_version() {
+    const char* s = std::getenv("TGS_TEST_ABI");
+    return s != nullptr && *s != '\0' ? static_cast<std::uint32_t>(std::strtoul(s, nullptr, 10)) : abi::version;
+  }
+
   bool send_bytes(const void* data, std::size_t size) {
     return ::send(fd_, data, size, MSG_NOSIGNAL) == static_cast<ssize_t>(size);
   }
@@ -61,6 +68,7 @@ class node_client {
   bool register_as(abi::class_code cls, std::uint32_t gpu, const std::string& name,
                    const abi::register_request& base = abi::register_request{}) {
     abi::register_request req = base;
+    req.header.abi_version = abi_version();
     req.job_class = cls;
     req.gpu = gpu;
     std::strncpy(req.name, name.c_str(), sizeof(req.name) - 1);
@@ -105,8 +113,10 @@ class node_client {
   /// Asks for `bytes` on `path`; the verdict, or empty when no answer came within the timeout.
   std::optional<std::uint8_t> ask_memory(std::uint64_t bytes, abi::allocation_path path) {
     abi::memory_request req;
+    req.header.abi_version = abi_version();
     req.bytes = bytes;
     req.path = path;
+    req.sequence = ++sequence_;
     if (!send_bytes(&req, sizeof(req))) return std::nullopt;
     abi::memory_reply reply;
     if (::recv(fd_, &reply, sizeof(reply), 0) != static_cast<ssize_t>(sizeof(reply))) return std::nullopt;
@@ -119,6 +129,7 @@ class node_client {
   int memfd_ = -1;
   abi::job_segment* segment_ = nullptr;
   abi::message_header last_header_{};
+  std::uint32_t sequence_ = 0;
   ssize_t last_size_ = 0;
 };
 
