@@ -113,6 +113,7 @@ void watch(int socket, register_outcome last) noexcept {
         socket = -1;
       }
       if (!said_lost.exchange(true)) log(log_level::warn, "lost tgs-node; launches run unthrottled until it is back");
+      last = register_outcome::absent;  // a restarting node: look again soon
     }
     // Quick retries while no node answers (a restart takes well under a second); slow ones
     // against a node that answers but refuses, so it is not flooded.
