@@ -16,6 +16,8 @@
 #include <cstring>
 #include <new>
 
+#include "fd_message.hpp"
+
 namespace tgs::cuda::intercept {
 
 namespace {
@@ -119,18 +121,8 @@ registration register_with_node(const abi::job_holdings& holdings) noexcept {
   }
 
   alignas(8) char buffer[abi::max_message_bytes];
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  iovec iov{buffer, sizeof(buffer)};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  const ssize_t n = wait_ready(fd, POLLIN, deadline) ? ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) : -1;
   int segment_fd = -1;
-  for (cmsghdr* c = n >= 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&segment_fd, CMSG_DATA(c), sizeof(int));
-  }
+  const ssize_t n = wait_ready(fd, POLLIN, deadline) ? receive_with_fd(fd, buffer, sizeof(buffer), segment_fd) : -1;
   auto fail_fd = [&](register_outcome why) {
     if (segment_fd >= 0) ::close(segment_fd);
     return fail(why);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "fd_message.hpp"
 #include "server_parts.hpp"
 
 namespace tgs::cuda::node {
@@ -29,22 +30,6 @@ int sealed_segment_fd() {
     return -1;
   }
   return fd;
-}
-
-bool send_with_fd(int socket, const void* data, std::size_t size, int fd) {
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{const_cast<void*>(data), size};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-  return ::sendmsg(socket, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(size);
 }
 
 /// Whether NVML lists `pid` among the processes on a GPU, or cannot say (then the node goes by the

@@ -190,19 +190,7 @@ class bad_node {
       reply.header.abi_version = version;
       reply.job_id = 1;
       reply.job_class = cabi::class_code::opportunistic;
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      iovec iov{&reply, sizeof(reply)};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
-      cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
-      (void)::sendmsg(fd, &msg, MSG_NOSIGNAL);
+      (void)tgs::cuda::send_with_fd(fd, &reply, sizeof(reply), memfd);
       if (flaw_ == flaw::shrinks_later) {
         std::this_thread::sleep_for(300ms);
         (void)::ftruncate(memfd, 0);  // the job's mapping now ends before its first byte

@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "fd_message.hpp"
 #include "node_abi.hpp"
 
 namespace tgs_e2e {
@@ -88,18 +89,8 @@ class node_client {
   /// The type of the node's first reply, and its descriptor (-1 when none came with it).
   int receive_reply() {
     alignas(8) char buffer[abi::max_message_bytes];
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    iovec iov{buffer, sizeof(buffer)};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    const ssize_t n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
     int memfd = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&memfd, CMSG_DATA(c), sizeof(int));
-    }
+    const ssize_t n = tgs::cuda::receive_with_fd(fd_, buffer, sizeof(buffer), memfd);
     if (n >= static_cast<ssize_t>(sizeof(abi::message_header))) std::memcpy(&last_header_, buffer, sizeof(last_header_));
     last_size_ = n;
     if (n < static_cast<ssize_t>(sizeof(abi::register_reply)) || last_header_.type != abi::message_type::registered) {
