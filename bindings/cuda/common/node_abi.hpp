@@ -14,13 +14,16 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <type_traits>
 
 namespace tgs::cuda::abi {
 
 /// Bumped on any change to the segment layout or to the messages. 2: memory policy (segment
-/// memory lines, memory_request / memory_reply).
-inline constexpr std::uint32_t version = 2;
+/// memory lines, memory_request / memory_reply). 3: a registration reports the memory the job
+/// holds (a job registering again with a restarted node), and memory requests carry a sequence
+/// number their reply echoes (a reply that came too late is never taken for the next one's).
+inline constexpr std::uint32_t version = 3;
 
 /// "TGSJOBSG" read as a little-endian integer: the first eight bytes of a job segment.
 inline constexpr std::uint64_t segment_magic = 0x4753424f4a534754ULL;
@@ -224,8 +227,24 @@ static_assert(offsetof(job_segment, timed_launch_ns) + sizeof(std::uint64_t) <= 
 /// launch would cost each launch tens of ns (a real driver's launch call: 5-6 us on an H100).
 inline constexpr std::uint32_t launch_time_sample_every = 64;
 
+/// CLOCK_MONOTONIC in ns: the clock of `heartbeat_ns` and `last_sync_ns`, which the node and the
+/// job both read, so both sides take it from here.
+[[nodiscard]] inline std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 /// A waiting launch gives up on the node (fails open) when no refill came for this long.
 inline constexpr std::uint64_t stale_after_ns = 1'000'000'000;
+
+/// How long any one socket operation of a job (connect, send, a reply to its registration) may
+/// take before the job gives up on the node and fails open: a wedged or stopped node must not hang
+/// the job's first CUDA call. A memory request waits longer while the node is alive (it may hold
+/// the reply back while an opportunistic job evicts), never past `memory_reply_limit_ns`, and gives
+/// up once the node's heartbeat is `stale_after_ns` old.
+inline constexpr std::uint64_t job_socket_timeout_ns = 1'000'000'000;
+inline constexpr std::uint64_t memory_reply_limit_ns = 30'000'000'000;
 
 /// The largest launch window the node may set: the interposer keeps one event per slot.
 inline constexpr std::uint32_t max_launch_window = 256;
@@ -262,6 +281,15 @@ struct message_header {
   std::uint32_t size = 0;  ///< bytes of the whole message
 };
 
+/// What a job holds when it registers: nothing at its first registration; all of its live
+/// allocations when it registers again with a node that restarted. The node takes these as claims,
+/// bounded by what it can check (docs/trust-model.md), never as facts.
+struct job_holdings {
+  std::uint64_t device_bytes = 0;            ///< device and physical (cuMemCreate) memory
+  std::uint64_t managed_bytes = 0;           ///< managed memory, wherever it lives
+  std::uint64_t managed_resident_bytes = 0;  ///< of that, on the GPU
+};
+
 /// A job's registration. Its pid and uid come from SO_PEERCRED, never from the message.
 struct register_request {
   message_header header{message_magic, version, message_type::register_job, sizeof(register_request)};
@@ -269,6 +297,7 @@ struct register_request {
   std::uint8_t reserved[3] = {};
   std::uint32_t gpu = 0;                           ///< from TGS_GPU / CUDA_VISIBLE_DEVICES
   char name[64] = {};                              ///< a label for status (TGS_JOB_NAME or comm)
+  job_holdings holdings;                           ///< version 3
 };
 
 /// The node's acceptance; the segment's descriptor travels with it.
@@ -315,17 +344,22 @@ struct memory_request {
   message_header header{message_magic, version, message_type::memory_request, sizeof(memory_request)};
   std::uint64_t bytes = 0;
   allocation_path path = allocation_path::convertible;
-  std::uint8_t reserved[7] = {};
+  std::uint8_t reserved[3] = {};
+  std::uint32_t sequence = 0;  ///< echoed by the reply (version 3)
 };
 
 /// The verdict (values of `tgs::allocation_verdict`: 0 device, 1 managed, 2 out of memory).
 struct memory_reply {
   message_header header{message_magic, version, message_type::memory_reply, sizeof(memory_reply)};
   std::uint8_t verdict = 0;
-  std::uint8_t reserved[7] = {};
+  std::uint8_t reserved[3] = {};
+  std::uint32_t sequence = 0;  ///< the request's
 };
 
 /// The largest message either side sends (status lines included).
 inline constexpr std::size_t max_message_bytes = 4096;
+
+static_assert(sizeof(register_request) == 112 && sizeof(memory_request) == 32 && sizeof(memory_reply) == 24,
+              "a message's size is part of the ABI: bump `version` when it changes");
 
 }  // namespace tgs::cuda::abi

@@ -132,6 +132,15 @@ class gpu_control_loop {
     std::optional<double> launch_call_us = std::nullopt;
   };
 
+  /// The time a job blocked in synchronisation calls between two readings of its counter,
+  /// bounded by the time that passed: the counter is the job's to write, and a forged value must
+  /// not reach the controller as a wait longer than the window (or a negative one).
+  static duration bounded_wait(std::uint64_t before, std::uint64_t after, duration window) noexcept {
+    if (after < before || window <= duration::zero()) return duration::zero();
+    const std::uint64_t limit = static_cast<std::uint64_t>(window.count());
+    return duration{static_cast<std::int64_t>(std::min(after - before, limit))};
+  }
+
   [[nodiscard]] bool has_opportunistic() const noexcept {
     return std::any_of(jobs_.begin(), jobs_.end(), [](const job& j) { return j.cls == job_class::opportunistic; });
   }
@@ -162,7 +171,7 @@ class gpu_control_loop {
       }
       j.step_counter = counter;
       const std::uint64_t waited = j.segment->sync_wait_ns.load(std::memory_order_relaxed);
-      const duration sync_wait{static_cast<std::int64_t>(waited - j.step_sync_wait_ns)};
+      const duration sync_wait = bounded_wait(j.step_sync_wait_ns, waited, obs.window);
       j.step_sync_wait_ns = waited;
       std::optional<job_activity>& side = j.cls == job_class::production ? obs.production : obs.opportunistic;
       if (!side) side = job_activity{};
@@ -210,13 +219,14 @@ class gpu_control_loop {
       j.launches_per_s = static_cast<double>(d.launches) / seconds;
       j.rate_counter = counter;
       const std::uint64_t waited = j.segment->sync_wait_ns.load(std::memory_order_relaxed);
-      j.sync_wait_fraction = static_cast<double>(waited - j.sync_wait_ns) / 1e9 / seconds;
+      j.sync_wait_fraction = to_seconds(bounded_wait(j.sync_wait_ns, waited, now - rate_time_)) / seconds;
       j.sync_wait_ns = waited;
       // The count is read before the time: a launch that adds between the two loads lands its
       // time in this period and its count in the next, a bias of one sample at most.
       const std::uint64_t timed = j.segment->timed_launches.load(std::memory_order_relaxed);
       const std::uint64_t timed_ns = j.segment->timed_launch_ns.load(std::memory_order_relaxed);
-      j.launch_call_us = timed > j.timed_launches
+      // A count or a time that went backwards was not written by an interposer: no sample.
+      j.launch_call_us = timed > j.timed_launches && timed_ns >= j.timed_launch_ns
                              ? std::optional<double>(static_cast<double>(timed_ns - j.timed_launch_ns) / 1e3 /
                                                      static_cast<double>(timed - j.timed_launches))
                              : std::nullopt;
