@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tgs-node " TGS_VERSION);
   node_options options;
   std::string default_class = "opportunistic";
-  std::string policy = "tgs";
+  std::string policy = "idle-harvest";
   std::string level = "info";
   int liveness_ms = static_cast<int>(options.liveness_period.count());
   tgs::any_rate_controller::configs rate_settings;

@@ -49,7 +49,7 @@ struct node_options {
   /// GPUs on this node; a registration for a GPU index outside [0, gpus) is refused.
   std::uint32_t gpus = 8;
   /// The rate controller's configuration (its alternative picks the policy).
-  any_rate_controller::config controller = tgs_rate_control::config{};
+  any_rate_controller::config controller = idle_harvest::config{};
   /// The memory policy's configuration; empty: no memory policy (allocations are only counted).
   std::optional<any_memory_policy::config> memory_policy;
   /// The per-GPU memory budget the memory policy shares out (smaller than the card).
@@ -103,6 +103,7 @@ class node_server {
  private:
   struct job;
   struct connection;
+  struct gpu_page_file;
   using clock = std::chrono::steady_clock;
   using loop = gpu_control_loop<any_rate_controller>;
   using memory_loop = gpu_memory_loop<any_memory_policy>;
@@ -137,6 +138,9 @@ class node_server {
   void remove_job(std::uint32_t id, const char* why);
   void check_liveness();
   loop& gpu_loop(std::uint32_t gpu);
+  /// The GPU's shared page, created on first use; null when it cannot be made (the GPU's jobs
+  /// then run without gap filling).
+  gpu_page_file* gpu_page(std::uint32_t gpu);
   // node_status.cpp: the status answer.
   void send_status(connection& c, bool json);
   template <typename... Args>
@@ -150,6 +154,7 @@ class node_server {
   std::map<std::uint32_t, std::unique_ptr<job>> jobs_;
   std::map<std::uint32_t, std::unique_ptr<loop>> gpus_;
   std::map<std::uint32_t, std::unique_ptr<memory_loop>> memory_gpus_;
+  std::map<std::uint32_t, std::unique_ptr<gpu_page_file>> pages_;
   std::vector<pending_reply> pending_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;

@@ -7,6 +7,7 @@
 
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -40,6 +41,28 @@ struct node_server::job {
   job& operator=(const job&) = delete;
   ~job() {
     if (segment != nullptr) ::munmap(segment, abi::segment_bytes);
+  }
+};
+
+/// One GPU's shared page (`abi::gpu_page`): a sealed memfd the node maps read-write, and whose
+/// descriptor it sends with every registration on the GPU, read-write to the page's writer (its
+/// production job) and read-only to everyone else.
+struct node_server::gpu_page_file {
+  int fd = -1;
+  abi::gpu_page* page = nullptr;
+
+  gpu_page_file() = default;
+  gpu_page_file(const gpu_page_file&) = delete;
+  gpu_page_file& operator=(const gpu_page_file&) = delete;
+  ~gpu_page_file() {
+    if (page != nullptr) ::munmap(page, abi::gpu_page_bytes);
+    if (fd >= 0) ::close(fd);
+  }
+  /// Clears the activity line: no production job's samples stand in it any more.
+  void clear_activity() noexcept {
+    page->pending.store(0, std::memory_order_relaxed);
+    page->last_pending_ns.store(0, std::memory_order_relaxed);
+    page->sample_ns.store(0, std::memory_order_release);
   }
 };
 

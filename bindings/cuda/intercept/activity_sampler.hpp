@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The production job's GPU activity sampler: a thread of the production job's process that,
+/// while the node asks for it (an opportunistic job shares the GPU), queries the streams the job
+/// launched on every ~20 us and publishes whether any has unfinished work (the GPU page, which
+/// the opportunistic jobs' gates read) and for how long it had (`gpu_busy_ns`, the controller's
+/// GPU-side signal). It stays off the launch path: a launch only notes its stream, one load and
+/// one compare when the stream is the one it launched on before.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_subset.hpp"
+#include "job_link.hpp"
+
+namespace tgs::cuda::intercept {
+
+/// The streams the sampler queries, and whether a sample found work. Pure bookkeeping, so the
+/// sampling rule is tested without a driver.
+struct activity_sample {
+  /// Whether the job had unfinished work at this sample: a stream not ready, or a launch since
+  /// the previous sample (which covers the streams no other thread can query: a thread's
+  /// per-thread default stream).
+  bool pending = false;
+  /// Busy time to add: the time since the previous sample when this one found work, at most
+  /// `max_sample_gap_ns` (the first sample after a pause counts one gap, not the pause).
+  std::uint64_t busy_ns = 0;
+};
+
+/// The longest interval one sample may count as busy.
+inline constexpr std::uint64_t max_sample_gap_ns = 1'000'000;
+
+/// The rule of one sample: `launched` whether the launch counter moved since the previous
+/// sample, `not_ready` whether a queried stream had unfinished work.
+[[nodiscard]] constexpr activity_sample sample_activity(bool launched, bool not_ready, std::uint64_t previous_ns,
+                                                        std::uint64_t now_ns) noexcept {
+  activity_sample s;
+  s.pending = launched || not_ready;
+  if (s.pending && now_ns > previous_ns) {
+    const std::uint64_t gap = now_ns - previous_ns;
+    s.busy_ns = gap < max_sample_gap_ns ? gap : max_sample_gap_ns;
+  }
+  return s;
+}
+
+/// Notes the stream a production launch goes to (`per_thread`: a `_ptsz` form, whose null stream
+/// is the calling thread's default stream). The common case, the stream of the previous launch,
+/// is one relaxed load and one compare.
+void note_launch_stream(CUstream stream, bool per_thread) noexcept;
+
+/// Starts the sampler thread once per process (it follows the published link: it samples while
+/// the link has a writable GPU page and the node sets `sample_activity`).
+void start_activity_sampler() noexcept;
+
+}  // namespace tgs::cuda::intercept
