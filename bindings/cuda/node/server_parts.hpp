@@ -34,6 +34,7 @@ struct node_server::job {
   /// In its GPU's control loop. A production job enters once the node sees it hold a context on
   /// its GPU (with an observer), so a registration that does no GPU work steers nothing.
   bool in_control = false;
+  bool said_unseen = false;  ///< the node warned that NVML does not list it
 
   job() = default;
   job(const job&) = delete;
