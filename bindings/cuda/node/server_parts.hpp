@@ -2,7 +2,7 @@
 /// @file
 /// The node server's private parts, shared by its source files (node_server.cpp: connections;
 /// node_jobs.cpp: registration and the job table; node_status.cpp: the status answer): the job
-/// and connection records, the log, and small system helpers.
+/// and connection records, the log, and small system functions.
 #pragma once
 
 #include <sys/mman.h>
