@@ -215,10 +215,12 @@ std::optional<std::uint8_t> ask_memory(const link_state& link, std::uint64_t byt
     req.bytes = bytes;
     req.path = path;
     req.sequence = next_sequence++;
-    if (!wait_ready(link.socket, POLLOUT, abi::monotonic_ns() + abi::job_socket_timeout_ns) ||
-        ::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(req))) {
-      return std::nullopt;
+    // The socket's buffer has room unless the node stopped reading: wait (bounded) only then.
+    ssize_t sent = ::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0 && errno == EAGAIN && wait_ready(link.socket, POLLOUT, abi::monotonic_ns() + abi::job_socket_timeout_ns)) {
+      sent = ::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
+    if (sent != static_cast<ssize_t>(sizeof(req))) return std::nullopt;
     const std::optional<std::uint8_t> verdict = await_memory_reply(link, req.sequence);
     if (!verdict) log(log_level::warn, "no answer from tgs-node to a memory request; allocating as asked");
     return verdict;

@@ -220,6 +220,15 @@ void node_server::check_liveness() {
     if (listed_or_unknown(at->second, j->pid)) {
       log(log_level::info, "job {} (pid {}) holds a context on GPU {}: it steers the controller now", id, j->pid, j->gpu);
       enter_control(*j);
+    } else if (!j->said_unseen && clock::now() - j->since > std::chrono::seconds{10}) {
+      // A real training job holds a context within seconds; one that does not may be seen under
+      // another pid (the node outside the host's PID namespace) or not at all (some MPS setups).
+      log(log_level::warn,
+          "job {} (pid {}, production) is not listed by NVML on GPU {} after 10 s and does not steer the "
+          "controller; if the node runs in another PID namespace, or NVML does not list MPS clients here, "
+          "run it with --gpu-observer none",
+          id, j->pid, j->gpu);
+      j->said_unseen = true;
     }
   }
 }

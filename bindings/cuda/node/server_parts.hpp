@@ -2,7 +2,7 @@
 /// @file
 /// The node server's private parts, shared by its source files (node_server.cpp: connections;
 /// node_jobs.cpp: registration and the job table; node_status.cpp: the status answer): the job
-/// and connection records, the log, and small system helpers.
+/// and connection records, the log, and small system functions.
 #pragma once
 
 #include <sys/mman.h>
@@ -35,6 +35,7 @@ struct node_server::job {
   /// In its GPU's control loop. A production job enters once the node sees it hold a context on
   /// its GPU (with an observer), so a registration that does no GPU work steers nothing.
   bool in_control = false;
+  bool said_unseen = false;  ///< the node warned that NVML does not list it
 
   job() = default;
   job(const job&) = delete;
