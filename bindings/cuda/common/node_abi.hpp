@@ -198,7 +198,7 @@ struct job_segment {
   // Written by the job at its synchronisation calls (cuStreamSynchronize, cuEventSynchronize):
   // where a job waits for its GPU work anyway, its completion is known for free. Time blocked
   // there grows with GPU contention and not with the job's own CPU-side work
-  // (docs/results/gpu-rate-control.md); `tgs_rate_control`'s `sync_wait_correction` reads it.
+  // (docs/results/rate-control.md); tgs-node status reports it.
   alignas(64) std::atomic<std::uint64_t> sync_calls;
   std::atomic<std::uint64_t> sync_wait_ns;  ///< time blocked in those calls
   std::atomic<std::uint64_t> last_sync_ns;  ///< CLOCK_MONOTONIC when the latest one returned
