@@ -61,13 +61,9 @@ class schedule_cache {
   pair_schedule compute(const model_profile* p, const model_profile* o) const {
     constexpr double horizon = 900;  // s; TGS settles within ~60 s of a pairing
     pair_spec spec;
-    auto job = [&](const model_profile* m) {
-      return pair_job{m, m ? &model_.params.model(m->model, gpu_.name) : nullptr, epoch, {}, {}};
-    };
-    spec.production = job(p);
-    spec.opportunistic = job(o);
+    spec.production = pair_job{p, epoch, {}, {}};
+    spec.opportunistic = pair_job{o, epoch, {}, {}};
     spec.gpu = gpu_;
-    spec.gpu_params = model_.params.gpu(gpu_.name);
     spec.memory_budget = gpu_.memory;
     spec.interposed = traits_.enforced_by == enforcement::interposer;
     spec.run_for = from_seconds(horizon);
