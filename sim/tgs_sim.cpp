@@ -31,8 +31,8 @@ using namespace tgs::sim;
 /// The policies each subcommand compares unless `--policies` says otherwise: the paper's pair
 /// experiments (NSDI'23 Figure 5) and its cluster experiments (Figure 6).
 const std::vector<std::string> pair_policies{"tgs", "co-execution", "mps", "mig"};
-const std::vector<std::string> cluster_policies{"exclusive", "co-execution", "mps",
-                                                "mig",       "antman",       "tgs"};
+const std::vector<std::string> cluster_policies{"exclusive", "co-execution", "mps",        "mig",
+                                                "antman",    "tgs",          "idle-harvest"};
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;

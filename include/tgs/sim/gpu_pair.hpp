@@ -318,6 +318,8 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
       if (!s.present || !s.job->iterations || x <= 0) return never;
       const double left = std::max(0.0, *s.job->iterations - s.progress);
       const double seconds = left * to_seconds(s.job->profile->iteration_time) / (x * speed_of(s));
+      // A job held to a sliver of its speed would finish past the end of time.
+      if (seconds > 1e11) return never;
       // Round up so the job has really finished when the event fires.
       return now + std::chrono::ceil<duration>(std::chrono::duration<double>(seconds));
     };
