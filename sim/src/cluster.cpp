@@ -53,6 +53,9 @@ class schedule_cache {
         traits_(policy_traits(policy_)),
         options_(options) {}
 
+  /// Whether some co-location computed so far was refused (its memory policy denied it).
+  [[nodiscard]] bool any_refused() const noexcept { return any_refused_; }
+
   const pair_schedule& get(const model_profile* production, const model_profile* opportunistic) {
     // The catalog's models by position, so the hot path is an index instead of a tree walk; a
     // profile from elsewhere (a caller's own catalog) goes through the map.
@@ -78,7 +81,10 @@ class schedule_cache {
   const pair_schedule& get_slow(const model_profile* production, const model_profile* opportunistic) {
     const auto key = std::make_pair(production, opportunistic);
     auto it = cache_.find(key);
-    if (it == cache_.end()) it = cache_.emplace(key, compute(production, opportunistic)).first;
+    if (it == cache_.end()) {
+      it = cache_.emplace(key, compute(production, opportunistic)).first;
+      any_refused_ = any_refused_ || it->second.refused;
+    }
     return it->second;
   }
 
@@ -156,6 +162,7 @@ class schedule_cache {
   const cluster_options& options_;
   std::map<std::pair<const model_profile*, const model_profile*>, pair_schedule> cache_;
   std::vector<const pair_schedule*> table_;  // (production, opportunistic) by catalog position
+  bool any_refused_ = false;
 };
 
 /// The engine's pending events, one slot per job (its completion) and per GPU (its next rate
@@ -310,7 +317,9 @@ class engine {
       ++result_.events;
       if (arrival) {
         const std::uint32_t j = arrivals[next_arrival++];
-        (jobs_[j].cls == job_class::production ? production_queue_ : opportunistic_queue_).push_back(j);
+        (jobs_[j].cls == job_class::production ? production_queue_ : opportunistic_queue_)
+            .push_back({j, jobs_[j].gpus});
+        ++queue_version_[jobs_[j].cls == job_class::production ? 0 : 1];
         schedule();
       } else {
         const std::uint32_t slot = events_.top_slot();
@@ -340,6 +349,11 @@ class engine {
   }
 
  private:
+  /// A queued job with the GPUs it needs beside it, so a scan of the queue stays in the queue.
+  struct queued {
+    std::uint32_t job;
+    std::uint32_t gpus;
+  };
   struct gpu_state {
     int node = 0;
     int production = -1;
@@ -524,11 +538,24 @@ class engine {
     drain(production_queue_, job_class::production);
     drain(opportunistic_queue_, job_class::opportunistic);
   }
-  void drain(std::deque<std::uint32_t>& queue, job_class c) {
+  void drain(std::deque<queued>& queue, job_class c) {
+    const std::size_t k = c == job_class::production ? 0 : 1;
+    auto free_now = [&] { return c == job_class::production ? free_production_ : free_opportunistic_; };
+    // Without refused co-locations a job fits exactly when it needs no more GPUs than are free, so
+    // a scan is not repeated while neither its queue nor the free GPUs changed since the last one.
+    const bool exact = !cache_.any_refused();
+    if (exact && scanned_[k] == std::pair{queue_version_[k], free_now()}) return;
     std::size_t examined = 0;
     for (auto it = queue.begin(); it != queue.end() && examined <= options_.lookahead;) {
-      if ((c == job_class::production ? free_production_ : free_opportunistic_) == 0) return;
-      const std::uint32_t j = *it;
+      const int free = free_now();
+      if (free == 0) break;
+      const std::uint32_t j = it->job;
+      // More GPUs than are free: no placement can fit it (read from the queue, not the job list).
+      if (it->gpus > static_cast<std::uint32_t>(free)) {
+        ++it;
+        ++examined;
+        continue;
+      }
       choose(jobs_[j], chosen_);
       if (chosen_.empty()) {
         ++it;
@@ -536,8 +563,10 @@ class engine {
         continue;
       }
       it = queue.erase(it);
+      ++queue_version_[k];
       start(j, chosen_);
     }
+    scanned_[k] = {queue_version_[k], free_now()};
   }
 
   void start(std::uint32_t j, const std::vector<int>& gpus) {
@@ -595,7 +624,8 @@ class engine {
     const std::vector<int> freed = std::move(s.gpus);
     s.gpus.clear();
     for (int g : freed) repair(g);
-    opportunistic_queue_.push_front(j);
+    opportunistic_queue_.push_front({j, jobs_[j].gpus});
+    ++queue_version_[1];
     ++result_.preemptions;
   }
 
@@ -723,8 +753,10 @@ class engine {
   std::vector<gpu_state> gpus_;
   std::vector<node_state> nodes_;
   std::vector<job_state> state_;
-  std::deque<std::uint32_t> production_queue_;
-  std::deque<std::uint32_t> opportunistic_queue_;
+  std::deque<queued> production_queue_;
+  std::deque<queued> opportunistic_queue_;
+  std::array<std::uint64_t, 2> queue_version_{};  // per class: bumped on every change of its queue
+  std::array<std::pair<std::uint64_t, int>, 2> scanned_{{{~std::uint64_t{0}, -1}, {~std::uint64_t{0}, -1}}};
   event_heap events_;
   std::array<std::vector<node_set>, 2> by_free_;  // per class (production, opportunistic)
   std::vector<int> chosen_;
