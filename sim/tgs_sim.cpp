@@ -492,7 +492,7 @@ int main(int argc, char** argv) {
       "predict", "Every measured pair beside the simulator's prediction of it (docs/simulator/predictions.md)");
   predict_app->add_option("--gpu", predict_gpu, "Only this GPU type; default: every type");
   predict_app->add_flag("--leave-one-out", predict_loo,
-                        "Predict each pair with a fit that left its cells out (one refit per pair)");
+                        "Also predict each pair with a fit that left its cells out (one refit per pair)");
   predict_app->add_flag("--markdown", predict_markdown, "A Markdown table");
 
   std::string profiles_format = "table";
@@ -528,7 +528,9 @@ int main(int argc, char** argv) {
       if (!predict_gpu.empty() && model.data.find_gpu(predict_gpu) == nullptr) {
         throw input_error(fmt::format("--gpu: unknown gpu \"{}\"", predict_gpu));
       }
-      fmt::print("{}", render_predictions(predict_measured(model, predict_gpu, predict_loo), predict_markdown));
+      const auto in_sample = predict_measured(model, predict_gpu, false);
+      const auto left_out = predict_loo ? predict_measured(model, predict_gpu, true) : std::vector<prediction>{};
+      fmt::print("{}", render_predictions(in_sample, predict_loo ? &left_out : nullptr, predict_markdown));
       return 0;
     }
     if (profiles_app->parsed()) {

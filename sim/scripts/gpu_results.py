@@ -224,6 +224,17 @@ def write_pairs(rows, out):
         w.writerow([fmt(r[k]) for k in PAIRS_HEADER])
 
 
+def repeats(rows):
+    """The cells measured more than once with the same pair, policy and settings (different calls):
+    [(key, [production values], [opportunistic values])], the noise floor any prediction meets."""
+    groups = {}
+    for r in rows:
+        key = tuple(str(r[k]) for k in PAIRS_HEADER[1:9])
+        groups.setdefault(key, []).append(r)
+    return [(k, [r["production"] for r in g if r["production"] is not None],
+             [r["opportunistic"] for r in g if r["opportunistic"] is not None]) for k, g in groups.items() if len(g) > 1]
+
+
 def alone_rates(results_dir):
     """{(model, gpu): [it/s of each cell's alone runs]} from every cell that records them."""
     rates = {}
@@ -412,6 +423,7 @@ def main(argv):
     p = sub.add_parser("pairs", help="measured_pairs.csv on stdout; the cells left out on stderr")
     p.add_argument("--skipped", help="write the cells left out, with why, to this file (Markdown table)")
     sub.add_parser("alone", help="each model's alone rate per GPU type")
+    sub.add_parser("repeats", help="cells measured more than once with the same setting, and their spread")
     j = sub.add_parser("jitter", help="each model's window-to-window spread alone, from the raw runs at a commit")
     j.add_argument("--commit", default="5dbc452", help="where the raw runs files were kept (5dbc452)")
     mo = sub.add_parser("models", help="the H100 and H200 rows of models.csv from the results and the rules")
@@ -436,6 +448,18 @@ def main(argv):
             w.writerow(["model", "gpu", "iteration_ms", "alone_it_per_s", "cells"])
             for (model, gpu), v in sorted(alone_rates(args.results).items()):
                 w.writerow([model, gpu, f"{1e3 / statistics.median(v):.2f}", f"{statistics.median(v):.2f}", len(v)])
+        elif args.cmd == "repeats":
+            spreads = []
+            for key, p, o in repeats(measured_pairs(args.results)[0]):
+                spread = max([max(v) - min(v) for v in (p, o) if v] or [0.0])
+                spreads.append(spread)
+                print(f"{' '.join(x for x in key if x not in ('', '0'))}: production {p}, opportunistic {o}, "
+                      f"spread {spread:.2f}")
+            if spreads:
+                spreads.sort()
+                print(f"{len(spreads)} settings measured more than once; the spread between calls: median "
+                      f"{statistics.median(spreads):.2f}, largest {spreads[-1]:.2f}; "
+                      f"{sum(x > 0.2 for x in spreads)} above 0.20")
         elif args.cmd == "models":
             w = csv.writer(sys.stdout, lineterminator="\n")
             for row in model_rows(args.results, args.commit):

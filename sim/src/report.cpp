@@ -229,24 +229,46 @@ std::string render_profiles(const catalog& c, output_format format) {
   return out;
 }
 
-std::string render_predictions(const std::vector<prediction>& predictions, bool markdown) {
+std::string render_predictions(const std::vector<prediction>& predictions,
+                               const std::vector<prediction>* left_out, bool markdown) {
   std::string out;
   auto shown = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : std::string("–"); };
   auto error = [](const std::optional<double>& measured, const std::optional<double>& predicted) {
     return measured && predicted ? std::optional<double>(*predicted - *measured) : std::nullopt;
   };
-  std::size_t cells = 0;
-  std::size_t within_10 = 0;
-  double sum = 0;
-  std::size_t throughputs = 0;
+  auto signed_error = [](const std::optional<double>& e) { return e ? fmt::format("{:+.2f}", *e) : std::string("–"); };
+  auto ok = [](const std::optional<double>& a, const std::optional<double>& b) {
+    return (!a || std::abs(*a) <= 0.10 + 1e-12) && (!b || std::abs(*b) <= 0.10 + 1e-12);
+  };
+  struct tally {
+    std::size_t within = 0;
+    double sum = 0;
+    std::size_t throughputs = 0;
+    void add(const std::optional<double>& ep, const std::optional<double>& eo, bool inside) {
+      within += inside ? 1U : 0U;
+      for (const auto& e : {ep, eo}) {
+        if (e) {
+          sum += *e * *e;
+          ++throughputs;
+        }
+      }
+    }
+    [[nodiscard]] double rms() const { return throughputs > 0 ? std::sqrt(sum / static_cast<double>(throughputs)) : 0.0; }
+  };
+  tally all;
+  tally out_of_sample;
   if (markdown) {
-    out += "| gpu | pair (production / opportunistic) | policy | settings | measured | predicted | error | source |\n"
-           "|---|---|---|---|---|---|---|---|\n";
+    out += left_out ? "| gpu | production / opportunistic | policy | settings | measured | predicted | error | "
+                      "pair left out: predicted | error |\n|---|---|---|---|---|---|---|---|---|\n"
+                    : "| gpu | production / opportunistic | policy | settings | measured | predicted | error |\n"
+                      "|---|---|---|---|---|---|---|\n";
   }
-  for (const auto& p : predictions) {
+  for (std::size_t i = 0; i < predictions.size(); ++i) {
+    const prediction& p = predictions[i];
     const auto& c = p.cell;
     const auto ep = error(c.production, p.production);
     const auto eo = error(c.opportunistic, p.opportunistic);
+    all.add(ep, eo, ok(ep, eo));
     std::string settings = c.memory_policy.empty() ? "" : "memory " + c.memory_policy;
     if (c.memory_budget) settings += fmt::format(" {:.1f} GiB", c.memory_budget->gib());
     if (c.production_idle) settings += (settings.empty() ? "" : "; ") + std::string("production idle");
@@ -254,36 +276,38 @@ std::string render_predictions(const std::vector<prediction>& predictions, bool 
       if (k.starts_with("memory.")) continue;
       settings += (settings.empty() ? "" : "; ") + k + "=" + v;
     }
-    const bool ok = (!ep || std::abs(*ep) <= 0.10 + 1e-12) && (!eo || std::abs(*eo) <= 0.10 + 1e-12);
-    ++cells;
-    within_10 += ok ? 1U : 0U;
-    for (const auto& e : {ep, eo}) {
-      if (e) {
-        sum += *e * *e;
-        ++throughputs;
-      }
-    }
-    auto signed_error = [](const std::optional<double>& e) { return e ? fmt::format("{:+.2f}", *e) : std::string("–"); };
     const std::string pair = fmt::format("{} / {}", c.production_model,
                                          c.opportunistic_model.empty() ? "–" : c.opportunistic_model);
+    std::string loo;
+    if (left_out != nullptr && i < left_out->size()) {
+      const prediction& q = (*left_out)[i];
+      const auto lp = error(c.production, q.production);
+      const auto lo = error(c.opportunistic, q.opportunistic);
+      out_of_sample.add(lp, lo, ok(lp, lo));
+      loo = markdown ? fmt::format(" {} / {} | {} / {}{} |", shown(q.production), shown(q.opportunistic),
+                                   signed_error(lp), signed_error(lo), ok(lp, lo) ? "" : " **off**")
+                     : fmt::format("  left out {} / {} {}", shown(q.production), shown(q.opportunistic),
+                                   ok(lp, lo) ? "" : "off");
+    }
     if (markdown) {
-      out += fmt::format("| {} | {} | {} | {} | {} / {} | {} / {} | {} / {}{} | {} |\n", c.gpu, pair,
-                         c.policy, settings, shown(c.production), shown(c.opportunistic),
-                         shown(p.production), shown(p.opportunistic), signed_error(ep), signed_error(eo),
-                         ok ? "" : " **off**", c.source);
+      out += fmt::format("| {} | {} | {} | {} | {} / {} | {} / {} | {} / {}{} |{}\n", c.gpu, pair, c.policy,
+                         settings, shown(c.production), shown(c.opportunistic), shown(p.production),
+                         shown(p.opportunistic), signed_error(ep), signed_error(eo), ok(ep, eo) ? "" : " **off**", loo);
     } else {
-      out += fmt::format("{:<11} {:<30} {:<13} {:>11} {:>11} {:>13}{}  {}\n", c.gpu, pair, c.policy,
+      out += fmt::format("{:<11} {:<30} {:<13} {:>11} {:>11} {:>13}{}{}  {}\n", c.gpu, pair, c.policy,
                          shown(c.production) + " / " + shown(c.opportunistic),
                          shown(p.production) + " / " + shown(p.opportunistic),
-                         signed_error(ep) + " / " + signed_error(eo), ok ? "   " : " off", settings);
+                         signed_error(ep) + " / " + signed_error(eo), ok(ep, eo) ? "   " : " off", loo, settings);
     }
   }
-  out += fmt::format("\n{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs{}\n",
-                     within_10, cells, throughputs > 0 ? std::sqrt(sum / static_cast<double>(throughputs)) : 0.0,
-                     throughputs,
-                     !predictions.empty() && predictions.front().left_out
-                         ? " (each pair predicted by a fit without it)"
-                         : " (one fit over all pairs)");
+  out += fmt::format("\n{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs "
+                     "(one fit over all pairs)\n",
+                     all.within, predictions.size(), all.rms(), all.throughputs);
+  if (left_out != nullptr) {
+    out += fmt::format("{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs "
+                       "(each pair predicted by a fit without it)\n",
+                       out_of_sample.within, predictions.size(), out_of_sample.rms(), out_of_sample.throughputs);
+  }
   return out;
 }
 

@@ -33,9 +33,11 @@ std::string render_fit(const calibrated_model& model, output_format format);
 /// The model profiles (one row per model and GPU type), each field with its provenance.
 std::string render_profiles(const catalog& c, output_format format);
 
-/// Measured cells beside their predictions, as a table for people or Markdown (the prediction
+/// Measured cells beside their predictions (and, when given, the predictions of fits that left
+/// each cell's pair out, in the same order), as a table for people or Markdown (the prediction
 /// table of docs/simulator/predictions.md), with how many are within ±0.10.
-std::string render_predictions(const std::vector<prediction>& predictions, bool markdown);
+std::string render_predictions(const std::vector<prediction>& predictions,
+                               const std::vector<prediction>* left_out, bool markdown);
 
 }  // namespace tgs::sim
 
