@@ -126,8 +126,9 @@ struct data_options {
                    "GPU table (CSV, see sim/data/gpus.csv); default: embedded")
         ->check(CLI::ExistingFile);
     app.add_option("--measurements", sources.measurements,
-                   "Measured pair throughputs to fit to (CSV, see sim/data/paper_pairs.csv); "
-                   "default: embedded (the TGS paper's A100 pairs)")
+                   "Measured pairs to predict and fit the GPU types' mechanism parameters to (CSV, "
+                   "see sim/data/measured_pairs.csv); default: embedded (the TGS paper's A100 "
+                   "pairs and ours on H100s and H200s)")
         ->check(CLI::ExistingFile);
   }
 };
@@ -451,8 +452,8 @@ int main(int argc, char** argv) {
       "tgs-sim: simulate transparent GPU sharing (TGS, NSDI'23) and the policies it is compared "
       "with.\n\nWith no subcommand it runs `mixed`: the paper's mixed job stream (50 production "
       "and 50 opportunistic jobs, at most 2 GPUs each, on one server with two A100-40GB) under "
-      "exclusive, co-execution, MPS, MIG, AntMan and TGS, and prints each class's average job "
-      "completion time normalized to exclusive."};
+      "exclusive, co-execution, MPS, MIG, AntMan, TGS and idle-harvest, and prints each class's "
+      "average job completion time normalized to exclusive."};
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", "tgs-sim " TGS_VERSION);
   data_options data;
