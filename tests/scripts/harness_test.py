@@ -179,6 +179,10 @@ class TrainWindows(unittest.TestCase):
         self.assertEqual((lines[0]["iterations"], lines[0]["iter_per_s"]), (3, 4.0))  # 2 steps after the first
         self.assertEqual((lines[0]["event"], lines[0]["t"], lines[0]["window_s"]), ("window", 0.5, 0.5))
 
+    def test_kernel_spans_give_busy_time_kernels_and_gaps(self):  # 2 steps; 100-300 and 250-400 us overlap
+        self.assertEqual(train.span_stats([(600, 700), (100, 300), (250, 400)], 2, 0.0008), {
+            "event": "kernels", "busy_fraction": 0.5, "kernels_per_step": 1.5, "gaps_per_step": 1.0})
+
 
 class FakeGpu(unittest.TestCase):
     """Whole calls through the code a GPU runs: tgs-fake-train jobs on the fake driver, a real
