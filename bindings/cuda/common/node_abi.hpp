@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
+#include <optional>
 #include <type_traits>
 
 namespace tgs::cuda::abi {
@@ -97,10 +98,35 @@ struct counter_delta {
   return ((has_slack ? used_blocks : allowance) + budget_blocks) & block_mask;
 }
 
+/// The allowance the node sets at a budget refill under gap filling. Every launch before the
+/// furthest position known passed (through the allowance, or in a gap up to `gap_passed_to`)
+/// ran; the window grants `budget_blocks` from there, whatever passed in gaps before. A launch
+/// still waiting has its blocks in `used_blocks` but not before that position, so a zero budget
+/// keeps it waiting.
+[[nodiscard]] constexpr std::uint64_t gap_fill_allowance(std::uint64_t allowance, std::uint64_t used_blocks,
+                                                         std::uint64_t gap_passed_to,
+                                                         std::uint64_t budget_blocks) noexcept;
+
 /// The blocks of `used_blocks` that have passed the gate under `allowance`.
 [[nodiscard]] constexpr std::uint64_t passed_blocks(std::uint64_t used_blocks, std::uint64_t allowance) noexcept {
   const std::uint64_t d = block_distance(used_blocks, allowance);
   return d < half_block_range ? used_blocks : allowance;
+}
+
+/// The furthest block position known passed: through `allowance`, or in a gap up to
+/// `gap_passed_to`. The job writes the latter, so only a position between those passed through
+/// the allowance and those launched counts.
+[[nodiscard]] constexpr std::uint64_t passed_position(std::uint64_t used_blocks, std::uint64_t allowance,
+                                                      std::uint64_t gap_passed_to) noexcept {
+  const std::uint64_t through_allowance = passed_blocks(used_blocks, allowance);
+  const bool gap_ahead =
+      block_distance(through_allowance, gap_passed_to) <= block_distance(through_allowance, used_blocks);
+  return gap_ahead ? gap_passed_to : through_allowance;
+}
+
+constexpr std::uint64_t gap_fill_allowance(std::uint64_t allowance, std::uint64_t used_blocks,
+                                           std::uint64_t gap_passed_to, std::uint64_t budget_blocks) noexcept {
+  return (passed_position(used_blocks, allowance, gap_passed_to) + budget_blocks) & block_mask;
 }
 
 // --- the job segment ----------------------------------------------------------------------------
@@ -146,8 +172,9 @@ struct job_segment {
   /// over its allowance, once the production job has left the GPU idle for `gap_holdoff_ns`
   /// (read from the GPU's page). 0, the zero-filled default: allowance only.
   std::atomic<std::uint32_t> gap_fill;
-  /// For a production job: 1 while the node wants its GPU activity sampled (an opportunistic job
-  /// shares its GPU); the sampler then writes the GPU page and `gpu_busy_ns`.
+  /// For a production job: the period, in microseconds, at which the node wants its GPU activity
+  /// sampled while an opportunistic job shares its GPU (0: not sampled); the sampler then writes
+  /// the GPU page and `gpu_busy_ns`.
   std::atomic<std::uint32_t> sample_activity;
   std::atomic<std::uint64_t> gap_holdoff_ns;
 
@@ -226,6 +253,22 @@ struct job_segment {
   // production job left the GPU idle (gap filling), and the time its launches waited for a gap
   // or an allowance under gap filling.
   std::atomic<std::uint64_t> gap_launches;
+  /// The block position just past the latest launch that passed in a gap: the node starts the
+  /// job's next budget window there (`gap_fill_allowance`), so what passed in gaps is no debt and
+  /// a launch still waiting is not taken for one that passed.
+  std::atomic<std::uint64_t> gap_passed_to;
+
+  // Written by a production job at its synchronisation calls while `sample_activity` is set: a
+  // mark of where its GPU work is known complete. `sync_mark_blocks` counts the blocks launched
+  // before the call (`launch_counter`'s block part), all complete when it returned, and
+  // `sync_mark_busy_ns` the job's `gpu_busy_ns` then. Between two marks the blocks per busy
+  // second are exact whole iterations of a job that synchronises once per iteration, where a
+  // fixed window's launched blocks move by an iteration with where its bursts fall (the
+  // controller's GPU-side speed; docs/cuda-backend.md, "Gap filling"). A sequence count guards
+  // the pair: odd while a mark is written (`read_sync_mark`).
+  alignas(64) std::atomic<std::uint64_t> sync_mark_seq;
+  std::atomic<std::uint64_t> sync_mark_blocks;
+  std::atomic<std::uint64_t> sync_mark_busy_ns;
 };
 
 /// `resident_limit` when the job may keep all of its memory on the GPU.
@@ -243,9 +286,41 @@ static_assert(offsetof(job_segment, resident_limit) == 256);
 static_assert(offsetof(job_segment, managed_resident_bytes) == 320);
 static_assert(offsetof(job_segment, sync_calls) == 448);
 static_assert(offsetof(job_segment, gpu_busy_ns) == 512);
+static_assert(offsetof(job_segment, sync_mark_seq) == 576);
 
 static_assert(offsetof(job_segment, gap_holdoff_ns) + sizeof(std::uint64_t) <= 192, "the refill line's spare bytes");
 static_assert(offsetof(job_segment, timed_launch_ns) + sizeof(std::uint64_t) <= 512, "the sync line's spare bytes");
+
+/// A production job's latest synchronisation mark (`job_segment::sync_mark_seq`).
+struct sync_mark {
+  std::uint64_t seq = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t busy_ns = 0;
+};
+
+/// Writes a mark unless another thread of the job is writing one (that thread's mark stands).
+inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_t busy_ns) noexcept {
+  std::uint64_t seq = seg.sync_mark_seq.load(std::memory_order_relaxed);
+  if ((seq & 1) != 0 || !seg.sync_mark_seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) return;
+  std::atomic_thread_fence(std::memory_order_release);
+  seg.sync_mark_blocks.store(blocks, std::memory_order_relaxed);
+  seg.sync_mark_busy_ns.store(busy_ns, std::memory_order_relaxed);
+  seg.sync_mark_seq.store(seq + 2, std::memory_order_release);
+}
+
+/// The latest mark, or nothing when none was read whole in a few tries (a writer mid-mark, or
+/// one that died mid-mark and left the count odd: the job's own signal, lost to it alone).
+[[nodiscard]] inline std::optional<sync_mark> read_sync_mark(const job_segment& seg) noexcept {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const std::uint64_t before = seg.sync_mark_seq.load(std::memory_order_acquire);
+    if ((before & 1) != 0) continue;
+    sync_mark m{before, seg.sync_mark_blocks.load(std::memory_order_relaxed),
+                seg.sync_mark_busy_ns.load(std::memory_order_relaxed)};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (seg.sync_mark_seq.load(std::memory_order_relaxed) == before) return m;
+  }
+  return std::nullopt;
+}
 
 /// One launch in this many (every one whose `launch_counter` count before it is a multiple) is
 /// timed into `timed_launches` / `timed_launch_ns`: two clock reads and two atomic adds on every
@@ -317,6 +392,11 @@ static_assert(offsetof(gpu_page, pending) == 64);
 /// Bytes of a GPU page's mapping (one page).
 inline constexpr std::uint32_t gpu_page_bytes = 4096;
 static_assert(sizeof(gpu_page) <= gpu_page_bytes);
+
+/// The node's default period of a production job's activity samples (`job_segment::sample_activity`),
+/// in microseconds. Our choice: a query per 50 us is a few percent of one driver lock's time for a
+/// job that launches every 10 us, and still sees the gaps worth filling (docs/cuda-backend.md).
+inline constexpr std::uint32_t default_sample_period_us = 50;
 
 /// How old the latest sample may be for a gate to open a gap on it.
 inline constexpr std::uint64_t gap_sample_fresh_ns = 5'000'000;

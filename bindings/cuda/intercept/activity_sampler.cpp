@@ -57,6 +57,9 @@ std::array<noted_stream, max_streams> streams;  // under streams_mutex
 std::size_t stream_count = 0;                   // under streams_mutex
 std::size_t next_slot = 0;                      // under streams_mutex: the slot a new stream replaces
 std::atomic<std::uint64_t> streams_generation{0};
+/// Whether the job launched on a stream the sampler does not query: a per-thread default stream,
+/// or one that fell out of the table. Then a launch between samples counts as work.
+std::atomic<bool> unqueried_streams{false};
 
 /// Not a stream handle: the first launch always takes the slow path.
 const auto no_stream = reinterpret_cast<CUstream>(~std::uintptr_t{0});
@@ -76,11 +79,13 @@ void note_slow(CUstream key) noexcept {
       }
     }
     const noted_stream s{ctx, key, key != CU_STREAM_PER_THREAD};
+    if (!s.queryable) unqueried_streams.store(true, std::memory_order_relaxed);
     if (stream_count < max_streams) {
       streams[stream_count++] = s;
     } else {
-      streams[next_slot] = s;  // the oldest noted goes
+      streams[next_slot] = s;  // the oldest noted goes, and its launches are no longer queried
       next_slot = (next_slot + 1) % max_streams;
+      unqueried_streams.store(true, std::memory_order_relaxed);
     }
     streams_generation.fetch_add(1, std::memory_order_release);
   } catch (...) {
@@ -111,9 +116,10 @@ void sleep_ns(long ns) noexcept {
   }
 }
 
-/// The period between samples while sampling, and the pause between looks at the flag otherwise.
-constexpr long sample_period_ns = 20'000;
+/// The pause between looks at the node's request while it asks for no samples.
 constexpr long idle_period_ns = 5'000'000;
+static_assert(sample_period_ns(~std::uint32_t{0}) < abi::gap_sample_fresh_ns,
+              "a gate must see a fresh sample between two of the slowest sampler's");
 
 void run_sampler() noexcept {
   const sampler_api& a = api();
@@ -133,7 +139,8 @@ void run_sampler() noexcept {
     const link_state* link = current_link.load(std::memory_order_acquire);
     abi::gpu_page* page = link->writable_page;
     abi::job_segment* seg = link->segment;
-    if (page == nullptr || seg == nullptr || seg->sample_activity.load(std::memory_order_relaxed) == 0) {
+    const std::uint32_t asked_us = seg == nullptr ? 0 : seg->sample_activity.load(std::memory_order_relaxed);
+    if (page == nullptr || asked_us == 0) {
       sampling = false;
       sleep_ns(idle_period_ns);
       continue;
@@ -176,7 +183,9 @@ void run_sampler() noexcept {
         forget(s);  // a destroyed stream or context: nothing more to learn from it
       }
     }
-    const activity_sample sample = sample_activity(counter != previous_counter, not_ready, previous_ns, now);
+    const activity_sample sample =
+        sample_activity(counter != previous_counter, unqueried_streams.load(std::memory_order_relaxed), not_ready,
+                        previous_ns, now);
     if (sample.pending) {
       page->last_pending_ns.store(now, std::memory_order_relaxed);
       page->pending.store(1, std::memory_order_release);
@@ -189,7 +198,7 @@ void run_sampler() noexcept {
     seg->activity_samples.fetch_add(1, std::memory_order_relaxed);
     previous_ns = now;
     previous_counter = counter;
-    sleep_ns(sample_period_ns);
+    sleep_ns(static_cast<long>(sample_period_ns(asked_us)));
   }
 }
 

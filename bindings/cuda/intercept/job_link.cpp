@@ -244,7 +244,7 @@ bool in_gap(const link_state& link) noexcept {
 
 }  // namespace
 
-void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept {
+void wait_for_allowance(const link_state& link, std::uint64_t position, std::uint64_t end) noexcept {
   abi::job_segment& seg = *link.segment;
   const std::uint64_t start = abi::monotonic_ns();
   for (;;) {
@@ -252,6 +252,7 @@ void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept
     if (abi::within_allowance(position, seg.allowance.load(std::memory_order_acquire))) break;
     if (in_gap(link)) {
       seg.gap_launches.fetch_add(1, std::memory_order_relaxed);
+      seg.gap_passed_to.store(end, std::memory_order_release);  // where the node's next window starts
       if (abi::monotonic_ns() - start < 1'000) return;  // passed at once: it was never throttled
       break;
     }

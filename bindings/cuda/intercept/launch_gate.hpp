@@ -113,16 +113,23 @@ inline void account_paced_launch(const paced_launch_token& t, CUresult r) noexce
   if (t.window != nullptr && r == CUDA_SUCCESS) [[unlikely]] record_in_window(t);
 }
 
-/// A synchronisation call's start, for the time it blocks.
+/// A synchronisation call's start, for the time it blocks, and for a production job whose
+/// activity is sampled, the blocks it had launched (complete once the call returns).
 struct sync_token {
   abi::job_segment* segment = nullptr;
   std::uint64_t start_ns = 0;
+  std::optional<std::uint64_t> blocks_before;
 };
 constexpr std::optional<CUresult> answer(const sync_token&) noexcept { return std::nullopt; }
 
 inline sync_token gate_sync() noexcept {
   abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
-  return {seg, seg != nullptr ? abi::monotonic_ns() : 0};
+  if (seg == nullptr) return {};
+  sync_token t{seg, abi::monotonic_ns(), std::nullopt};
+  if (seg->sample_activity.load(std::memory_order_relaxed) != 0) {
+    t.blocks_before = seg->launch_counter.load(std::memory_order_acquire) & abi::block_mask;
+  }
+  return t;
 }
 
 /// Counts a synchronisation that returned: all the job's work before it on that stream (or event)
@@ -133,6 +140,9 @@ inline void account_sync(const sync_token& t, CUresult r) noexcept {
   t.segment->sync_calls.fetch_add(1, std::memory_order_relaxed);
   t.segment->sync_wait_ns.fetch_add(now - t.start_ns, std::memory_order_relaxed);
   t.segment->last_sync_ns.store(now, std::memory_order_relaxed);
+  if (t.blocks_before) {
+    abi::write_sync_mark(*t.segment, *t.blocks_before, t.segment->gpu_busy_ns.load(std::memory_order_relaxed));
+  }
 }
 
 }  // namespace tgs::cuda::intercept

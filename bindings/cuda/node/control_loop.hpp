@@ -64,6 +64,9 @@ class gpu_control_loop {
   /// asks for no gap filling (the operator's `--max-inflight-launches`; 0: no bound). Under gap
   /// filling the decision's bound applies, no larger than this one when it is set.
   std::uint32_t operator_inflight_bound = 0;
+  /// The period, in microseconds, at which production jobs sample their GPU activity while an
+  /// opportunistic job shares the GPU (the operator's `--activity-sample-us`).
+  std::uint32_t sample_period_us = abi::default_sample_period_us;
 
   /// Adds a job (an arrival: the controller is stepped at once). `segment` must outlive the job.
   void add_job(std::uint32_t id, job_class cls, abi::job_segment* segment, instant now) {
@@ -146,7 +149,29 @@ class gpu_control_loop {
     std::optional<double> gpu_busy_fraction = std::nullopt;
     std::uint64_t step_busy_ns = 0;  ///< the segment's GPU busy time at the previous step
     std::uint64_t step_samples = 0;  ///< and its activity samples
+    /// The latest synchronisation mark the controller saw (a production job's), and whether it
+    /// was made while the job was sampled (a start for the next).
+    std::optional<abi::sync_mark> mark = std::nullopt;
+    bool mark_sampled = false;
   };
+
+  /// The production job's blocks and busy time between its previous mark and its latest, when
+  /// it synchronised since the previous step. The job writes both: a forged pair misleads only
+  /// the controller's reading of the job itself, and is bounded to keep the sums finite.
+  static void add_synced(job& j, job_activity& side) noexcept {
+    const std::optional<abi::sync_mark> m = abi::read_sync_mark(*j.segment);
+    if (!m || (j.mark && m->seq == j.mark->seq)) return;
+    const std::optional<abi::sync_mark> previous = std::exchange(j.mark, m);
+    const bool from_sampled =
+        std::exchange(j.mark_sampled, j.segment->sample_activity.load(std::memory_order_relaxed) != 0);
+    // The first mark of a sampling is only a start.
+    if (!previous || !from_sampled || m->busy_ns < previous->busy_ns) return;
+    constexpr std::uint64_t longest_ns = 3'600'000'000'000;  // an hour between two marks
+    const std::uint64_t busy = std::min(m->busy_ns - previous->busy_ns, longest_ns);
+    side.synced_blocks = side.synced_blocks.value_or(0) + abi::block_distance(previous->blocks, m->blocks);
+    side.synced_gpu_busy = side.synced_gpu_busy.value_or(duration::zero()) +
+                           duration{static_cast<std::int64_t>(busy)};
+  }
 
   /// The time a job blocked in synchronisation calls between two readings of its counter,
   /// bounded by the time that passed: the counter is the job's to write, and a forged value must
@@ -179,9 +204,10 @@ class gpu_control_loop {
       const std::uint64_t counter = j.segment->launch_counter.load(std::memory_order_acquire);
       abi::counter_delta d = abi::unpack_delta(j.step_counter, counter);
       if (j.cls == job_class::opportunistic) {
-        // Blocks that passed the gate, not those still waiting for allowance.
+        // Blocks that passed the gate (through the allowance or in a gap), not those still waiting.
         const std::uint64_t passed =
-            abi::passed_blocks(counter & abi::block_mask, j.segment->allowance.load(std::memory_order_acquire));
+            abi::passed_position(counter & abi::block_mask, j.segment->allowance.load(std::memory_order_acquire),
+                                 j.segment->gap_passed_to.load(std::memory_order_acquire));
         d.blocks = abi::block_distance(j.passed, passed);
         j.passed = passed;
       }
@@ -203,6 +229,7 @@ class gpu_control_loop {
       }
       j.step_busy_ns = busy;
       j.step_samples = samples;
+      if (j.cls == job_class::production) add_synced(j, *side);
     }
     last_step_ = now;
     const rate_decision previous = decision_;
@@ -225,7 +252,10 @@ class gpu_control_loop {
     for (job& j : jobs_) {
       abi::job_segment& seg = *j.segment;
       if (j.cls == job_class::production) {
-        seg.sample_activity.store(shared ? 1 : 0, std::memory_order_relaxed);
+        // A mark made before the job was sampled counts blocks without their busy time: a
+        // sampling that (re)starts measures from its first new mark.
+        if (!shared) j.mark_sampled = false;
+        seg.sample_activity.store(shared ? sample_period_us : 0, std::memory_order_relaxed);
         continue;
       }
       std::uint32_t bound = operator_inflight_bound;
@@ -242,15 +272,19 @@ class gpu_control_loop {
 
   /// Starts a new budget window for every opportunistic job and wakes its waiting launches.
   /// Under gap filling the launches that passed in gaps ran beside no production work: they are
-  /// not a debt, so each window starts from what the job has used.
+  /// not a debt, so each window starts from the furthest launch known passed.
   void refill() noexcept {
     const std::optional<std::uint64_t> budget = per_job_budget();
     for (job& j : jobs_) {
       if (j.cls != job_class::opportunistic) continue;
       abi::job_segment& seg = *j.segment;
       const std::uint64_t used = seg.launch_counter.load(std::memory_order_acquire) & abi::block_mask;
-      const std::uint64_t allowance = decision_.fill_gaps ? used : seg.allowance.load(std::memory_order_relaxed);
-      seg.allowance.store(abi::refill_allowance(allowance, used, budget.value_or(abi::unthrottled_lead)),
+      const std::uint64_t allowance = seg.allowance.load(std::memory_order_relaxed);
+      const std::uint64_t grant = budget.value_or(abi::unthrottled_lead);
+      seg.allowance.store(decision_.fill_gaps
+                              ? abi::gap_fill_allowance(allowance, used,
+                                                        seg.gap_passed_to.load(std::memory_order_acquire), grant)
+                              : abi::refill_allowance(allowance, used, grant),
                           std::memory_order_release);
       seg.budget_blocks.store(budget.value_or(UINT64_MAX), std::memory_order_relaxed);
       seg.budget_window_ns.store(static_cast<std::uint64_t>(decision_.budget_window.count()), std::memory_order_relaxed);

@@ -315,6 +315,7 @@ node_server::loop& node_server::gpu_loop(std::uint32_t gpu) {
   if (it == gpus_.end()) {
     it = gpus_.emplace(gpu, std::make_unique<loop>(any_rate_controller{options_.controller}, now())).first;
     it->second->operator_inflight_bound = options_.max_inflight_launches;
+    it->second->sample_period_us = options_.activity_sample_us;
   }
   return *it->second;
 }

@@ -60,6 +60,9 @@ struct node_options {
   /// How many of an opportunistic job's launches may be unfinished on the GPU at once (its
   /// interposer's launch window); 0: no bound.
   std::uint32_t max_inflight_launches = 0;
+  /// How often a production job's interposer samples its GPU activity while an opportunistic job
+  /// shares its GPU, in microseconds (`--activity-sample-us`).
+  std::uint32_t activity_sample_us = abi::default_sample_period_us;
   /// How long a production allocation may wait for opportunistic memory to be evicted before
   /// the node lets it proceed anyway.
   std::chrono::milliseconds eviction_wait{5000};
