@@ -23,6 +23,7 @@ struct stream {
   std::array<std::uint64_t, size> production{};
   std::array<std::uint64_t, size> opportunistic{};
   std::array<std::int64_t, size> iteration_us{};
+  std::array<std::int64_t, size> busy_us{};  // GPU busy time per 5 s window
 
   stream() {
     std::uint64_t x = 0x2545f4914f6cdd1dULL;
@@ -34,6 +35,8 @@ struct stream {
       production[i] = idle ? 200 : static_cast<std::uint64_t>(1.0e6 * noise * slow);
       opportunistic[i] = 750'000 + (x & 0xffff);
       iteration_us[i] = static_cast<std::int64_t>(100'000.0 / (noise * slow));
+      // GPU-side speed 400,000 blocks per busy second, 15% lower in the slowed windows.
+      busy_us[i] = static_cast<std::int64_t>(static_cast<double>(production[i]) / (0.4 * slow));
     }
   }
 };
@@ -54,6 +57,7 @@ void run(benchmark::State& state, Controller controller) {
     obs.now += obs.window;
     obs.production->blocks_launched = s.production[i];
     obs.production->mean_iteration_time = std::chrono::microseconds{s.iteration_us[i]};
+    obs.production->gpu_busy = std::chrono::microseconds{s.busy_us[i]};
     obs.opportunistic->blocks_launched = s.opportunistic[i];
     tgs::rate_decision d = controller.step(obs);
     benchmark::DoNotOptimize(d);
@@ -78,6 +82,7 @@ void BM_AnyStep(benchmark::State& state, std::string_view policy) {
 }
 
 BENCHMARK_TEMPLATE(BM_Step, tgs::tgs_rate_control);
+BENCHMARK_TEMPLATE(BM_Step, tgs::idle_harvest);
 BENCHMARK_TEMPLATE(BM_Step, tgs::exclusive);
 BENCHMARK_TEMPLATE(BM_Step, tgs::co_execution);
 BENCHMARK_TEMPLATE(BM_Step, tgs::mps);
@@ -87,6 +92,7 @@ BENCHMARK_TEMPLATE(BM_Step, tgs::token_bucket);
 BENCHMARK_TEMPLATE(BM_Step, tgs::time_slice_lock);
 BENCHMARK_TEMPLATE(BM_Step, tgs::any_rate_controller);
 BENCHMARK_CAPTURE(BM_AnyStep, tgs, "tgs");
+BENCHMARK_CAPTURE(BM_AnyStep, idle_harvest, "idle-harvest");
 BENCHMARK_CAPTURE(BM_AnyStep, antman, "antman");
 BENCHMARK_CAPTURE(BM_AnyStep, time_slice_lock, "time-slice-lock");
 

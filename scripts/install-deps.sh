@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libfmt-dev libcli11-dev libeigen3-dev libboost-graph-dev nlohmann-json3-dev libcsv-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   help2man python3 python3-yaml
   python3-dev pybind11-dev python3-numpy python3-matplotlib python3-pandas
 )

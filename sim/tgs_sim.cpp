@@ -86,8 +86,9 @@ struct data_options {
                    "GPU table (CSV, see sim/data/gpus.csv); default: embedded")
         ->check(CLI::ExistingFile);
     app.add_option("--measurements", sources.measurements,
-                   "Measured pair throughputs to fit to (CSV, see sim/data/paper_pairs.csv); "
-                   "default: embedded (the TGS paper's A100 pairs)")
+                   "Measured pairs to predict and fit the GPU types' mechanism parameters to (CSV, "
+                   "see sim/data/measured_pairs.csv); default: embedded (the TGS paper's A100 "
+                   "pairs and ours on H100s and H200s)")
         ->check(CLI::ExistingFile);
   }
 };
@@ -100,11 +101,13 @@ struct pairs_cli {
 
   void add_to(CLI::App& app) {
     app.add_option("--production", cmd.production,
-                   "Production model of a custom pair (needs --opportunistic); default: the "
-                   "paper's four scenarios");
+                   "Production model of a custom pair (needs --opportunistic); default: every "
+                   "pair measured on --gpu (the paper's four scenarios on a100-40gb), each beside "
+                   "its measurement");
     app.add_option("--opportunistic", cmd.opportunistic, "Opportunistic model of a custom pair");
     add_policies_option(app, cmd.policies, default_pair_policies(), "");
-    app.add_option("--gpu", cmd.gpu, "GPU type")->capture_default_str();
+    app.add_option("--gpu", cmd.gpu, "GPU type (tgs-sim profiles lists each type's models)")
+        ->capture_default_str();
     add_format_option(app, format);
     app.add_option("--timeline", timeline,
                    "Write every job's throughput over time (CSV, one row per segment of "
@@ -124,12 +127,12 @@ struct pairs_cli {
                    "Memory policy for every pair; default: each sharing policy's own (tgs for "
                    "tgs, unified-memory for the paper's baselines)")
         ->check(CLI::IsMember(registered_memory_policies()));
-    app.add_option("--observation-noise", cmd.observation_noise,
-                   "Relative standard deviation of the launch counts a controller observes per step "
-                   "(0: steady rates, as the paper's means; a host-bound training job's 1 s rates "
-                   "vary by 5-10%, docs/results/host-interference.md)")
-        ->check(range_of(pairs_command::observation_noise_range))
-        ->capture_default_str();
+    app.add_option_function<double>(
+           "--observation-noise", [this](const double& noise) { cmd.observation_noise = noise; },
+           "Relative standard deviation of the launch counts a controller observes per step, "
+           "for both jobs; default: each job's host jitter from its profile (the jitter "
+           "column of tgs-sim profiles); 0: steady rates, as the paper's means")
+        ->check(range_of(pairs_command::observation_noise_range));
     app.add_option("--seed", cmd.seed, "Seed of the observation noise (a run is a function of it)")
         ->capture_default_str();
     app.add_option("--production-drift", cmd.production_drift,
@@ -147,8 +150,6 @@ struct pairs_cli {
     flags.note_given(cmd.settings);
     cmd.timeline = !timeline.empty();
     check(cmd);
-    // The fit always uses the paper's protocol (600 s, 60 s warm-up, card memory), whatever
-    // this run simulates.
     const calibrated_model model = calibrate(data.sources);
     const pairs_outcome out = run_pairs(model, cmd);
     if (!timeline.empty()) {
@@ -311,8 +312,8 @@ int main(int argc, char** argv) {
       "tgs-sim: simulate transparent GPU sharing (TGS, NSDI'23) and the policies it is compared "
       "with.\n\nWith no subcommand it runs `mixed`: the paper's mixed job stream (50 production "
       "and 50 opportunistic jobs, at most 2 GPUs each, on one server with two A100-40GB) under "
-      "exclusive, co-execution, MPS, MIG, AntMan and TGS, and prints each class's average job "
-      "completion time normalized to exclusive."};
+      "exclusive, co-execution, MPS, MIG, AntMan, TGS and idle-harvest, and prints each class's "
+      "average job completion time normalized to exclusive."};
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", "tgs-sim " TGS_VERSION);
   data_options data;
@@ -337,9 +338,22 @@ int main(int argc, char** argv) {
   pairs.add_to(*pairs_app);
 
   std::string fit_format = "table";
+  std::string fit_write;
   CLI::App* fit_app = app.add_subcommand(
-      "fit", "Fit the contention model to the measured pairs and print its parameters");
+      "fit", "The global fit: each GPU type's mechanism parameters (and the profile fields marked "
+             "f) from the measured pairs of the policies that do not adapt");
   add_format_option(*fit_app, fit_format);
+  fit_app->add_option("--write", fit_write,
+                      "Fit afresh and write the cache (sim/data/fit.csv's format) to this file");
+
+  predict_command predict;
+  bool predict_markdown = false;
+  CLI::App* predict_app = app.add_subcommand(
+      "predict", "Every measured pair beside the simulator's prediction of it (docs/simulator/predictions.md)");
+  predict_app->add_option("--gpu", predict.gpu, "Only this GPU type; default: every type");
+  predict_app->add_flag("--leave-one-out", predict.leave_one_out,
+                        "Also predict each pair with a fit that left its cells out (one refit per pair)");
+  predict_app->add_flag("--markdown", predict_markdown, "A Markdown table");
 
   std::string profiles_format = "table";
   CLI::App* profiles_app = app.add_subcommand("profiles", "List the model profiles");
@@ -355,12 +369,19 @@ int main(int argc, char** argv) {
     if (fit_app->parsed()) {
       const output_format format = parse_format(fit_format);
       const calibrated_model model = calibrate(data.sources);
-      fmt::print("{}", render_fit(model.data, model.params, format));
+      fmt::print("{}", render_fit(fit_write.empty() ? model : write_fit(model, fit_write), format));
+      return 0;
+    }
+    if (predict_app->parsed()) {
+      const predict_outcome out = run_predict(calibrate(data.sources), predict);
+      fmt::print("{}", render_predictions(out.in_sample, predict.leave_one_out ? &out.left_out : nullptr,
+                                          predict_markdown));
       return 0;
     }
     if (profiles_app->parsed()) {
       const output_format format = parse_format(profiles_format);
-      fmt::print("{}", render_profiles(load_catalog(data.sources), format));
+      // With the fit applied: a field marked f shows the value the fit inferred.
+      fmt::print("{}", render_profiles(calibrate(data.sources).data, format));
       return 0;
     }
     if (pairs_app->parsed()) return pairs.run(data);

@@ -9,6 +9,7 @@
 #include "tgs/rate/co_execution.hpp"         // IWYU pragma: export
 #include "tgs/rate/concepts.hpp"             // IWYU pragma: export
 #include "tgs/rate/exclusive.hpp"            // IWYU pragma: export
+#include "tgs/rate/idle_harvest.hpp"         // IWYU pragma: export
 #include "tgs/rate/mig.hpp"                  // IWYU pragma: export
 #include "tgs/rate/mps.hpp"                  // IWYU pragma: export
 #include "tgs/rate/tgs_rate_control.hpp"     // IWYU pragma: export

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "tgs/core/settings_flags.hpp"
@@ -46,8 +47,8 @@ const std::vector<std::string>& default_pair_policies() {
 }
 
 const std::vector<std::string>& default_cluster_policies() {
-  static const std::vector<std::string> names{"exclusive", "co-execution", "mps",
-                                              "mig",       "antman",       "tgs"};
+  static const std::vector<std::string> names{"exclusive", "co-execution", "mps",         "mig",
+                                              "antman",    "tgs",          "idle-harvest"};
   return names;
 }
 
@@ -102,6 +103,31 @@ std::vector<std::string> memory_policies_of(const std::vector<std::string>& rate
   return out;
 }
 
+// --- fit and predict -------------------------------------------------------------------------
+
+calibrated_model write_fit(const calibrated_model& model, const std::string& path) {
+  calibrated_model out = model;
+  out.fit = fit_catalog(model.unfitted);
+  out.fit.inputs_hash = model.fit.inputs_hash;
+  out.fit_from_cache = false;
+  std::ofstream file(path);
+  file << render_fit_csv(out.fit);
+  if (!file) throw input_error(fmt::format("--write: cannot write \"{}\"", path));
+  out.data = model.unfitted;
+  apply_fit(out.data, out.fit);
+  return out;
+}
+
+predict_outcome run_predict(const calibrated_model& model, const predict_command& cmd) {
+  if (!cmd.gpu.empty() && model.data.find_gpu(cmd.gpu) == nullptr) {
+    throw input_error(fmt::format("--gpu: unknown gpu \"{}\"", cmd.gpu));
+  }
+  predict_outcome out;
+  out.in_sample = predict_measured(model, cmd.gpu, false);
+  if (cmd.leave_one_out) out.left_out = predict_measured(model, cmd.gpu, true);
+  return out;
+}
+
 // --- pairs -----------------------------------------------------------------------------------
 
 std::vector<std::string> pairs_command::chosen_policies() const {
@@ -119,7 +145,10 @@ void check(const pairs_command& cmd) {
   if (cmd.memory_budget_gib) {
     check_range("--memory-budget-gib", *cmd.memory_budget_gib, pairs_command::memory_budget_range);
   }
-  check_range("--observation-noise", cmd.observation_noise, pairs_command::observation_noise_range);
+  if (cmd.observation_noise) {
+    check_range("--observation-noise", *cmd.observation_noise,
+                pairs_command::observation_noise_range);
+  }
   check_range("--production-drift", cmd.production_drift, pairs_command::production_drift_range);
   if (cmd.production.empty() != cmd.opportunistic.empty()) {
     throw input_error("--production and --opportunistic go together");
@@ -148,7 +177,7 @@ pairs_outcome run_pairs(const calibrated_model& model, const pairs_command& cmd)
 
   std::vector<pair_request> requests;
   if (cmd.production.empty()) {
-    requests = paper_pair_requests(model.data, cmd.gpu, chosen);
+    requests = measured_pair_requests(model.data, cmd.gpu, cmd.policies);
     if (requests.empty()) {
       throw input_error(
           fmt::format("no measured scenarios on gpu \"{}\"; name a pair with "
@@ -162,8 +191,8 @@ pairs_outcome run_pairs(const calibrated_model& model, const pairs_command& cmd)
   }
   pairs_outcome out;
   for (const auto& r : requests) {
-    out.results.push_back(run_pair_request(model.data, model.params, r, options,
-                                           cmd.timeline ? &out.timeline : nullptr));
+    out.results.push_back(
+        run_pair_request(model.data, r, options, cmd.timeline ? &out.timeline : nullptr));
   }
   return out;
 }

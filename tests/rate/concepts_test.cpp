@@ -19,6 +19,7 @@ static_assert(RateController<mig>);
 static_assert(RateController<antman>);
 static_assert(RateController<token_bucket>);
 static_assert(RateController<time_slice_lock>);
+static_assert(RateController<idle_harvest>);
 static_assert(RateController<any_rate_controller>);
 
 // Counter-example from the concept's documentation: a controller that reads a clock in `step`
@@ -159,15 +160,16 @@ static_assert(!RegisteredRateController<no_setting_table>);
 TEST(RateControllerConcept, RegistryNamesMatchTheModelsNames) {
   // Run-time twin of the static checks: the names a CLI prints are the models' own names.
   const auto names = rate_controller_names();
-  ASSERT_EQ(names.size(), 8u);
+  ASSERT_EQ(names.size(), 9u);
   EXPECT_EQ(names[0], tgs_rate_control::name);
-  EXPECT_EQ(names[1], exclusive::name);
-  EXPECT_EQ(names[2], co_execution::name);
-  EXPECT_EQ(names[3], mps::name);
-  EXPECT_EQ(names[4], mig::name);
-  EXPECT_EQ(names[5], antman::name);
-  EXPECT_EQ(names[6], token_bucket::name);
-  EXPECT_EQ(names[7], time_slice_lock::name);
+  EXPECT_EQ(names[1], idle_harvest::name);
+  EXPECT_EQ(names[2], exclusive::name);
+  EXPECT_EQ(names[3], co_execution::name);
+  EXPECT_EQ(names[4], mps::name);
+  EXPECT_EQ(names[5], mig::name);
+  EXPECT_EQ(names[6], antman::name);
+  EXPECT_EQ(names[7], token_bucket::name);
+  EXPECT_EQ(names[8], time_slice_lock::name);
 }
 
 }  // namespace

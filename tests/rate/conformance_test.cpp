@@ -72,7 +72,7 @@ C make_default() {
 template <typename C>
 class RateControllerConformance : public ::testing::Test {};
 
-using controllers = ::testing::Types<tgs_rate_control, exclusive, co_execution, mps, mig, antman,
+using controllers = ::testing::Types<tgs_rate_control, idle_harvest, exclusive, co_execution, mps, mig, antman,
                                      token_bucket, time_slice_lock, any_rate_controller>;
 TYPED_TEST_SUITE(RateControllerConformance, controllers);
 

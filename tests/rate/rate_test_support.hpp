@@ -4,6 +4,7 @@
 /// sequence, a decision validity check and a scoped allocation counter.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -128,6 +129,11 @@ inline std::vector<rate_observation> observation_sequence(std::uint64_t seed, st
         a.mean_iteration_time =
             std::chrono::microseconds{100'000 + static_cast<std::int64_t>(rng.below(20'000))};
       }
+      if (rng.below(10) < 8) {
+        // GPU-side speed 400,000 blocks per busy second, 15% lower when slowed.
+        a.gpu_busy = std::min(window, from_seconds(static_cast<double>(a.blocks_launched) /
+                                                   (400'000.0 * slowdown)));
+      }
       obs.production = a;
     }
     if (opportunistic) {
@@ -147,6 +153,11 @@ inline void expect_valid(const rate_decision& d, const rate_observation& obs) {
   EXPECT_TRUE(d.revisit_at == never || d.revisit_at > obs.now)
       << "revisit_at must be never or later than now";
   EXPECT_GT(d.budget_window, duration::zero());
+  if (d.fill_gaps) {
+    EXPECT_GE(d.fill_gaps->max_inflight, 1u);
+    EXPECT_GE(d.fill_gaps->holdoff, duration::zero());
+    EXPECT_TRUE(std::holds_alternative<time_sliced>(d.share)) << "gap filling is time slicing";
+  }
   if (const auto* m = std::get_if<mps_partition>(&d.share)) {
     EXPECT_GT(m->production_threads, 0.0);
     EXPECT_LE(m->production_threads, 1.0);

@@ -123,7 +123,11 @@ trace parse_tgs_csv(std::string_view text, std::string_view source, const read_o
       }
       if (!cell(c_iterations).empty()) {
         r.iterations = detail::parse_unsigned(cell(c_iterations));
-        if (!r.iterations || *r.iterations == 0) bad(c_iterations, "a positive integer");
+        // As durations are bounded by 1e9 s, so are iteration counts: the simulator's time must
+        // hold the job's work.
+        if (!r.iterations || *r.iterations == 0 || *r.iterations > 1'000'000'000) {
+          bad(c_iterations, "a positive integer (at most 1e9)");
+        }
       }
       if (!r.run_time && !r.iterations) {
         scan.fail("expected a value in \"duration_s\" or \"iterations\", got both empty");

@@ -4,7 +4,9 @@
 ///
 /// The backend must build where no CUDA toolkit is installed (CI, a fresh Debian), so it declares
 /// the ABI it touches itself. Every value here matches `cuda.h` of CUDA 12 and 13 (the driver
-/// ABI is stable across releases); the layouts are checked by the `static_assert`s below.
+/// ABI is stable across releases); the layouts are checked by the `static_assert`s below, and
+/// where the CUDA toolkit is installed the build checks every value, layout and signature against
+/// its `cuda.h` (`cuda_subset_check.cpp`).
 #pragma once
 
 #include <cstddef>
@@ -151,8 +153,10 @@ typedef enum CUmem_advise_enum : int {
 
 /// The special stream handles (macros in `cuda.h`): the legacy default stream, and the calling
 /// thread's default stream (what a null stream means to the `_ptsz` functions).
-inline CUstream const CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr_t{0x1});
-inline CUstream const CU_STREAM_PER_THREAD = reinterpret_cast<CUstream>(std::uintptr_t{0x2});
+inline constexpr std::uintptr_t cu_stream_legacy_handle = 0x1;
+inline constexpr std::uintptr_t cu_stream_per_thread_handle = 0x2;
+inline CUstream const CU_STREAM_LEGACY = reinterpret_cast<CUstream>(cu_stream_legacy_handle);
+inline CUstream const CU_STREAM_PER_THREAD = reinterpret_cast<CUstream>(cu_stream_per_thread_handle);
 
 static_assert(sizeof(CUresult) == 4);
 static_assert(sizeof(CUdriverProcAddressQueryResult) == 4);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A stand-in libcuda.so.1 with a simulated device, so CI (no GPU) runs the interposer and
-// tgs-node end to end.
+// tgs-node end to end. The device's shared segment is fake_device.hpp.
 //
 // The device: kernels take `blocks x TGS_FAKE_NS_PER_BLOCK` ns of device time and run one at a
 // time across all processes (a real GPU time-slices contexts; here the slice is one kernel). Each
@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "cuda_subset.hpp"
+#include "fake_device.hpp"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -63,33 +64,7 @@ FAKE_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, c
 
 namespace {
 
-constexpr std::uint64_t device_magic = 0x4b414654554447ULL;  // "GDUTFAK"
-constexpr int max_devices = 8;
-constexpr int max_processes = 64;
-
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int32_t>::is_always_lock_free,
-              "the shared segment relies on lock-free atomics: no lock a SIGKILL could leave held");
-
-/// One process's share of a device. `pid` is 0 when free and `-pid` while that process claims
-/// it (so a claimer killed half-way leaves a slot others can still reclaim).
-struct process_slot {
-  std::atomic<std::int32_t> pid;
-  std::atomic<std::uint64_t> start_time;    ///< the owner's start time (/proc/<pid>/stat), against pid reuse
-  std::atomic<std::uint64_t> device_bytes;  ///< resident on this device: plain and device-resident managed
-};
-
-/// The shared device: one timeline and one process table per simulated GPU, shared by every
-/// process of the same user (or of the same TGS_FAKE_DEVICE name). Fields are only ever
-/// appended, so a segment left by an older build is extended with zeros, a valid state.
-struct device_state {
-  std::uint64_t magic;
-  std::atomic<std::uint64_t> busy_until_ns;     ///< end of the last reserved kernel
-  std::atomic<std::uint64_t> kernels;           ///< kernels run, for tests
-  std::atomic<std::uint64_t> kernel_ns;         ///< device time reserved by kernels, for tests
-  std::atomic<std::uint64_t> prefetches;        ///< cuMemPrefetchAsync calls, for tests
-  std::atomic<std::uint64_t> prefetched_bytes;  ///< bytes they moved, either way, for tests
-  process_slot slots[max_processes];
-};
+using namespace tgs_fake;
 
 struct settings {
   std::uint64_t ns_per_block = 1000;
@@ -143,87 +118,6 @@ void raise_to(std::atomic<std::uint64_t>& word, std::uint64_t value) {
   std::uint64_t prev = word.load(std::memory_order_relaxed);
   while (prev < value && !word.compare_exchange_weak(prev, value, std::memory_order_relaxed)) {
   }
-}
-
-/// Maps (creating on first use) the shared segment of device `ordinal`. A zero-filled new
-/// segment is a valid idle device with no processes, so creation needs no initialisation race
-/// handling.
-device_state* device(int ordinal) {
-  static std::atomic<device_state*> devices[max_devices];
-  if (ordinal < 0 || ordinal >= max_devices) return nullptr;
-  device_state* d = devices[ordinal].load(std::memory_order_acquire);
-  if (d != nullptr) return d;
-  char name[128];
-  const char* base = std::getenv("TGS_FAKE_DEVICE");
-  if (base != nullptr && *base != '\0') {
-    std::snprintf(name, sizeof(name), "/%.100s-%d", base, ordinal);
-  } else {
-    std::snprintf(name, sizeof(name), "/tgs-fake-gpu-%u-%d", static_cast<unsigned>(::getuid()), ordinal);
-  }
-  const int fd = ::shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return nullptr;
-  // Grow only: shrinking would cut the table from under a process of a newer build.
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 ||
-      (static_cast<std::size_t>(st.st_size) < sizeof(device_state) && ::ftruncate(fd, sizeof(device_state)) != 0)) {
-    ::close(fd);
-    return nullptr;
-  }
-  void* p = ::mmap(nullptr, sizeof(device_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) return nullptr;
-  d = static_cast<device_state*>(p);
-  device_state* expected = nullptr;
-  if (!devices[ordinal].compare_exchange_strong(expected, d)) {
-    ::munmap(p, sizeof(device_state));
-    return expected;
-  }
-  return d;
-}
-
-// --- processes: who is alive, so a dead process's memory is free again ---------------------------
-
-/// The state letter and start time (clock ticks after boot) of a process, from /proc/<pid>/stat.
-struct proc_stat {
-  char state = '?';
-  std::uint64_t start_time = 0;
-};
-
-bool read_proc_stat(std::int32_t pid, proc_stat& out) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr || p[1] != ' ') return false;
-  p += 2;
-  out.state = *p;
-  // After the state (field 3), skip to field 22, starttime.
-  for (int field = 3; field < 22; ++field) {
-    p = std::strchr(p, ' ');
-    if (p == nullptr) return false;
-    ++p;
-  }
-  out.start_time = std::strtoull(p, nullptr, 10);
-  return true;
-}
-
-bool no_such_process(std::int32_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
-
-/// Whether `pid` is a live process started at `start` (0: any start). A zombie counts as dead:
-/// the driver frees a context when its process dies, not when its parent reaps it.
-bool process_alive(std::int32_t pid, std::uint64_t start) {
-  if (no_such_process(pid)) return false;
-  proc_stat st;
-  if (!read_proc_stat(pid, st)) return !no_such_process(pid);  // no /proc: kill(2) decides
-  if (st.state == 'Z' || st.state == 'X') return false;
-  return start == 0 || st.start_time == start;
 }
 
 /// This process: pid and start time, read again after a fork.
@@ -811,6 +705,10 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(dev) + 1);
+  // A context puts the process on the device (a real one holds memory, and NVML lists the
+  // process from then on): the fake NVML reads the slot.
+  std::lock_guard lock(memory.mutex);
+  (void)own_slot(own_memory(), dev);
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
@@ -875,6 +773,19 @@ FAKE_EXPORT CUresult cuStreamSynchronize(CUstream s) {
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { return cuStreamSynchronize(s); }
+/// Whether the stream's queued kernels have all ended. A capturing stream cannot say (as the real
+/// driver answers).
+FAKE_EXPORT CUresult cuStreamQuery(CUstream s) {
+  fake_stream& stream = stream_of(s);
+  if (stream.capturing.load(std::memory_order_acquire)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  std::uint64_t end = 0;
+  {
+    std::lock_guard lock(stream.mutex);
+    end = stream.last_end;
+  }
+  return now_ns() >= end ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+FAKE_EXPORT CUresult cuStreamQuery_ptsz(CUstream s) { return cuStreamQuery(s); }
 FAKE_EXPORT CUresult cuCtxSynchronize() {
   sleep_until_ns(context_last_end.load(std::memory_order_relaxed));
   return CUDA_SUCCESS;
@@ -1364,6 +1275,8 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuStreamSynchronize, cuStreamSynchronize, false, 2000),
     FAKE_SYMBOL(cuStreamSynchronize_ptsz, cuStreamSynchronize, true, 7000),
     FAKE_SYMBOL(cuCtxSynchronize, cuCtxSynchronize, false, 2000),
+    FAKE_SYMBOL(cuStreamQuery, cuStreamQuery, false, 2000),
+    FAKE_SYMBOL(cuStreamQuery_ptsz, cuStreamQuery, true, 7000),
     FAKE_SYMBOL(cuEventCreate, cuEventCreate, false, 2000),
     FAKE_SYMBOL(cuEventDestroy_v2, cuEventDestroy, false, 4000),
     FAKE_SYMBOL(cuEventRecord, cuEventRecord, false, 2000),

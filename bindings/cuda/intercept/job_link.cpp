@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The interposer's side of the node protocol: register, map the segment, watch the node, fail open.
+// The interposer's side of the node protocol: publish a registration, watch the node, register
+// again after a restart, ask for memory, wait for allowance; fail open whenever the node is
+// absent, silent or incompatible.
 #include "job_link.hpp"
 
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,10 +16,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <mutex>
-#include <new>
 #include <thread>
+
+#include "activity_sampler.hpp"
+#include "allocations.hpp"
+#include "registration.hpp"
 
 namespace tgs::cuda::intercept {
 
@@ -39,13 +40,10 @@ std::atomic<bool> watcher_started{false};
 std::atomic<bool> said_absent{false};
 std::atomic<bool> said_mismatch{false};
 std::atomic<bool> said_lost{false};
+std::atomic<bool> said_silent{false};
 std::atomic<int> cached_log_level{-1};
-
-std::uint64_t monotonic_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
-}
+/// Numbers memory requests, so a reply that arrives after its request gave up is recognised.
+std::uint32_t next_sequence = 1;  // under rpc_mutex
 
 int log_threshold() noexcept {
   int level = cached_log_level.load(std::memory_order_relaxed);
@@ -60,160 +58,22 @@ int log_threshold() noexcept {
   return level;
 }
 
-const char* socket_path() noexcept {
-  const char* path = std::getenv("TGS_NODE_SOCKET");
-  return (path != nullptr && path[0] != '\0') ? path : "/run/tgs/node.sock";
+/// Whether the node has written no heartbeat for `abi::stale_after_ns`: wedged, stopped or gone.
+bool node_silent(const abi::job_segment& seg) noexcept {
+  const std::uint64_t now = abi::monotonic_ns();
+  const std::uint64_t heartbeat = seg.heartbeat_ns.load(std::memory_order_acquire);
+  return now > heartbeat && now - heartbeat > abi::stale_after_ns;
 }
 
-/// The GPU index the job runs on: operator-set TGS_GPU, else the first entry of
-/// CUDA_VISIBLE_DEVICES when it is an index, else 0.
-std::uint32_t job_gpu() noexcept {
-  for (const char* var : {"TGS_GPU", "CUDA_VISIBLE_DEVICES"}) {
-    const char* s = std::getenv(var);
-    if (s == nullptr || *s < '0' || *s > '9') continue;
-    return static_cast<std::uint32_t>(std::strtoul(s, nullptr, 10));
-  }
-  return 0;
-}
-
-abi::register_request make_request() noexcept {
-  abi::register_request req;
-  // The class is the operator's (set in the container spec or command line); unset means the
-  // node applies its own default, so a job cannot promote itself by omission.
-  const char* cls = std::getenv("TGS_JOB_CLASS");
-  req.job_class = abi::class_code::unspecified;
-  if (cls != nullptr && std::strcmp(cls, "production") == 0) req.job_class = abi::class_code::production;
-  if (cls != nullptr && std::strcmp(cls, "opportunistic") == 0) req.job_class = abi::class_code::opportunistic;
-  req.gpu = job_gpu();
-  const char* name = std::getenv("TGS_JOB_NAME");
-  if (name != nullptr) {
-    std::strncpy(req.name, name, sizeof(req.name) - 1);
-  } else if (const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC); fd >= 0) {
-    const ssize_t n = ::read(fd, req.name, sizeof(req.name) - 1);
-    if (n > 0 && req.name[n - 1] == '\n') req.name[n - 1] = '\0';
-    ::close(fd);
-  }
-  return req;
-}
-
-enum class register_outcome { registered, absent, mismatch, rejected };
-
-struct registration {
-  register_outcome outcome = register_outcome::absent;
-  int socket = -1;
-  const link_state* link = nullptr;
-  std::uint32_t node_version = 0;
-  char reason[256] = {};
-};
-
-/// Connects, registers and maps the segment. Never throws; on any failure the socket is closed.
-registration register_with_node() noexcept {
-  registration out;
-  const char* path = socket_path();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (std::strlen(path) >= sizeof(addr.sun_path)) {
-    std::snprintf(out.reason, sizeof(out.reason), "socket path too long: %.200s", path);
-    return out;
-  }
-  std::strncpy(addr.sun_path, path, sizeof(addr.sun_path) - 1);
-  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return out;
-  auto fail = [&](register_outcome why) {
-    ::close(fd);
-    out.outcome = why;
-    return out;
-  };
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    std::snprintf(out.reason, sizeof(out.reason), "%.150s: %.80s", path, std::strerror(errno));
-    return fail(register_outcome::absent);
-  }
-  // Registration is bounded: a wedged node must not hang the job's first CUDA call.
-  timeval timeout{2, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-
-  const abi::register_request req = make_request();
-  if (::send(fd, &req, sizeof(req), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(req))) {
-    std::snprintf(out.reason, sizeof(out.reason), "send: %s", std::strerror(errno));
-    return fail(register_outcome::absent);
-  }
-
-  alignas(8) char buffer[abi::max_message_bytes];
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  iovec iov{buffer, sizeof(buffer)};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  int segment_fd = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&segment_fd, CMSG_DATA(c), sizeof(int));
-  }
-  auto fail_fd = [&](register_outcome why) {
-    if (segment_fd >= 0) ::close(segment_fd);
-    return fail(why);
-  };
-  if (n < static_cast<ssize_t>(sizeof(abi::message_header))) {
-    std::snprintf(out.reason, sizeof(out.reason), "no reply from the node");
-    return fail_fd(register_outcome::absent);
-  }
-  abi::message_header header;
-  std::memcpy(&header, buffer, sizeof(header));
-  if (header.magic != abi::message_magic || header.abi_version != abi::version) {
-    out.node_version = header.abi_version;
-    return fail_fd(register_outcome::mismatch);
-  }
-  if (header.type == abi::message_type::rejected && n >= static_cast<ssize_t>(sizeof(abi::reject_reply))) {
-    abi::reject_reply reject;
-    std::memcpy(&reject, buffer, sizeof(reject));
-    std::snprintf(out.reason, sizeof(out.reason), "%.*s", static_cast<int>(sizeof(reject.reason)), reject.reason);
-    return fail_fd(register_outcome::rejected);
-  }
-  if (header.type != abi::message_type::registered || n < static_cast<ssize_t>(sizeof(abi::register_reply)) ||
-      segment_fd < 0) {
-    std::snprintf(out.reason, sizeof(out.reason), "malformed reply from the node");
-    return fail_fd(register_outcome::mismatch);
-  }
-  abi::register_reply reply;
-  std::memcpy(&reply, buffer, sizeof(reply));
-  void* mapping = ::mmap(nullptr, abi::segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, segment_fd, 0);
-  ::close(segment_fd);
-  segment_fd = -1;
-  if (mapping == MAP_FAILED) {
-    std::snprintf(out.reason, sizeof(out.reason), "mmap: %s", std::strerror(errno));
-    return fail(register_outcome::rejected);
-  }
-  auto* segment = static_cast<abi::job_segment*>(mapping);
-  if (segment->magic != abi::segment_magic || segment->abi_version != abi::version ||
-      segment->size_bytes < sizeof(abi::job_segment)) {
-    ::munmap(mapping, abi::segment_bytes);
-    out.node_version = segment->abi_version;
-    return fail(register_outcome::mismatch);
-  }
-  auto* link = new (std::nothrow) link_state{segment, segment->job_class == abi::class_code::opportunistic, fd};
-  if (link == nullptr) {
-    ::munmap(mapping, abi::segment_bytes);
-    return fail(register_outcome::rejected);
-  }
-  // Memory replies may be held back while the node evicts; the watcher only polls for hangup.
-  timeval reply_timeout{30, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &reply_timeout, sizeof(reply_timeout));
-  out.outcome = register_outcome::registered;
-  out.socket = fd;
-  out.link = link;
-  log(log_level::info, "registered with tgs-node as job %u (%s) on GPU %u", segment->job_id,
-      link->opportunistic ? "opportunistic" : "production", segment->gpu);
-  return out;
-}
-
-/// Publishes the outcome of a registration attempt and says once why a job runs unmanaged.
+/// Publishes the outcome of a registration attempt and says once why a job runs unmanaged. A new
+/// registration takes over the job's live allocations (`rehome_allocations`) once it is published,
+/// so every allocation made from then on counts in the new segment.
 void publish(const registration& r) noexcept {
   switch (r.outcome) {
     case register_outcome::registered:
       current_link.store(r.link, std::memory_order_release);
+      rehome_allocations(*r.link->segment);
+      if (r.link->writable_page != nullptr) start_activity_sampler();
       return;
     case register_outcome::absent:
       if (!said_absent.exchange(true)) {
@@ -255,11 +115,12 @@ void watch(int socket, register_outcome last) noexcept {
         socket = -1;
       }
       if (!said_lost.exchange(true)) log(log_level::warn, "lost tgs-node; launches run unthrottled until it is back");
+      last = register_outcome::absent;  // a restarting node: look again soon
     }
     // Quick retries while no node answers (a restart takes well under a second); slow ones
     // against a node that answers but refuses, so it is not flooded.
     std::this_thread::sleep_for(std::chrono::milliseconds{last == register_outcome::absent ? 200 : 2000});
-    registration r = register_with_node();
+    registration r = register_with_node(current_holdings());
     last = r.outcome;
     if (r.outcome == register_outcome::registered) {
       socket = r.socket;
@@ -292,6 +153,30 @@ long futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, long t
   return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
+/// The reply to memory request `sequence`, or empty once the node is silent, the link changed,
+/// or `abi::memory_reply_limit_ns` passed. Replies to earlier requests that gave up are skipped.
+std::optional<std::uint8_t> await_memory_reply(const link_state& link, std::uint32_t sequence) noexcept {
+  const std::uint64_t limit = abi::monotonic_ns() + abi::memory_reply_limit_ns;
+  alignas(8) char buffer[abi::max_message_bytes];
+  for (;;) {
+    // Short slices: between them the node's heartbeat says whether it is still there.
+    const std::uint64_t slice = std::min(limit, abi::monotonic_ns() + 100'000'000);
+    if (!wait_ready(link.socket, POLLIN, slice)) {
+      if (abi::monotonic_ns() >= limit || node_silent(*link.segment)) return std::nullopt;
+      continue;
+    }
+    const ssize_t n = ::recv(link.socket, buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < static_cast<ssize_t>(sizeof(abi::memory_reply))) return std::nullopt;
+    abi::memory_reply reply;
+    std::memcpy(&reply, buffer, sizeof(reply));
+    if (reply.header.magic != abi::message_magic || reply.header.type != abi::message_type::memory_reply) {
+      return std::nullopt;
+    }
+    if (reply.sequence == sequence) return reply.verdict;
+  }
+}
+
 }  // namespace
 
 const link_state* ensure_link() noexcept {
@@ -303,7 +188,7 @@ const link_state* ensure_link() noexcept {
     if (link != &unregistered_link) return link;
     static const int atfork = pthread_atfork(nullptr, nullptr, on_fork_child);
     (void)atfork;
-    const registration r = register_with_node();
+    const registration r = register_with_node(current_holdings());
     publish(r);
     start_watcher(r.socket, r.outcome);
   } catch (...) {
@@ -319,47 +204,76 @@ std::optional<std::uint8_t> ask_memory(const link_state& link, std::uint64_t byt
     // The watcher closes the socket under this lock after unpublishing the link: a link that is
     // still current has an open socket.
     if (current_link.load(std::memory_order_acquire) != &link || link.socket < 0) return std::nullopt;
+    if (node_silent(*link.segment)) {
+      if (!said_silent.exchange(true)) {
+        log(log_level::warn, "tgs-node does not answer (no heartbeat for %.1f s); allocating as asked (said once)",
+            static_cast<double>(abi::stale_after_ns) / 1e9);
+      }
+      return std::nullopt;
+    }
     abi::memory_request req;
     req.bytes = bytes;
     req.path = path;
-    if (::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(req))) {
-      return std::nullopt;
+    req.sequence = next_sequence++;
+    // The socket's buffer has room unless the node stopped reading: wait (bounded) only then.
+    ssize_t sent = ::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0 && errno == EAGAIN && wait_ready(link.socket, POLLOUT, abi::monotonic_ns() + abi::job_socket_timeout_ns)) {
+      sent = ::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    alignas(8) char buffer[abi::max_message_bytes];
-    for (;;) {
-      const ssize_t n = ::recv(link.socket, buffer, sizeof(buffer), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < static_cast<ssize_t>(sizeof(abi::memory_reply))) {
-        log(log_level::warn, "no answer from tgs-node to a memory request; allocating as asked");
-        return std::nullopt;
-      }
-      abi::memory_reply reply;
-      std::memcpy(&reply, buffer, sizeof(reply));
-      if (reply.header.magic != abi::message_magic || reply.header.type != abi::message_type::memory_reply) {
-        return std::nullopt;
-      }
-      return reply.verdict;
-    }
+    if (sent != static_cast<ssize_t>(sizeof(req))) return std::nullopt;
+    const std::optional<std::uint8_t> verdict = await_memory_reply(link, req.sequence);
+    if (!verdict) log(log_level::warn, "no answer from tgs-node to a memory request; allocating as asked");
+    return verdict;
   } catch (...) {
     return std::nullopt;
   }
 }
 
-void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept {
+namespace {
+
+/// Whether the production job has left the GPU idle long enough for an opportunistic launch
+/// (gap filling): the node turned it on for this job, and the GPU page says so.
+bool in_gap(const link_state& link) noexcept {
+  const abi::job_segment& seg = *link.segment;
+  if (link.page == nullptr || seg.gap_fill.load(std::memory_order_relaxed) == 0) return false;
+  const abi::gpu_page& p = *link.page;
+  return abi::gap_open(p.pending.load(std::memory_order_acquire), p.last_pending_ns.load(std::memory_order_relaxed),
+                       p.sample_ns.load(std::memory_order_acquire),
+                       seg.gap_holdoff_ns.load(std::memory_order_relaxed), abi::monotonic_ns());
+}
+
+}  // namespace
+
+void wait_for_allowance(const link_state& link, std::uint64_t position, std::uint64_t end) noexcept {
   abi::job_segment& seg = *link.segment;
-  const std::uint64_t start = monotonic_ns();
+  const std::uint64_t start = abi::monotonic_ns();
   for (;;) {
     const std::uint32_t generation = seg.refill_generation.load(std::memory_order_acquire);
     if (abi::within_allowance(position, seg.allowance.load(std::memory_order_acquire))) break;
+    if (in_gap(link)) {
+      seg.gap_launches.fetch_add(1, std::memory_order_relaxed);
+      seg.gap_passed_to.store(end, std::memory_order_release);  // where the node's next window starts
+      if (abi::monotonic_ns() - start < 1'000) return;  // passed at once: it was never throttled
+      break;
+    }
     if (current_link.load(std::memory_order_acquire) != &link) break;  // node gone or replaced
-    const std::uint64_t now = monotonic_ns();
-    const std::uint64_t heartbeat = seg.heartbeat_ns.load(std::memory_order_acquire);
-    if (now > heartbeat && now - heartbeat > abi::stale_after_ns) break;  // node wedged: fail open
+    if (node_silent(seg)) break;                                        // node wedged: fail open
+    if (seg.gap_fill.load(std::memory_order_relaxed) != 0 && link.page != nullptr) {
+      // A gap can open at any sample of the production job (every ~20 us): look that often for
+      // the first 20 us without giving the core away, then every 50 us (a gap worth filling
+      // lasts longer), so a waiting job does not take the CPU its co-runner's host side needs.
+      if (abi::monotonic_ns() - start < 20'000) {
+        std::this_thread::yield();
+      } else {
+        futex_wait(&seg.refill_generation, generation, 50'000);
+      }
+      continue;
+    }
     // Sleep until the next refill wakes us; the timeout bounds the time to notice a dead node.
     futex_wait(&seg.refill_generation, generation, 2'000'000);
   }
   seg.throttled_launches.fetch_add(1, std::memory_order_relaxed);
-  seg.throttled_ns.fetch_add(monotonic_ns() - start, std::memory_order_relaxed);
+  seg.throttled_ns.fetch_add(abi::monotonic_ns() - start, std::memory_order_relaxed);
 }
 
 void log(log_level level, const char* format, ...) noexcept {

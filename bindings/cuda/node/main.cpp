@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // tgs-node: the per-node daemon (`tgs-node [flags]`) and its status query (`tgs-node status`).
+#include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -83,16 +84,46 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tgs-node " TGS_VERSION);
   node_options options;
   std::string default_class = "opportunistic";
-  std::string policy = "tgs";
+  std::string policy = "idle-harvest";
   std::string level = "info";
   int liveness_ms = static_cast<int>(options.liveness_period.count());
   tgs::any_rate_controller::configs rate_settings;
   tgs::any_memory_policy::configs memory_settings;
 
   app.add_option("--socket", options.socket_path, "Unix socket jobs register on")->capture_default_str();
-  app.add_option("--socket-mode", options.socket_mode, "file mode of the socket (octal as decimal, e.g. 438 = 0666)")
+  app.add_option("--socket-mode", options.socket_mode,
+                 "file mode of the socket, octal as decimal (432 = 0660: owner and group; 438 = 0666 lets every "
+                 "local user connect)")
       ->capture_default_str();
-  app.add_option("--allow-uid", options.allowed_uids, "users allowed to register (default: anyone reaching the socket)");
+  std::string socket_group;
+  app.add_option("--socket-group", socket_group, "group of the socket (a name or a number): its members may connect");
+  app.add_option("--allow-uid", options.allowed_uids,
+                 "users allowed to register (with --allow-gid also unset: anyone reaching the socket)");
+  app.add_option("--allow-gid", options.allowed_gids, "groups allowed to register (a process's primary or supplementary group)");
+  // What one user can take of the node (docs/trust-model.md): caps and timeouts.
+  app.add_option("--max-connections", options.max_connections,
+                 "connections kept open at most (default: what the descriptor limit allows)");
+  app.add_option("--max-pending-per-user", options.max_pending_per_user,
+                 "connections of one user that have not registered (or await a status answer), at most")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}))
+      ->capture_default_str();
+  app.add_option("--max-jobs-per-user", options.max_jobs_per_user, "registered jobs of one user, at most")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}))
+      ->capture_default_str();
+  app.add_option("--max-jobs-per-process", options.max_jobs_per_process, "registered jobs of one process, at most")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))
+      ->capture_default_str();
+  int handshake_timeout_ms = static_cast<int>(options.handshake_timeout.count());
+  app.add_option("--handshake-timeout-ms", handshake_timeout_ms,
+                 "a connection that has not registered or asked for status within this is closed")
+      ->check(CLI::Range(10, 600000))
+      ->capture_default_str();
+  std::string gpu_observer = "nvml";
+  app.add_option("--gpu-observer", gpu_observer,
+                 "how the node sees the GPUs without asking the jobs: nvml (processes and their memory; checks what "
+                 "jobs report) or none")
+      ->check(CLI::IsMember({"nvml", "none"}))
+      ->capture_default_str();
   app.add_option("--default-class", default_class, "class of a job whose operator set no TGS_JOB_CLASS")
       ->check(CLI::IsMember({"production", "opportunistic"}))
       ->capture_default_str();
@@ -121,6 +152,13 @@ int main(int argc, char** argv) {
                  "how many of an opportunistic job's launches may be unfinished on the GPU at once (its launch "
                  "window; 0: no bound, as without tgs)")
       ->check(CLI::Range(std::uint32_t{0}, tgs::cuda::abi::max_launch_window))
+      ->capture_default_str();
+  // Gap filling's signal: faster samples find shorter gaps and cost the production job's driver
+  // more queries (docs/cuda-backend.md, "Gap filling").
+  app.add_option("--activity-sample-us", options.activity_sample_us,
+                 "how often a production job's interposer queries its streams while an opportunistic job shares "
+                 "its GPU, microseconds")
+      ->check(CLI::Range(std::uint32_t{10}, std::uint32_t{1000}))
       ->capture_default_str();
   // Every policy's settings, from the tables tgs-sim shares: `--tgs.dead-band`, `--memory.tgs.reserve-mib`.
   const auto rate_flags = tgs::add_registry_flags<tgs::any_rate_controller, CLI::Option>(app, rate_settings, "");
@@ -153,6 +191,11 @@ int main(int argc, char** argv) {
                  "how long a production allocation waits for opportunistic memory to be evicted")
       ->check(CLI::Range(0, 600000))
       ->capture_default_str();
+  int eviction_stall_ms = static_cast<int>(options.eviction_stall.count());
+  app.add_option("--eviction-stall-ms", eviction_stall_ms,
+                 "an opportunistic job over its limit that moves nothing for this long is no longer waited for")
+      ->check(CLI::Range(10, 600000))
+      ->capture_default_str();
 
   bool status_json = false;
   CLI::App* status = app.add_subcommand("status", "show GPUs, jobs, classes, rates and budgets of a running node");
@@ -163,6 +206,19 @@ int main(int argc, char** argv) {
   if (status->parsed()) return query_status(options.socket_path, status_json);
 
   options.default_class = *parse_job_class(default_class);
+  options.handshake_timeout = std::chrono::milliseconds{handshake_timeout_ms};
+  options.eviction_stall = std::chrono::milliseconds{eviction_stall_ms};
+  options.observe_gpus = gpu_observer == "nvml";
+  if (!socket_group.empty()) {
+    if (const group* g = ::getgrnam(socket_group.c_str())) {
+      options.socket_group = g->gr_gid;
+    } else if (socket_group.find_first_not_of("0123456789") == std::string::npos) {
+      options.socket_group = static_cast<gid_t>(std::stoul(socket_group));
+    } else {
+      fmt::print(stderr, "tgs-node: --socket-group: no group named '{}'\n", socket_group);
+      return 2;
+    }
+  }
   options.liveness_period = std::chrono::milliseconds{liveness_ms};
   if (level == "error") options.verbosity = log_level::error;
   if (level == "warn") options.verbosity = log_level::warn;

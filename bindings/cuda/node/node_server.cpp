@@ -1,41 +1,46 @@
 // SPDX-License-Identifier: Apache-2.0
-// tgs-node's server: registration over a Unix socket with peer credentials, one memfd segment per
-// job, per-GPU control loops, liveness checks and status.
+// tgs-node's server loop and its connections: accepted under caps per user and in total, read
+// without blocking, answered through per-connection queues, closed when idle too long.
 #include "node_server.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
-#include <fmt/format.h>
 #include <fstream>
-#include <new>
 #include <sstream>
 #include <stdexcept>
 
+#include "protocol.hpp"
+#include "server_parts.hpp"
+
 namespace tgs::cuda::node {
 
-namespace {
+const char* level_name(log_level l) noexcept {
+  switch (l) {
+    case log_level::error: return "error";
+    case log_level::warn: return "warn";
+    case log_level::info: return "info";
+    case log_level::debug: return "debug";
+  }
+  return "?";
+}
 
-std::string errno_text() { return std::strerror(errno); }
+bool send_message(int fd, const void* data, std::size_t size) noexcept {
+  return ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(size);
+}
 
-/// The start time of process `pid` (clock ticks since boot, /proc/<pid>/stat field 22) and
-/// whether it is still running (not a zombie); empty when it is gone. The start time tells a
-/// recycled pid from the registered process.
 std::optional<std::uint64_t> process_start(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
   if (!std::getline(in, stat)) return std::nullopt;
   const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
+  if (close == std::string::npos || close + 2 > stat.size()) return std::nullopt;
   std::istringstream fields(stat.substr(close + 2));
   std::string state;
   fields >> state;
@@ -48,63 +53,37 @@ std::optional<std::uint64_t> process_start(pid_t pid) {
   return start;
 }
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-bool send_all(int fd, const void* data, std::size_t size) {
-  return ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(size);
-}
-
-const char* level_name(log_level l) {
-  switch (l) {
-    case log_level::error: return "error";
-    case log_level::warn: return "warn";
-    case log_level::info: return "info";
-    case log_level::debug: return "debug";
+bool process_in_group(pid_t pid, gid_t primary, gid_t gid) {
+  if (primary == gid) return true;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Groups:", 0) != 0) continue;
+    std::istringstream groups(line.substr(7));
+    for (gid_t g = 0; groups >> g;) {
+      if (g == gid) return true;
+    }
   }
-  return "?";
+  return false;
 }
 
-}  // namespace
+std::string printable(std::string_view raw) {
+  std::string out;
+  for (const char ch : raw) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(ch);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  return out;
+}
 
 std::optional<job_class> parse_job_class(std::string_view s) noexcept {
   if (s == "production") return job_class::production;
   if (s == "opportunistic") return job_class::opportunistic;
   return std::nullopt;
-}
-
-/// A registered job: its process, its class and GPU, and the node's mapping of its segment.
-struct node_server::job {
-  std::uint32_t id = 0;
-  int fd = -1;
-  pid_t pid = 0;
-  uid_t uid = 0;
-  std::uint64_t start_ticks = 0;
-  job_class cls = job_class::production;
-  std::uint32_t gpu = 0;
-  std::string name;
-  abi::job_segment* segment = nullptr;
-  clock::time_point since;
-
-  ~job() {
-    if (segment != nullptr) ::munmap(segment, abi::segment_bytes);
-  }
-};
-
-/// A client connection: a job (after registration) or a status query.
-struct node_server::connection {
-  int fd = -1;
-  std::uint32_t job_id = 0;  ///< 0 until it registers
-};
-
-template <typename... Args>
-void node_server::log(log_level level, const char* format, const Args&... args) const {
-  if (level > options_.verbosity) return;
-  const double t = std::chrono::duration<double>(clock::now() - start_).count();
-  fmt::print(stderr, "tgs-node [{:9.3f}] {:5} {}\n", t, level_name(level), fmt::format(fmt::runtime(format), args...));
 }
 
 node_server::node_server(node_options options)
@@ -121,47 +100,41 @@ node_server::node_server(node_options options)
 
 node_server::~node_server() {
   for (auto& [fd, c] : connections_) ::close(fd);
-  if (listen_fd_ >= 0) {
-    ::close(listen_fd_);
-    ::unlink(options_.socket_path.c_str());
-  }
+  if (reserve_fd_ >= 0) ::close(reserve_fd_);
 }
 
 instant node_server::now() const noexcept { return epoch + (clock::now() - start_); }
 
 void node_server::bind() {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (options_.socket_path.size() >= sizeof(addr.sun_path)) {
-    throw std::runtime_error("socket path too long: " + options_.socket_path);
+  // Every job holds a connection: take what the hard limit allows (services start at a soft 1024).
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
   }
-  std::strncpy(addr.sun_path, options_.socket_path.c_str(), sizeof(addr.sun_path) - 1);
-  // Create the parent directory if it is missing (/run/tgs after a reboot).
-  if (const std::size_t slash = options_.socket_path.rfind('/'); slash != std::string::npos && slash > 0) {
-    ::mkdir(options_.socket_path.substr(0, slash).c_str(), 0755);
+  if (options_.max_connections == 0) {
+    // Room below the limit for the listener, the memfds of registrations, /proc reads and logs.
+    const rlim_t limit = ::getrlimit(RLIMIT_NOFILE, &files) == 0 ? files.rlim_cur : 1024;
+    options_.max_connections = static_cast<std::size_t>(std::clamp<rlim_t>(limit, 128, 65536)) - 64;
   }
-  listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0) throw std::runtime_error("socket: " + errno_text());
-  if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    if (errno != EADDRINUSE) throw std::runtime_error("bind " + options_.socket_path + ": " + errno_text());
-    const int probe = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    const bool answered = ::connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(probe);
-    if (answered) throw std::runtime_error("another tgs-node is serving " + options_.socket_path);
-    ::unlink(options_.socket_path.c_str());
-    if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-      throw std::runtime_error("bind " + options_.socket_path + ": " + errno_text());
-    }
+  reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  listener_ = socket_listener(options_.socket_path, options_.socket_mode, 128);
+  if (options_.socket_group && ::chown(options_.socket_path.c_str(), static_cast<uid_t>(-1), *options_.socket_group) != 0) {
+    throw std::runtime_error("cannot give " + options_.socket_path + " to group " +
+                             std::to_string(*options_.socket_group) + ": " + std::strerror(errno));
   }
-  ::chmod(options_.socket_path.c_str(), options_.socket_mode);
-  if (::listen(listen_fd_, 64) != 0) throw std::runtime_error("listen: " + errno_text());
+  if (options_.observe_gpus) observer_ = gpu_observer::nvml();
   log(log_level::info,
       "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
-      "opportunistic launch window {})",
+      "opportunistic launch window {}, GPU observer: {}, at most {} connections)",
       options_.socket_path, abi::version, any_rate_controller{options_.controller}.policy_name(),
       options_.memory_policy ? any_memory_policy{*options_.memory_policy}.policy_name() : "off",
       options_.memory_budget.count() >> 20, to_string(options_.residency),
-      options_.max_inflight_launches == 0 ? std::string("off") : std::to_string(options_.max_inflight_launches));
+      options_.max_inflight_launches == 0 ? std::string("off") : std::to_string(options_.max_inflight_launches),
+      observer_.description(), options_.max_connections);
+  if (options_.observe_gpus && !observer_.available()) {
+    log(log_level::warn, "without NVML the node cannot check what jobs report against the GPU (docs/trust-model.md)");
+  }
 }
 
 void node_server::run(const std::atomic<bool>& stop_flag) {
@@ -169,8 +142,12 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
   while (!stop_flag.load(std::memory_order_relaxed)) {
     const instant t = now();
     instant next = t + std::chrono::milliseconds{100};  // heartbeat and liveness cadence
-    const std::uint64_t heartbeat = monotonic_ns();
+    const std::uint64_t heartbeat = abi::monotonic_ns();
     for (auto& [gpu, l] : gpus_) next = std::min(next, l->run(t, heartbeat));
+    // Jobs not (yet) in a control loop still need the heartbeat: their waits watch it.
+    for (auto& [id, j] : jobs_) {
+      if (!j->in_control) j->segment->heartbeat_ns.store(heartbeat, std::memory_order_release);
+    }
     // Frees, evictions and restores change the footprints between requests: re-observe.
     for (auto& [gpu, m] : memory_gpus_) m->run(t);
     send_pending_replies();
@@ -180,29 +157,37 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
       check_liveness();
       next_liveness_ = clock::now() + options_.liveness_period;
     }
+    sweep_connections();
 
     fds.clear();
-    fds.push_back({listen_fd_, POLLIN, 0});
-    for (const auto& [fd, c] : connections_) fds.push_back({fd, POLLIN, 0});
+    fds.push_back({listener_.fd(), POLLIN, 0});
+    for (const auto& [fd, c] : connections_) {
+      fds.push_back({fd, static_cast<short>(POLLIN | (c.outbox.empty() ? 0 : POLLOUT)), 0});
+    }
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::max(next - now(), duration::zero()));
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
     if (ready < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error("poll: " + errno_text());
+      throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
     }
     if (ready == 0) continue;
     for (const pollfd& p : fds) {
       if (p.revents == 0) continue;
-      if (p.fd == listen_fd_) {
+      if (p.fd == listener_.fd()) {
         accept_connections();
         continue;
       }
       auto it = connections_.find(p.fd);
       if (it == connections_.end()) continue;
+      if ((p.revents & POLLOUT) != 0) {
+        flush(it->second);
+        it = connections_.find(p.fd);
+        if (it == connections_.end()) continue;
+      }
       if ((p.revents & POLLIN) != 0) {
         on_readable(it->second);
-      } else {
-        close_connection(p.fd);  // POLLHUP / POLLERR without data: the peer is gone
+      } else if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) {
+        close_connection(p.fd);  // the peer is gone and sent nothing more
       }
     }
   }
@@ -211,10 +196,57 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
 
 void node_server::accept_connections() {
   for (;;) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
-    connections_[fd] = connection{fd, 0};
+    int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && reserve_fd_ >= 0) {
+      // Out of descriptors: take the spare one to accept the connection and drop it, so the
+      // listener does not stay readable (and the loop spinning) with nobody able to take it.
+      ::close(reserve_fd_);
+      fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+      reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      ++refused_since_said_;
+      continue;
+    }
+    if (fd < 0) break;
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || !admit(cred)) {
+      ::close(fd);
+      ++refused_since_said_;
+      continue;
+    }
+    connection c;
+    c.fd = fd;
+    c.uid = cred.uid;
+    c.gid = cred.gid;
+    c.pid = cred.pid;
+    c.opened = clock::now();
+    connections_.emplace(fd, std::move(c));
   }
+  if (refused_since_said_ > 0 && clock::now() - refusal_said_ >= std::chrono::seconds{1}) {
+    log(log_level::warn, "dropped {} connection(s) over the caps (--max-connections {}, --max-pending-per-user {})",
+        refused_since_said_, options_.max_connections, options_.max_pending_per_user);
+    refusal_said_ = clock::now();
+    refused_since_said_ = 0;
+  }
+}
+
+/// Whether a new connection of `cred` fits under the caps: a user's unregistered connections are
+/// capped, and at the total cap the oldest unregistered connection gives way to it (registered
+/// jobs are never closed to make room).
+bool node_server::admit(const ucred& cred) {
+  std::size_t pending_of_user = 0;
+  const connection* oldest = nullptr;
+  for (const auto& [fd, c] : connections_) {
+    if (c.job_id != 0) continue;
+    if (c.uid == cred.uid) ++pending_of_user;
+    if (oldest == nullptr || c.opened < oldest->opened) oldest = &c;
+  }
+  if (pending_of_user >= options_.max_pending_per_user) return false;
+  if (connections_.size() < options_.max_connections) return true;
+  if (oldest == nullptr) return false;
+  close_connection(oldest->fd);
+  return true;
 }
 
 void node_server::on_readable(connection& c) {
@@ -225,270 +257,67 @@ void node_server::on_readable(connection& c) {
     close_connection(c.fd);
     return;
   }
-  abi::message_header header;
-  if (static_cast<std::size_t>(n) < sizeof(header)) {
-    close_connection(c.fd);
-    return;
+  const parsed_message m = parse_message(buffer, static_cast<std::size_t>(n));
+  switch (m.kind) {
+    case message_kind::other_abi: {
+      // Another ABI: answer in our version so the job can say which, then forget it.
+      abi::reject_reply reject;
+      std::snprintf(reject.reason, sizeof(reject.reason), "tgs-node speaks ABI %u", abi::version);
+      (void)send_message(c.fd, &reject, sizeof(reject));
+      log(log_level::warn, "refused a client speaking ABI {} (ours is {})", m.abi_version, abi::version);
+      close_connection(c.fd);
+      return;
+    }
+    case message_kind::register_job:
+      if (c.job_id == 0 && c.outbox.empty()) return register_job(c, m.registration);
+      break;
+    case message_kind::memory_request:
+      if (c.job_id != 0) return on_memory_request(c, m.memory);
+      break;
+    case message_kind::status:
+      if (c.job_id == 0 && c.outbox.empty()) return send_status(c, m.status.json != 0);
+      break;
+    case message_kind::malformed: break;
   }
-  std::memcpy(&header, buffer, sizeof(header));
-  if (header.magic != abi::message_magic || header.abi_version != abi::version) {
-    // Another ABI: answer in our version so the job can say which, then forget it.
-    abi::reject_reply reject;
-    std::snprintf(reject.reason, sizeof(reject.reason), "tgs-node speaks ABI %u", abi::version);
-    send_all(c.fd, &reject, sizeof(reject));
-    log(log_level::warn, "refused a client speaking ABI {} (ours is {})", header.abi_version, abi::version);
-    close_connection(c.fd);
-    return;
-  }
-  if (header.type == abi::message_type::register_job && c.job_id == 0 &&
-      static_cast<std::size_t>(n) >= sizeof(abi::register_request)) {
-    abi::register_request req;
-    std::memcpy(&req, buffer, sizeof(req));
-    register_job(c, req);
-  } else if (header.type == abi::message_type::memory_request && c.job_id != 0 &&
-             static_cast<std::size_t>(n) >= sizeof(abi::memory_request)) {
-    abi::memory_request req;
-    std::memcpy(&req, buffer, sizeof(req));
-    on_memory_request(c, req);
-  } else if (header.type == abi::message_type::status && static_cast<std::size_t>(n) >= sizeof(abi::status_request)) {
-    abi::status_request req;
-    std::memcpy(&req, buffer, sizeof(req));
-    send_status(c, req.json != 0);
-  } else {
-    log(log_level::warn, "unexpected message type {} on connection {}", static_cast<unsigned>(header.type), c.fd);
-    close_connection(c.fd);
-  }
+  log(log_level::warn, "unexpected or malformed message ({} bytes) on connection {} (pid {})", n, c.fd, c.pid);
+  close_connection(c.fd);
 }
 
-void node_server::register_job(connection& c, const abi::register_request& req) {
-  auto refuse = [&](const std::string& why) {
-    abi::reject_reply reject;
-    std::snprintf(reject.reason, sizeof(reject.reason), "%s", why.c_str());
-    send_all(c.fd, &reject, sizeof(reject));
-    log(log_level::warn, "refused a job: {}", why);
-    close_connection(c.fd);
-  };
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  if (::getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return refuse("no peer credentials");
-  if (!options_.allowed_uids.empty() &&
-      std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), cred.uid) == options_.allowed_uids.end()) {
-    return refuse(fmt::format("uid {} is not allowed", cred.uid));
-  }
-  if (req.gpu >= options_.gpus) return refuse(fmt::format("GPU {} is not on this node ({} GPUs)", req.gpu, options_.gpus));
-  const std::optional<std::uint64_t> start_ticks = process_start(cred.pid);
-  if (!start_ticks) return refuse("process already gone");
-
-  job_class cls = options_.default_class;
-  if (req.job_class == abi::class_code::production) cls = job_class::production;
-  if (req.job_class == abi::class_code::opportunistic) cls = job_class::opportunistic;
-
-  const int memfd = ::memfd_create("tgs-job", MFD_CLOEXEC);
-  if (memfd < 0) return refuse("memfd_create: " + errno_text());
-  if (::ftruncate(memfd, abi::segment_bytes) != 0) {
-    ::close(memfd);
-    return refuse("ftruncate: " + errno_text());
-  }
-  void* mapping = ::mmap(nullptr, abi::segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (mapping == MAP_FAILED) {
-    ::close(memfd);
-    return refuse("mmap: " + errno_text());
-  }
-  auto j = std::make_unique<job>();
-  j->id = next_job_id_++;
-  j->fd = c.fd;
-  j->pid = cred.pid;
-  j->uid = cred.uid;
-  j->start_ticks = *start_ticks;
-  j->cls = cls;
-  j->gpu = req.gpu;
-  j->name.assign(req.name, strnlen(req.name, sizeof(req.name)));
-  j->since = clock::now();
-  // The page is zero-filled: every counter starts at 0; only the identity needs writing.
-  auto* seg = new (mapping) abi::job_segment{};
-  seg->magic = abi::segment_magic;
-  seg->abi_version = abi::version;
-  seg->size_bytes = sizeof(abi::job_segment);
-  seg->job_id = j->id;
-  seg->gpu = j->gpu;
-  seg->job_class = cls == job_class::opportunistic ? abi::class_code::opportunistic : abi::class_code::production;
-  seg->heartbeat_ns.store(monotonic_ns(), std::memory_order_release);
-  // The launch window paces opportunistic jobs only: a production job queues as it would alone.
-  if (cls == job_class::opportunistic) {
-    seg->max_inflight_launches.store(options_.max_inflight_launches, std::memory_order_relaxed);
-  }
-  j->segment = seg;
-  // The allowance must be in place before the job can launch, so the loop sees the job first.
-  gpu_loop(j->gpu).add_job(j->id, cls, seg, now());
-  if (memory_loop* m = gpu_memory(j->gpu)) m->add_job(j->id, cls, seg, now());
-
-  abi::register_reply reply;
-  reply.job_id = j->id;
-  reply.job_class = seg->job_class;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{&reply, sizeof(reply)};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
-  const bool sent = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply));
-  ::close(memfd);
-  const std::uint32_t id = j->id;
-  log(log_level::info, "job {} registered: pid {} uid {} {} on GPU {} ({})", id, j->pid, j->uid, to_string(cls), j->gpu,
-      j->name);
-  c.job_id = id;
-  jobs_[id] = std::move(j);
-  if (!sent) remove_job(id, "could not send the registration reply");
+void node_server::queue(connection& c, std::string message) {
+  if (c.outbox.empty()) c.send_deadline = clock::now() + options_.send_timeout;
+  c.outbox.push_back(std::move(message));
 }
 
-void node_server::send_status(connection& c, bool json) {
-  std::vector<std::string> lines;
-  const double uptime = std::chrono::duration<double>(clock::now() - start_).count();
-  const any_rate_controller sample{options_.controller};
-  if (json) {
-    lines.push_back(fmt::format(R"({{"node":{{"abi":{},"policy":"{}","socket":"{}","uptime_s":{:.3f},"jobs":{}}}}})",
-                                abi::version, sample.policy_name(), options_.socket_path, uptime, jobs_.size()));
-  } else {
-    lines.push_back(fmt::format("tgs-node: ABI {}, policy {}, socket {}, up {:.1f} s, {} job(s)", abi::version,
-                                sample.policy_name(), options_.socket_path, uptime, jobs_.size()));
+void node_server::flush(connection& c) {
+  while (!c.outbox.empty()) {
+    const std::string& m = c.outbox.front();
+    if (::send(c.fd, m.data(), m.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(m.size())) {
+      if (errno == EAGAIN || errno == EINTR) return;  // the client reads on; POLLOUT resumes it
+      close_connection(c.fd);
+      return;
+    }
+    c.outbox.pop_front();
+    c.send_deadline = clock::now() + options_.send_timeout;
   }
-  for (const auto& [gpu, l] : gpus_) {
-    const rate_decision& d = l->decision();
-    // The controller's own account of its state (`describe()`): its phase, and whatever it
-    // decides from (TGS: R and the last sample), so an operator can see why it throttles.
-    const state_report state = l->controller().describe();
-    std::string phase = "-";
-    std::string state_json;
-    std::string state_text;
-    for (const state_field& f : state.fields()) {
-      if (const auto* word = std::get_if<std::string_view>(&f.value)) {
-        if (f.key == "phase") phase = std::string(*word);
-        state_json += fmt::format("{}\"{}\":\"{}\"", state_json.empty() ? "" : ",", f.key, *word);
-        state_text += fmt::format("{}{} {}", state_text.empty() ? "" : ", ", f.key, *word);
-      } else if (const auto* count = std::get_if<std::int64_t>(&f.value)) {
-        state_json += fmt::format("{}\"{}\":{}", state_json.empty() ? "" : ",", f.key, *count);
-        state_text += fmt::format("{}{} {}", state_text.empty() ? "" : ", ", f.key, *count);
-      } else {
-        const double v = std::get<double>(f.value);
-        state_json += fmt::format("{}\"{}\":{:.6g}", state_json.empty() ? "" : ",", f.key, v);
-        state_text += fmt::format("{}{} {:.6g}", state_text.empty() ? "" : ", ", f.key, v);
-      }
-    }
-    const std::string budget = d.opportunistic_budget ? std::to_string(*d.opportunistic_budget) : "unthrottled";
-    const double window_ms = std::chrono::duration<double, std::milli>(d.budget_window).count();
-    const memory_loop* m = gpu_memory(gpu);
-    const std::string memory_policy = m != nullptr ? std::string(m->policy().policy_name()) : "off";
-    const bool capped = m != nullptr && m->opportunistic_resident_limit() != bytes::max();
-    const std::string limit = capped ? std::to_string(m->opportunistic_resident_limit().count()) : "null";
-    if (json) {
-      lines.push_back(fmt::format(
-          R"({{"gpu":{},"phase":"{}","budget_blocks":{},"budget_window_ms":{:.1f},"memory_policy":"{}",)"
-          R"("memory_budget_bytes":{},"opportunistic_resident_limit":{},"residency_split":{},)"
-          R"("controller":{{{}}}}})",
-          gpu, phase, d.opportunistic_budget ? budget : "null", window_ms, memory_policy,
-          m != nullptr ? m->budget().count() : 0, limit,
-          m != nullptr ? fmt::format("\"{}\"", to_string(m->split())) : std::string("null"), state_json));
-    } else {
-      const std::string estimate = state_text.empty() ? "policy " + std::string(sample.policy_name()) : state_text;
-      lines.push_back(fmt::format("GPU {}: {}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}",
-                                  gpu, estimate, budget, window_ms, memory_policy,
-                                  m == nullptr ? std::string()
-                                               : fmt::format(", budget {} MiB, opportunistic resident limit {} (split {})",
-                                                             m->budget().count() >> 20,
-                                                             capped ? fmt::format("{} MiB", m->opportunistic_resident_limit().count() >> 20)
-                                                                    : std::string("none"),
-                                                             to_string(m->split()))));
-    }
-    for (const job_report& r : l->report()) {
-      const auto it = jobs_.find(r.id);
-      if (it == jobs_.end()) continue;
-      const job& j = *it->second;
-      const double alive_s = std::chrono::duration<double>(clock::now() - j.since).count();
-      const abi::job_segment& seg = *j.segment;
-      const double mem_mib = static_cast<double>(seg.device_bytes.load() + seg.managed_bytes.load()) /
-                             static_cast<double>(1 << 20);
-      const std::uint64_t managed = seg.managed_bytes.load();
-      const std::uint64_t managed_resident = std::min(managed, seg.managed_resident_bytes.load());
-      const std::uint64_t job_limit = seg.resident_limit.load();
-      const double throttled_s = static_cast<double>(j.segment->throttled_ns.load()) / 1e9;
-      const std::string job_budget = r.budget_blocks ? std::to_string(*r.budget_blocks) : "unthrottled";
-      if (json) {
-        lines.push_back(fmt::format(
-            R"({{"job":{},"gpu":{},"pid":{},"uid":{},"class":"{}","name":"{}","up_s":{:.1f},"blocks_per_s":{:.0f},)"
-            R"("launches_per_s":{:.0f},"budget_blocks":{},"memory_mib":{:.1f},"throttled_s":{:.3f},)"
-            R"("device_bytes":{},"managed_bytes":{},"alloc_calls":{},"free_calls":{},"map_calls":{},)"
-            R"("managed_resident_bytes":{},"resident_bytes":{},"resident_limit":{},"evictions":{},"restores":{},)"
-            R"("evicted_bytes_total":{},"restored_bytes_total":{},"evict_s_total":{:.3f},"restore_s_total":{:.3f},)"
-            R"("denied_allocs":{},"converted_allocs":{},"host_placed_bytes":{},"sync_calls":{},)"
-            R"("sync_wait_fraction":{:.3f},"max_inflight_launches":{},"window_waits":{},"window_wait_s":{:.3f},)"
-            R"("window_timeouts":{},"launch_call_us":{}}})",
-            j.id, gpu, j.pid, j.uid, to_string(j.cls), j.name, alive_s, r.blocks_per_s, r.launches_per_s,
-            r.budget_blocks ? job_budget : "null", mem_mib, throttled_s, seg.device_bytes.load(), managed,
-            seg.alloc_calls.load(), seg.free_calls.load(), seg.map_calls.load(), managed_resident,
-            seg.device_bytes.load() + managed_resident,
-            job_limit == abi::no_resident_limit || seg.memory_policy_active.load() == 0 ? std::string("null")
-                                                                                         : std::to_string(job_limit),
-            seg.evictions.load(), seg.restores.load(), seg.evicted_bytes_total.load(), seg.restored_bytes_total.load(),
-            static_cast<double>(seg.evict_ns_total.load()) / 1e9, static_cast<double>(seg.restore_ns_total.load()) / 1e9,
-            seg.denied_allocs.load(), seg.converted_allocs.load(), seg.host_placed_bytes.load(), seg.sync_calls.load(),
-            r.sync_wait_fraction, seg.max_inflight_launches.load(), seg.window_waits.load(),
-            static_cast<double>(seg.window_wait_ns.load()) / 1e9, seg.window_timeouts.load(),
-            r.launch_call_us ? fmt::format("{:.2f}", *r.launch_call_us) : std::string("null")));
-      } else {
-        const std::uint32_t window = seg.max_inflight_launches.load();
-        lines.push_back(fmt::format("  job {} pid {} {} '{}': {:.0f} blocks/s, {:.0f} launches/s, budget {}, "
-                                    "{:.1f} MiB ({:.1f} MiB managed, {:.1f} MiB of it on the GPU), throttled {:.2f} s{}",
-                                    j.id, j.pid, to_string(j.cls), j.name, r.blocks_per_s, r.launches_per_s,
-                                    job_budget, mem_mib, static_cast<double>(managed) / (1 << 20),
-                                    static_cast<double>(managed_resident) / (1 << 20), throttled_s,
-                                    window == 0 ? std::string()
-                                                : fmt::format(", launch window {} (waited {:.2f} s)", window,
-                                                              static_cast<double>(seg.window_wait_ns.load()) / 1e9)));
-      }
+  if (c.close_when_sent) close_connection(c.fd);
+}
+
+/// Closes connections that said nothing within the handshake timeout and answers a client has
+/// not read within the send timeout.
+void node_server::sweep_connections() {
+  const clock::time_point t = clock::now();
+  std::vector<int> stale;
+  for (const auto& [fd, c] : connections_) {
+    if (!c.outbox.empty() ? t >= c.send_deadline : c.job_id == 0 && t - c.opened >= options_.handshake_timeout) {
+      stale.push_back(fd);
     }
   }
-  for (const std::string& line : lines) {
-    std::string message(sizeof(abi::message_header), '\0');
-    abi::status_line_header h;
-    const std::size_t text = std::min(line.size(), abi::max_message_bytes - sizeof(h));
-    h.header.size = static_cast<std::uint32_t>(sizeof(h) + text);
-    std::memcpy(message.data(), &h, sizeof(h));
-    message.append(line, 0, text);
-    if (!send_all(c.fd, message.data(), message.size())) break;
+  for (const int fd : stale) {
+    const connection& c = connections_.at(fd);
+    log(c.outbox.empty() ? log_level::debug : log_level::warn, "closed connection {} (pid {}, uid {}): {}", fd, c.pid,
+        c.uid, c.outbox.empty() ? "no registration in time" : "its answer was not read in time");
+    close_connection(fd);
   }
-  abi::message_header end{abi::message_magic, abi::version, abi::message_type::status_end, sizeof(abi::message_header)};
-  send_all(c.fd, &end, sizeof(end));
-}
-
-void node_server::remove_job(std::uint32_t id, const char* why) {
-  const auto it = jobs_.find(id);
-  if (it == jobs_.end()) return;
-  job& j = *it->second;
-  log(log_level::info, "job {} (pid {}, {}) left: {}", id, j.pid, to_string(j.cls), why);
-  if (auto g = gpus_.find(j.gpu); g != gpus_.end()) g->second->remove_job(id, now());
-  // Its memory no longer counts: the co-runner's limit rises (and its evicted memory returns).
-  if (auto m = memory_gpus_.find(j.gpu); m != memory_gpus_.end()) m->second->remove_job(id, now());
-  std::erase_if(pending_, [id](const pending_reply& p) { return p.job_id == id; });
-  if (auto c = connections_.find(j.fd); c != connections_.end()) {
-    ::close(j.fd);
-    connections_.erase(c);
-  }
-  jobs_.erase(it);
-}
-
-void node_server::check_liveness() {
-  std::vector<std::uint32_t> dead;
-  for (const auto& [id, j] : jobs_) {
-    const std::optional<std::uint64_t> start = process_start(j->pid);
-    if (!start || *start != j->start_ticks) dead.push_back(id);
-  }
-  for (std::uint32_t id : dead) remove_job(id, "process exited");
 }
 
 void node_server::close_connection(int fd) {
@@ -501,69 +330,6 @@ void node_server::close_connection(int fd) {
   }
   ::close(fd);
   connections_.erase(it);
-}
-
-void node_server::on_memory_request(connection& c, const abi::memory_request& req) {
-  const auto it = jobs_.find(c.job_id);
-  if (it == jobs_.end()) return;
-  const job& j = *it->second;
-  memory_loop* m = gpu_memory(j.gpu);
-  allocation_verdict verdict = allocation_verdict::grant_device;
-  if (m != nullptr) verdict = m->request(j.id, bytes{req.bytes}, req.path, now());
-  log(verdict == allocation_verdict::deny_out_of_memory ? log_level::info : log_level::debug,
-      "job {} ({}) asks for {:.1f} MiB ({}): {}", j.id, to_string(j.cls), static_cast<double>(req.bytes) / (1 << 20),
-      req.path == abi::allocation_path::fixed ? "device only" : "movable", to_string(verdict));
-  const pending_reply reply{c.fd, j.id, j.gpu, static_cast<std::uint8_t>(verdict),
-                            clock::now() + options_.eviction_wait, clock::now()};
-  // A granted allocation that needs opportunistic memory evicted first waits for it, so the
-  // driver has the room when the job allocates: the policy's "evict first" made real.
-  pending_.push_back(reply);
-  send_pending_replies();
-}
-
-void node_server::send_pending_replies() {
-  std::vector<pending_reply> waiting;
-  for (const pending_reply& p : pending_) {
-    const memory_loop* m = gpu_memory(p.gpu);
-    const bool room = m == nullptr || m->settled() ||
-                      p.verdict == static_cast<std::uint8_t>(allocation_verdict::deny_out_of_memory);
-    const bool late = clock::now() >= p.deadline;
-    if (!room && !late) {
-      waiting.push_back(p);
-      continue;
-    }
-    if (!room) {
-      log(log_level::warn, "job {}: opportunistic memory not evicted within {} ms; allocating anyway", p.job_id,
-          options_.eviction_wait.count());
-    } else if (clock::now() - p.since > std::chrono::milliseconds{10}) {
-      log(log_level::info, "job {}: allocation waited {:.0f} ms for evictions", p.job_id,
-          std::chrono::duration<double, std::milli>(clock::now() - p.since).count());
-    }
-    abi::memory_reply reply;
-    reply.verdict = p.verdict;
-    if (!send_all(p.fd, &reply, sizeof(reply))) log(log_level::warn, "job {}: could not send a memory reply", p.job_id);
-  }
-  pending_ = std::move(waiting);
-}
-
-node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) {
-  if (!options_.memory_policy) return nullptr;
-  auto it = memory_gpus_.find(gpu);
-  if (it == memory_gpus_.end()) {
-    it = memory_gpus_
-             .emplace(gpu, std::make_unique<memory_loop>(any_memory_policy{*options_.memory_policy},
-                                                         options_.memory_budget, options_.residency))
-             .first;
-  }
-  return it->second.get();
-}
-
-node_server::loop& node_server::gpu_loop(std::uint32_t gpu) {
-  auto it = gpus_.find(gpu);
-  if (it == gpus_.end()) {
-    it = gpus_.emplace(gpu, std::make_unique<loop>(any_rate_controller{options_.controller}, now())).first;
-  }
-  return *it->second;
 }
 
 }  // namespace tgs::cuda::node

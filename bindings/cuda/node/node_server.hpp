@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// tgs-node's server: the Unix socket jobs register on, the job table, liveness checks and one
-/// `gpu_control_loop` per GPU, all driven from one poll loop on the steady clock.
+/// `gpu_control_loop` per GPU, all driven from one poll loop on the steady clock. No client can
+/// stall the loop: every socket is non-blocking, answers are queued and sent as the client reads
+/// them, and connections, registrations and unanswered time are capped per user and per process.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -16,6 +19,8 @@
 #include <vector>
 
 #include "control_loop.hpp"
+#include "gpu_observer.hpp"
+#include "listener.hpp"
 #include "memory_loop.hpp"
 #include "node_abi.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
@@ -26,19 +31,25 @@ namespace tgs::cuda::node {
 /// Verbosity of the node's log.
 enum class log_level : int { error = 0, warn = 1, info = 2, debug = 3 };
 
-/// What the operator configures (flags or config file).
+/// What the operator configures (flags or config file). The defaults suit a node shared by
+/// several users (docs/trust-model.md).
 struct node_options {
   std::string socket_path = "/run/tgs/node.sock";
-  /// File mode of the socket: who may register (jobs in other containers need write access).
-  unsigned socket_mode = 0666;
-  /// Users allowed to register; empty: any user that can reach the socket.
+  /// File mode of the socket: who may connect. Owner and group only by default: jobs of other
+  /// users (other containers) reach it through `socket_group`, or a wider mode the operator sets.
+  unsigned socket_mode = 0660;
+  /// The socket's group (`--socket-group`); empty: the node's own.
+  std::optional<gid_t> socket_group;
+  /// Users allowed to register; with `allowed_gids` also empty: any user that can reach the socket.
   std::vector<uid_t> allowed_uids;
+  /// Groups allowed to register (a peer's primary or supplementary group).
+  std::vector<gid_t> allowed_gids;
   /// The class of a job whose operator set none.
   job_class default_class = job_class::opportunistic;
   /// GPUs on this node; a registration for a GPU index outside [0, gpus) is refused.
   std::uint32_t gpus = 8;
   /// The rate controller's configuration (its alternative picks the policy).
-  any_rate_controller::config controller = tgs_rate_control::config{};
+  any_rate_controller::config controller = idle_harvest::config{};
   /// The memory policy's configuration; empty: no memory policy (allocations are only counted).
   std::optional<any_memory_policy::config> memory_policy;
   /// The per-GPU memory budget the memory policy shares out (smaller than the card).
@@ -49,12 +60,32 @@ struct node_options {
   /// How many of an opportunistic job's launches may be unfinished on the GPU at once (its
   /// interposer's launch window); 0: no bound.
   std::uint32_t max_inflight_launches = 0;
+  /// How often a production job's interposer samples its GPU activity while an opportunistic job
+  /// shares its GPU, in microseconds (`--activity-sample-us`).
+  std::uint32_t activity_sample_us = abi::default_sample_period_us;
   /// How long a production allocation may wait for opportunistic memory to be evicted before
   /// the node lets it proceed anyway.
   std::chrono::milliseconds eviction_wait{5000};
+  /// How long an opportunistic job over its limit may move nothing before allocations stop
+  /// waiting for it (`gpu_memory_loop::settled`).
+  std::chrono::milliseconds eviction_stall{1000};
   /// How often job processes are checked for having died (a dead job's share is reclaimed within
   /// this period even when a forked child keeps its connection open).
   std::chrono::milliseconds liveness_period{200};
+  /// Watch the GPUs through NVML (`gpu_observer`): a production job steers the controller only
+  /// once it holds a context on its GPU, and memory claimed at registration is checked.
+  bool observe_gpus = true;
+  /// Connections the node keeps open at most; 0: what its descriptor limit allows.
+  std::size_t max_connections = 0;
+  /// Connections of one user that have not registered (or are being answered a status), at most.
+  std::size_t max_pending_per_user = 16;
+  /// Registered jobs of one user, and of one process, at most.
+  std::size_t max_jobs_per_user = 64;
+  std::size_t max_jobs_per_process = 4;
+  /// A connection that has not registered or asked for status within this is closed.
+  std::chrono::milliseconds handshake_timeout{2000};
+  /// A status answer the client has not read within this is dropped with its connection.
+  std::chrono::milliseconds send_timeout{5000};
   log_level verbosity = log_level::info;
 };
 
@@ -66,8 +97,8 @@ class node_server {
   node_server(const node_server&) = delete;
   node_server& operator=(const node_server&) = delete;
 
-  /// Binds the socket (replacing a stale one, refusing when another node answers on it).
-  /// Throws `std::runtime_error` with the reason.
+  /// Binds the socket (`socket_listener`: replacing a stale one, refusing when another node holds
+  /// it or the path is not a socket). Throws `std::runtime_error` with the reason.
   void bind();
   /// Serves until `stop_flag` becomes true.
   void run(const std::atomic<bool>& stop_flag);
@@ -75,6 +106,7 @@ class node_server {
  private:
   struct job;
   struct connection;
+  struct gpu_page_file;
   using clock = std::chrono::steady_clock;
   using loop = gpu_control_loop<any_rate_controller>;
   using memory_loop = gpu_memory_loop<any_memory_policy>;
@@ -84,35 +116,56 @@ class node_server {
     std::uint32_t job_id;
     std::uint32_t gpu;
     std::uint8_t verdict;
+    std::uint32_t sequence;
     clock::time_point deadline;
     clock::time_point since;
   };
 
   [[nodiscard]] instant now() const noexcept;
+  // node_server.cpp: connections and their I/O.
   void accept_connections();
+  [[nodiscard]] bool admit(const struct ucred& cred);
   void on_readable(connection& c);
+  void queue(connection& c, std::string message);
+  void flush(connection& c);
+  void sweep_connections();
+  void close_connection(int fd);
+  // node_jobs.cpp: registration, the job table, memory requests.
   void register_job(connection& c, const abi::register_request& req);
-  void send_status(connection& c, bool json);
+  [[nodiscard]] std::optional<std::string> refusal(const connection& c, const abi::register_request& req) const;
+  [[nodiscard]] abi::job_holdings bounded_holdings(const job& j, const abi::job_holdings& claimed) const;
+  void enter_control(job& j);
   void on_memory_request(connection& c, const abi::memory_request& req);
   void send_pending_replies();
   memory_loop* gpu_memory(std::uint32_t gpu);
   void remove_job(std::uint32_t id, const char* why);
   void check_liveness();
-  void close_connection(int fd);
   loop& gpu_loop(std::uint32_t gpu);
+  /// The GPU's shared page, created on first use; null when it cannot be made (the GPU's jobs
+  /// then run without gap filling).
+  gpu_page_file* gpu_page(std::uint32_t gpu);
+  // node_status.cpp: the status answer.
+  void send_status(connection& c, bool json);
   template <typename... Args>
   void log(log_level level, const char* format, const Args&... args) const;
 
   node_options options_;
-  int listen_fd_ = -1;
+  socket_listener listener_;
+  gpu_observer observer_;
   clock::time_point start_;
   std::map<int, connection> connections_;
   std::map<std::uint32_t, std::unique_ptr<job>> jobs_;
   std::map<std::uint32_t, std::unique_ptr<loop>> gpus_;
   std::map<std::uint32_t, std::unique_ptr<memory_loop>> memory_gpus_;
+  std::map<std::uint32_t, std::unique_ptr<gpu_page_file>> pages_;
   std::vector<pending_reply> pending_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;
+  /// A spare descriptor, closed to accept (and drop) a connection when the node has run out.
+  int reserve_fd_ = -1;
+  /// When the node last said it refused connections (said at most once a second).
+  clock::time_point refusal_said_;
+  std::size_t refused_since_said_ = 0;
 };
 
 /// Parses "production" / "opportunistic".

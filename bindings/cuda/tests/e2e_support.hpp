@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -31,6 +32,17 @@ namespace tgs_e2e {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+
+/// A program under test: the build's, unless the environment names another (`TGS_TEST_NODE_BIN`,
+/// `TGS_TEST_FAKE_TRAIN_BIN`, `TGS_TEST_INTERCEPT`), so the fault tests can be run against an
+/// older build to see them fail there.
+inline std::string program(const char* variable, const char* built) {
+  const char* s = std::getenv(variable);
+  return s != nullptr && *s != '\0' ? s : built;
+}
+inline std::string node_bin() { return program("TGS_TEST_NODE_BIN", TGS_NODE_BIN); }
+inline std::string fake_train_bin() { return program("TGS_TEST_FAKE_TRAIN_BIN", TGS_FAKE_TRAIN_BIN); }
+inline std::string intercept_preload() { return program("TGS_TEST_INTERCEPT", TGS_INTERCEPT_PRELOAD); }
 
 /// One progress line of tgs-fake-train.
 struct progress {
@@ -91,6 +103,25 @@ class process {
     exited_ = true;
     status_ = WIFEXITED(s) ? WEXITSTATUS(s) : -WTERMSIG(s);
     drain();
+    return status_;
+  }
+  /// Whether the process still runs (reaps it, keeping its status, once it has exited).
+  bool running() {
+    if (pid_ <= 0 || exited_) return false;
+    int s = 0;
+    if (::waitpid(pid_, &s, WNOHANG) != pid_) return true;
+    exited_ = true;
+    status_ = WIFEXITED(s) ? WEXITSTATUS(s) : -WTERMSIG(s);
+    drain();
+    return false;
+  }
+  /// Waits up to `limit` for the process to exit; its status, or empty (still running).
+  std::optional<int> wait_for(std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (running()) {
+      if (std::chrono::steady_clock::now() >= end) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }
     return status_;
   }
   /// Reads whatever output is available, without blocking.
@@ -171,6 +202,7 @@ class EndToEnd : public ::testing::Test {
     jobs_.clear();
     node_.reset();
     ::unlink(socket_.c_str());
+    ::unlink((socket_ + ".lock").c_str());  // tgs-node leaves its lock file (listener.hpp says why)
     ::rmdir(dir_.c_str());
     ::shm_unlink(("/" + device_ + "-0").c_str());
   }
@@ -180,16 +212,22 @@ class EndToEnd : public ::testing::Test {
     // while the old one still serves the socket, refuses to take it over, and exits, and the
     // test then runs with no node at all once the old one is gone.
     node_.reset();
-    std::vector<std::string> argv{TGS_NODE_BIN, "--socket", socket_, "--liveness-ms", "100", "--log-level", "info"};
-    // tgs (the default policy) steps every 200 ms and profiles for 3-6 windows, so a test sees
-    // its phases within seconds; other policies have settings of their own.
+    std::vector<std::string> argv{node_bin(), "--socket", socket_, "--liveness-ms", "100", "--log-level", "info"};
+    // Unless a test names its policy, tgs, stepping every 200 ms and profiling for 3-6 windows,
+    // so a test sees its phases within seconds; other policies have settings of their own.
     if (std::find(extra.begin(), extra.end(), "--policy") == extra.end()) {
-      argv.insert(argv.end(), {"--tgs.production-window-ms", "200", "--tgs.profile-windows", "3",
+      argv.insert(argv.end(), {"--policy", "tgs", "--tgs.production-window-ms", "200", "--tgs.profile-windows", "3",
                                "--tgs.max-profile-windows", "6"});
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
-    node_ = std::make_unique<process>(argv, std::vector<std::string>{});
+    node_ = std::make_unique<process>(argv, node_env());
     wait_until([&] { return ::access(socket_.c_str(), F_OK) == 0; }, 5s, "node socket");
+  }
+
+  /// The node's environment: the fake NVML beside the fake driver, on the test's fake device, so
+  /// the node sees the jobs' contexts and memory as it sees a real GPU's through NVML.
+  std::vector<std::string> node_env() const {
+    return {"LD_LIBRARY_PATH=" TGS_FAKE_DRIVER_DIR, "TGS_FAKE_DEVICE=" + device_};
   }
 
   /// A production job: half the device busy (2 ms of kernels, 2 ms of host time per iteration).
@@ -202,12 +240,16 @@ class EndToEnd : public ::testing::Test {
   }
 
   process& start_job(std::vector<std::string> args, const std::string& cls, bool interposed) {
-    std::vector<std::string> argv{TGS_FAKE_TRAIN_BIN, "--seconds", "0", "--report", "0.25"};
+    std::vector<std::string> argv{fake_train_bin(), "--seconds", "0", "--report", "0.25"};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env{"TGS_NODE_SOCKET=" + socket_, "TGS_FAKE_DEVICE=" + device_,
                                  "TGS_JOB_CLASS=" + cls, "TGS_JOB_NAME=" + cls};
-    if (interposed) env.push_back("LD_PRELOAD=" TGS_INTERCEPT_PRELOAD);
-    env.insert(env.end(), job_env_.begin(), job_env_.end());
+    if (interposed) env.push_back("LD_PRELOAD=" + intercept_preload());
+    for (const std::string& e : job_env_) {  // the fixture's settings win over the defaults above
+      const std::string key = e.substr(0, e.find('=') + 1);
+      std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
+      env.push_back(e);
+    }
     jobs_.push_back(std::make_unique<process>(argv, env));
     return *jobs_.back();
   }
@@ -219,9 +261,10 @@ class EndToEnd : public ::testing::Test {
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::dup2(out[1], 1);
+      ::alarm(10);  // a status tool that hangs (an older build's, on a wedged node) must not hang the test
       // Without --json the list ends one argument early.
-      ::execl(TGS_NODE_BIN, TGS_NODE_BIN, "status", "--socket", socket_.c_str(), json ? "--json" : nullptr,
-              nullptr);
+      const std::string node = node_bin();
+      ::execl(node.c_str(), node.c_str(), "status", "--socket", socket_.c_str(), json ? "--json" : nullptr, nullptr);
       ::_exit(127);
     }
     ::close(out[1]);

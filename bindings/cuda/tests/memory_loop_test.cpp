@@ -76,8 +76,10 @@ TEST(MemoryLoop, LimitRisesWhenProductionFreesAndLiftsWhenItLeaves) {
   auto opp = make_segment();
   loop.add_job(1, tgs::job_class::production, prod.get(), t0);
   loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  ASSERT_EQ(loop.request(2, 15_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_managed);
   opp->managed_bytes = (15_GiB).count();
   opp->managed_resident_bytes = (5_GiB).count();
+  ASSERT_EQ(loop.request(1, 15_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_device);
   prod->device_bytes = (15_GiB).count();
   loop.run(t0);
   EXPECT_EQ(opp->resident_limit.load(), (5_GiB).count());
@@ -96,9 +98,12 @@ TEST(MemoryLoop, OpportunisticDeviceMemoryCountsAgainstItsManagedLimit) {
   auto opp = make_segment();
   loop.add_job(1, tgs::job_class::production, prod.get(), t0);
   loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
-  prod->device_bytes = (12_GiB).count();
+  ASSERT_EQ(loop.request(2, 3_GiB, cabi::allocation_path::fixed, t0), tgs::allocation_verdict::grant_device);
   opp->device_bytes = (3_GiB).count();  // a pool allocation: not evictable
+  ASSERT_EQ(loop.request(2, 10_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_managed);
   opp->managed_bytes = (10_GiB).count();
+  ASSERT_EQ(loop.request(1, 12_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_device);
+  prod->device_bytes = (12_GiB).count();
   loop.run(t0);
   EXPECT_EQ(opp->resident_limit.load(), (5_GiB).count());
   // More unmovable memory than the rest of its limit is refused.
@@ -113,6 +118,9 @@ TEST(MemoryLoop, TwoOpportunisticJobsShareTheLimitInProportion) {
   loop.add_job(1, tgs::job_class::production, prod.get(), t0);
   loop.add_job(2, tgs::job_class::opportunistic, a.get(), t0);
   loop.add_job(3, tgs::job_class::opportunistic, b.get(), t0);
+  for (const auto& [id, size] : {std::pair{2U, 6_GiB}, std::pair{3U, 3_GiB}, std::pair{1U, 14_GiB}}) {
+    ASSERT_NE(loop.request(id, size, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::deny_out_of_memory);
+  }
   prod->device_bytes = (14_GiB).count();
   a->managed_bytes = (6_GiB).count();
   b->managed_bytes = (3_GiB).count();
@@ -144,6 +152,83 @@ TEST(MemoryLoop, OwnManagedAllocationsStayManagedAndFixedOnesStayDevice) {
   gpu_memory_loop tum{tum_without_reserve(), 20_GiB};
   tum.add_job(1, tgs::job_class::production, prod.get(), t0);
   EXPECT_EQ(tum.request(1, 1_GiB, cabi::allocation_path::managed, t0), tgs::allocation_verdict::grant_managed);
+}
+
+// A job writes its own segment: bytes it never asked for must change nothing for the others
+// (docs/results/faults-and-attacks.md, item 6).
+TEST(MemoryLoop, BytesAJobNeverAskedForAreNotBelieved) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  ASSERT_EQ(loop.request(2, 8_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_managed);
+  opp->managed_bytes = (8_GiB).count();
+  opp->managed_resident_bytes = (8_GiB).count();
+  // The production job claims a TiB of device memory without asking: the victim keeps its limit.
+  prod->device_bytes = 1ULL << 40;
+  loop.run(t0);
+  EXPECT_EQ(opp->resident_limit.load(), (20_GiB).count());
+  EXPECT_EQ(loop.counted(1)->device_bytes, 0U);
+  EXPECT_TRUE(loop.settled());
+  // Of what it asked for, it is believed; freeing and claiming it back is not believed.
+  ASSERT_EQ(loop.request(1, 4_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_device);
+  prod->device_bytes = (4_GiB).count();
+  loop.run(t0);
+  EXPECT_EQ(opp->resident_limit.load(), (16_GiB).count());
+  prod->device_bytes = (1_GiB).count();
+  loop.run(t0);
+  prod->device_bytes = (4_GiB).count();
+  loop.run(t0);
+  EXPECT_EQ(loop.counted(1)->device_bytes, (1_GiB).count());
+  // The opportunistic job claims more resident bytes than it holds: bounded by what it holds.
+  opp->managed_resident_bytes = UINT64_MAX;
+  EXPECT_EQ(loop.counted(2)->managed_resident_bytes, (8_GiB).count());
+}
+
+TEST(MemoryLoop, AGrantNotUsedWithinItsWindowBacksNothing) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB};
+  auto prod = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  ASSERT_EQ(loop.request(1, 4_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_device);
+  const tgs::instant later = t0 + decltype(loop)::grant_window + std::chrono::seconds{1};
+  loop.run(later);
+  prod->device_bytes = (4_GiB).count();
+  loop.run(later);
+  EXPECT_EQ(loop.counted(1)->device_bytes, 0U);
+}
+
+TEST(MemoryLoop, AnOpportunisticJobThatDoesNotEvictIsNotWaitedForPastTheStall) {
+  gpu_memory_loop loop{tum_without_reserve(), 20_GiB, tgs::residency_split::in_order, std::chrono::seconds{1}};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  ASSERT_EQ(loop.request(2, 16_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_managed);
+  opp->managed_bytes = (16_GiB).count();
+  opp->managed_resident_bytes = (16_GiB).count();
+  ASSERT_EQ(loop.request(1, 8_GiB, cabi::allocation_path::convertible, t0), tgs::allocation_verdict::grant_device);
+  prod->device_bytes = (8_GiB).count();
+  EXPECT_FALSE(loop.settled()) << "16 GiB resident over a 12 GiB limit: wait for the evictor";
+  // A job that moves keeps being waited for.
+  opp->managed_resident_bytes = (14_GiB).count();
+  loop.run(t0 + std::chrono::milliseconds{900});
+  loop.run(t0 + std::chrono::milliseconds{1800});
+  EXPECT_FALSE(loop.settled());
+  // One that stops moving is not, from one stall on.
+  loop.run(t0 + std::chrono::milliseconds{2000});
+  EXPECT_TRUE(loop.settled());
+  EXPECT_TRUE(loop.stalled(2));
+  // A further production allocation does not wait for it again.
+  const tgs::instant t3 = t0 + std::chrono::milliseconds{2100};
+  ASSERT_EQ(loop.request(1, 2_GiB, cabi::allocation_path::convertible, t3), tgs::allocation_verdict::grant_device);
+  prod->device_bytes = (10_GiB).count();
+  loop.run(t3);
+  EXPECT_TRUE(loop.settled());
+  // Once it moves again it is waited for again.
+  opp->managed_resident_bytes = (13_GiB).count();
+  loop.run(t3 + std::chrono::milliseconds{100});
+  EXPECT_FALSE(loop.stalled(2));
 }
 
 TEST(MemoryLoop, UnknownJobIsGrantedAsAsked) {

@@ -306,9 +306,9 @@ CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about 
           "fit",
           [](const python_model& mm) {
             return py::module_::import("json").attr("loads")(
-                sim::render_fit(mm.value->data, mm.value->params, sim::output_format::json));
+                sim::render_fit(*mm.value, sim::output_format::json));
           },
-          "The fitted contention parameters, as `tgs-sim fit --format json`.");
+          "The global fit, as `tgs-sim fit --format json`.");
 
   m.def(
       "pairs",

@@ -33,7 +33,8 @@ namespace tgs {
 template <typename Config>
 struct setting {
   using member_pointer =
-      std::variant<double Config::*, int Config::*, std::uint64_t Config::*, bool Config::*,
+      std::variant<double Config::*, int Config::*, std::uint32_t Config::*, std::uint64_t Config::*,
+                   bool Config::*,
                    duration Config::*, bytes Config::*, std::optional<bytes> Config::*>;
   std::string_view flag;
   std::string_view help;

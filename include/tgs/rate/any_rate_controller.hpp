@@ -16,6 +16,7 @@
 #include "tgs/rate/co_execution.hpp"
 #include "tgs/rate/concepts.hpp"
 #include "tgs/rate/exclusive.hpp"
+#include "tgs/rate/idle_harvest.hpp"
 #include "tgs/rate/mig.hpp"
 #include "tgs/rate/mps.hpp"
 #include "tgs/rate/tgs_rate_control.hpp"
@@ -41,8 +42,8 @@ namespace tgs {
 /// ```
 class any_rate_controller
     // The registry: one line per controller, in the order tools list them.
-    : public policy_variant<rate_observation, rate_decision, tgs_rate_control, exclusive,
-                            co_execution, mps, mig, antman, token_bucket,
+    : public policy_variant<rate_observation, rate_decision, tgs_rate_control, idle_harvest,
+                            exclusive, co_execution, mps, mig, antman, token_bucket,
                             time_slice_lock> {
  public:
   using policy_variant::policy_variant;

@@ -66,8 +66,21 @@ struct job_activity {
   /// Time the job spent blocked in its synchronisation calls in the window (waiting for its GPU
   /// work), when the driver knows it. It grows with GPU contention and not with the job's
   /// host-side work, which the launch rate cannot tell apart. The real backend measures it; the
-  /// simulator leaves it empty; `tgs_rate_control` reads it with `sync_wait_correction`.
+  /// simulator leaves it empty.
   std::optional<duration> sync_wait{};
+  /// Time in the window the job had unfinished work on the GPU, when the driver knows it: the
+  /// real backend samples the job's streams from its interposer, the simulator computes it from
+  /// its model. Blocks per such second is the job's GPU-side speed, which the job's host side
+  /// does not move and an opportunistic kernel it waits for does (`idle_harvest`).
+  std::optional<duration> gpu_busy{};
+  /// The same speed's two parts measured between the job's synchronisations instead of over the
+  /// window: the blocks it had launched before one synchronisation and not before an earlier one
+  /// (all complete when the later one returned), and its GPU busy time between the two. Empty
+  /// when the job did not synchronise in the window. A job launches an iteration's kernels in a
+  /// burst, so the blocks launched in a fixed window move by an iteration with where the bursts
+  /// fall; between synchronisations they are whole iterations.
+  std::optional<std::uint64_t> synced_blocks{};
+  std::optional<duration> synced_gpu_busy{};
 };
 
 /// Everything a rate controller may look at when it is stepped.
@@ -110,6 +123,17 @@ struct exclusive_turn {
   constexpr bool operator==(const exclusive_turn&) const noexcept = default;
 };
 
+/// Gap filling: opportunistic launches pass while the production job leaves the GPU idle.
+struct gap_fill {
+  /// An opportunistic launch passes once the production job has had no unfinished GPU work for
+  /// this long (0: as soon as it has none).
+  duration holdoff{};
+  /// At most this many of the opportunistic job's launches may be unfinished at once, so a
+  /// production job that resumes waits for at most that many of its kernels.
+  std::uint32_t max_inflight = 1;
+  constexpr bool operator==(const gap_fill&) const noexcept = default;
+};
+
 /// How the GPU's compute is divided between the two classes.
 using gpu_share = std::variant<time_sliced, mps_partition, mig_partition, exclusive_turn>;
 
@@ -119,11 +143,15 @@ struct rate_decision {
   gpu_share share = time_sliced{};
   /// Thread blocks the opportunistic job may launch per `budget_window`; empty means unthrottled
   /// and 0 means held (no launch passes). The interposer enforces it with one atomic per launch.
+  /// With `fill_gaps` it bounds only the launches beside the production job's busy periods.
   std::optional<std::uint64_t> opportunistic_budget;
   /// The refill period of the budget (TGS: 50 ms, the released code's `rate_watcher`).
   duration budget_window = std::chrono::milliseconds{50};
   /// When the controller wants its next observation. `never` means "only on a job event".
   instant revisit_at = never;
+  /// When set, an opportunistic launch also passes, whatever the budget, while the production job
+  /// leaves the GPU idle as this says.
+  std::optional<gap_fill> fill_gaps{};
 
   constexpr bool operator==(const rate_decision&) const noexcept = default;
 };

@@ -28,7 +28,7 @@ namespace tgs::sim {
 /// Figure 5).
 [[nodiscard]] const std::vector<std::string>& default_pair_policies();
 /// The policies `mixed` and `replay` compare unless told otherwise: the paper's cluster
-/// experiments (NSDI'23 Figure 6).
+/// experiments (NSDI'23 Figure 6) and idle-harvest.
 [[nodiscard]] const std::vector<std::string>& default_cluster_policies();
 /// The policy every cluster run is normalized to: the first registered one that never lets the
 /// classes share a GPU. It always runs.
@@ -79,14 +79,41 @@ struct run_settings {
 [[nodiscard]] std::vector<std::string> memory_policies_of(
     const std::vector<std::string>& rate_policies, const std::string& given);
 
+// --- fit and predict -------------------------------------------------------------------------
+
+/// `tgs-sim fit --write PATH`: `model` with its fit done afresh from its tables, whatever the
+/// cache held, and that fit written to `path` in the cache's format (`sim/data/fit.csv`). Throws
+/// `input_error` naming a file it cannot write.
+[[nodiscard]] calibrated_model write_fit(const calibrated_model& model, const std::string& path);
+
+/// `tgs-sim predict`: every measured pair beside the simulator's prediction of it.
+struct predict_command {
+  /// Only this GPU type; empty: every type.
+  std::string gpu;
+  /// Also predict each pair with a fit that left its cells out (one refit per pair).
+  bool leave_one_out = false;
+};
+
+/// What `predict` computed: the calibrated model's predictions and, with `leave_one_out`, those
+/// of the fits without each pair, in the same order.
+struct predict_outcome {
+  std::vector<prediction> in_sample;
+  std::vector<prediction> left_out;
+};
+
+/// Runs `predict`. Throws `input_error` for a GPU type the model has no table for.
+[[nodiscard]] predict_outcome run_predict(const calibrated_model& model, const predict_command& cmd);
+
 // --- pairs -----------------------------------------------------------------------------------
 
 /// `tgs-sim pairs`: one production and one opportunistic job on one GPU under each policy.
 struct pairs_command {
-  /// A custom pair (both or neither); empty: the paper's four scenarios on `gpu`.
+  /// A custom pair (both or neither); empty: every pair measured on `gpu`, each beside its
+  /// measurement (the paper's four scenarios on a100-40gb).
   std::string production;
   std::string opportunistic;
-  /// Empty: `default_pair_policies()`.
+  /// Empty: `default_pair_policies()` for a custom pair, every measured cell otherwise
+  /// (`measured_pair_requests`).
   std::vector<std::string> policies;
   std::string gpu = "a100-40gb";
   double duration_s = 600;
@@ -95,7 +122,8 @@ struct pairs_command {
   std::optional<double> memory_budget_gib;
   /// Empty: each sharing policy's own.
   std::string memory_policy;
-  double observation_noise = 0;
+  /// Empty: each job's host jitter from its profile; a value replaces it for both jobs.
+  std::optional<double> observation_noise;
   double production_drift = 0;
   std::uint64_t seed = 1;
   run_settings settings;

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// A stand-in libnvidia-ml.so.1 for the fake device: the few NVML calls tgs-node makes to see
+// which processes hold a context on a GPU and how much of its memory each uses, answered from the
+// fake device's process table (fake_device.hpp), as the real NVML answers from the driver's.
+#include <climits>
+#include <cstdint>
+
+#include "fake_device.hpp"
+#include "nvml_subset.hpp"
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+/// The fake's device handle: the ordinal plus one, so no handle is null.
+nvmlDevice_t handle_of(unsigned index) {
+  return reinterpret_cast<nvmlDevice_t>(static_cast<std::uintptr_t>(index) + 1);
+}
+int ordinal_of(nvmlDevice_t device) { return static_cast<int>(reinterpret_cast<std::uintptr_t>(device)) - 1; }
+
+int device_count() {
+  const char* s = std::getenv("TGS_FAKE_DEVICE_COUNT");
+  const long n = s != nullptr ? std::strtol(s, nullptr, 10) : 1;
+  return n < 1 ? 1 : (n > tgs_fake::max_devices ? tgs_fake::max_devices : static_cast<int>(n));
+}
+
+}  // namespace
+
+FAKE_EXPORT nvmlReturn_t nvmlInit_v2() { return NVML_SUCCESS; }
+FAKE_EXPORT nvmlReturn_t nvmlShutdown() { return NVML_SUCCESS; }
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* device) {
+  if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (static_cast<int>(index) >= device_count()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = handle_of(index);
+  return NVML_SUCCESS;
+}
+
+/// The live processes with a slot on the device, as NVML lists the processes with a context.
+/// With too small a buffer it says how many there are (NVML_ERROR_INSUFFICIENT_SIZE), as NVML does.
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned* count,
+                                                                 nvmlProcessInfo_t* infos) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  tgs_fake::device_state* d = tgs_fake::device(ordinal_of(device));
+  if (d == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned found = 0;
+  for (tgs_fake::process_slot& s : d->slots) {
+    const std::int32_t pid = s.pid.load();
+    if (pid <= 0 || !tgs_fake::process_alive(pid, s.start_time.load())) continue;
+    if (infos != nullptr && found < *count) {
+      infos[found] = nvmlProcessInfo_t{static_cast<unsigned>(pid), s.device_bytes.load(), UINT_MAX, UINT_MAX};
+    }
+    ++found;
+  }
+  const bool fits = infos != nullptr && found <= *count;
+  *count = found;
+  return fits || found == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}

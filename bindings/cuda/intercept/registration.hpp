@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// One registration attempt with tgs-node: connect, send `register_job`, receive the segment's
+/// descriptor, check the segment and map it. Every step is bounded (`abi::job_socket_timeout_ns`)
+/// and every failure closes what it opened and says why, so the caller can fail open.
+///
+/// What the interposer checks before it maps a segment the node handed over: the descriptor's
+/// size (a shorter file would raise SIGBUS on the first access past its end), its seals (a file
+/// that can still shrink could raise it later), and the identity line (magic, ABI version,
+/// size), read while the mapping is still in place.
+#pragma once
+
+#include <cstdint>
+
+#include "job_link.hpp"
+
+namespace tgs::cuda::intercept {
+
+enum class register_outcome { registered, absent, mismatch, rejected };
+
+/// The result of one attempt. On `registered`, `link` is a new published-to-be state that owns
+/// `socket` and the mapping.
+struct registration {
+  register_outcome outcome = register_outcome::absent;
+  int socket = -1;
+  const link_state* link = nullptr;
+  std::uint32_t node_version = 0;
+  char reason[256] = {};
+};
+
+/// Connects, registers (reporting `holdings`) and maps the segment. Never throws, never blocks
+/// longer than `abi::job_socket_timeout_ns` per step.
+[[nodiscard]] registration register_with_node(const abi::job_holdings& holdings) noexcept;
+
+/// Waits until `fd` is ready for `events` (poll) or `deadline_ns` (CLOCK_MONOTONIC) passes;
+/// false on timeout or error.
+[[nodiscard]] bool wait_ready(int fd, short events, std::uint64_t deadline_ns) noexcept;
+
+/// The path of the node's socket (`TGS_NODE_SOCKET`, default `/run/tgs/node.sock`).
+[[nodiscard]] const char* socket_path() noexcept;
+
+}  // namespace tgs::cuda::intercept

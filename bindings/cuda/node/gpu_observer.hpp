@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// What tgs-node sees of a GPU without asking the jobs: through NVML, which processes hold a
+/// context on it and how much of its memory each uses. The node checks what jobs report against
+/// it (docs/trust-model.md): a production job steers the rate controller only once it holds a
+/// context on its GPU, and the memory a job claims when it registers is bounded by what NVML
+/// says it uses.
+///
+/// NVML is loaded at run time; without it (no driver, or `--gpu-observer none`) nothing is
+/// observed and those checks fall back to the bounds the node keeps itself.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tgs::cuda::node {
+
+/// One process on a GPU, as NVML lists it.
+struct gpu_process {
+  pid_t pid = 0;
+  /// GPU memory it uses; empty where NVML cannot tell.
+  std::optional<std::uint64_t> used_bytes;
+};
+
+/// NVML, loaded once; an observer that failed to load observes nothing.
+class gpu_observer {
+ public:
+  /// No observation (`--gpu-observer none`).
+  gpu_observer() = default;
+  /// Loads libnvidia-ml.so.1 and initialises it; `available()` says whether that worked and
+  /// `description()` what was loaded or why not.
+  static gpu_observer nvml();
+  ~gpu_observer();
+  gpu_observer(gpu_observer&& other) noexcept;
+  gpu_observer& operator=(gpu_observer&& other) noexcept;
+  gpu_observer(const gpu_observer&) = delete;
+  gpu_observer& operator=(const gpu_observer&) = delete;
+
+  [[nodiscard]] bool available() const noexcept { return library_ != nullptr; }
+  [[nodiscard]] const std::string& description() const noexcept { return description_; }
+
+  /// The processes with a context on GPU `index`; empty when NVML cannot say.
+  [[nodiscard]] std::optional<std::vector<gpu_process>> processes(std::uint32_t index) const;
+  /// The entry of `pid` on GPU `index`: empty optional when NVML cannot say, an entry with
+  /// pid 0 when NVML answered and the process is not there.
+  [[nodiscard]] std::optional<gpu_process> process(std::uint32_t index, pid_t pid) const;
+
+ private:
+  void* library_ = nullptr;
+  void* handle_by_index_ = nullptr;
+  void* running_processes_ = nullptr;
+  void* shutdown_ = nullptr;
+  std::string description_ = "off";
+};
+
+}  // namespace tgs::cuda::node

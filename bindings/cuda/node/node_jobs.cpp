@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: Apache-2.0
+// tgs-node's job table: registration (authorised, capped, one sealed memfd segment per job),
+// what a job's claims are bounded by, departures, liveness, and memory requests.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "fd_message.hpp"
+#include "server_parts.hpp"
+
+namespace tgs::cuda::node {
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+/// A memfd of one page, sealed so that nobody (the job holds the descriptor too) can shrink or
+/// grow it: a shrunk segment would raise SIGBUS in the node at its next read.
+int sealed_segment_fd(const char* name = "tgs-job", std::uint32_t bytes = abi::segment_bytes) {
+  const int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (::ftruncate(fd, bytes) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Whether NVML lists `pid` among the processes on a GPU, or cannot say (then the node goes by the
+/// job's word, as without an observer).
+bool listed_or_unknown(const std::optional<std::vector<gpu_process>>& list, pid_t pid) {
+  return !list || std::any_of(list->begin(), list->end(), [&](const gpu_process& p) { return p.pid == pid; });
+}
+
+}  // namespace
+
+/// Why a registration must be refused, if it must: an unauthorised user, a GPU the node does not
+/// have, or a user or process already at its cap of jobs.
+std::optional<std::string> node_server::refusal(const connection& c, const abi::register_request& req) const {
+  const bool restricted = !options_.allowed_uids.empty() || !options_.allowed_gids.empty();
+  const bool uid_ok = std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), c.uid) !=
+                      options_.allowed_uids.end();
+  const bool gid_ok = std::any_of(options_.allowed_gids.begin(), options_.allowed_gids.end(),
+                                  [&](gid_t g) { return process_in_group(c.pid, c.gid, g); });
+  if (restricted && !uid_ok && !gid_ok) return fmt::format("uid {} is not allowed to register", c.uid);
+  if (req.gpu >= options_.gpus) return fmt::format("GPU {} is not on this node ({} GPUs)", req.gpu, options_.gpus);
+  const auto count = [&](auto same) { return std::count_if(jobs_.begin(), jobs_.end(), [&](const auto& e) { return same(*e.second); }); };
+  if (static_cast<std::size_t>(count([&](const job& j) { return j.pid == c.pid; })) >= options_.max_jobs_per_process) {
+    return fmt::format("process {} already has {} jobs (--max-jobs-per-process)", c.pid, options_.max_jobs_per_process);
+  }
+  if (static_cast<std::size_t>(count([&](const job& j) { return j.uid == c.uid; })) >= options_.max_jobs_per_user) {
+    return fmt::format("uid {} already has {} jobs (--max-jobs-per-user)", c.uid, options_.max_jobs_per_user);
+  }
+  return std::nullopt;
+}
+
+/// The memory a registering job claims to hold, bounded by what the node can check: the budget,
+/// and where NVML says how much GPU memory the process uses, that (a process NVML does not list
+/// holds nothing on the GPU). Managed bytes on the host are only bounded by the budget.
+abi::job_holdings node_server::bounded_holdings(const job& j, const abi::job_holdings& claimed) const {
+  abi::job_holdings h = claimed;
+  if (options_.memory_policy) {
+    const std::uint64_t budget = options_.memory_budget.count();
+    h.device_bytes = std::min(h.device_bytes, budget);
+    h.managed_bytes = std::min(h.managed_bytes, budget);
+  }
+  if (const std::optional<gpu_process> seen = observer_.process(j.gpu, j.pid)) {
+    const std::uint64_t used = seen->pid == 0 ? 0 : seen->used_bytes.value_or(UINT64_MAX);
+    h.device_bytes = std::min(h.device_bytes, used);
+    h.managed_resident_bytes = std::min(h.managed_resident_bytes, used - h.device_bytes);
+  }
+  h.managed_resident_bytes = std::min(h.managed_resident_bytes, h.managed_bytes);
+  if (h.device_bytes != claimed.device_bytes || h.managed_bytes != claimed.managed_bytes ||
+      h.managed_resident_bytes != claimed.managed_resident_bytes) {
+    log(log_level::warn,
+        "job {} (pid {}) claims {} MiB device, {} MiB managed ({} MiB on the GPU); counted: {}, {} ({})", j.id, j.pid,
+        claimed.device_bytes >> 20, claimed.managed_bytes >> 20, claimed.managed_resident_bytes >> 20,
+        h.device_bytes >> 20, h.managed_bytes >> 20, h.managed_resident_bytes >> 20);
+  }
+  return h;
+}
+
+/// Puts a job into its GPU's control loop: at registration, or for a production job once the
+/// node sees it hold a context on its GPU (it then starts steering the controller).
+void node_server::enter_control(job& j) {
+  gpu_loop(j.gpu).add_job(j.id, j.cls, j.segment, now());
+  j.in_control = true;
+}
+
+void node_server::register_job(connection& c, const abi::register_request& req) {
+  auto refuse = [&](const std::string& why) {
+    abi::reject_reply reject;
+    std::snprintf(reject.reason, sizeof(reject.reason), "%s", why.c_str());
+    (void)send_message(c.fd, &reject, sizeof(reject));
+    log(log_level::warn, "refused a job of pid {} uid {}: {}", c.pid, c.uid, why);
+    close_connection(c.fd);
+  };
+  if (const std::optional<std::string> why = refusal(c, req)) return refuse(*why);
+  const std::optional<std::uint64_t> start_ticks = process_start(c.pid);
+  if (!start_ticks) return refuse("process already gone");
+
+  job_class cls = options_.default_class;
+  if (req.job_class == abi::class_code::production) cls = job_class::production;
+  if (req.job_class == abi::class_code::opportunistic) cls = job_class::opportunistic;
+
+  const int memfd = sealed_segment_fd();
+  if (memfd < 0) return refuse("cannot create a sealed segment: " + errno_text());
+  void* mapping = ::mmap(nullptr, abi::segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (mapping == MAP_FAILED) {
+    ::close(memfd);
+    return refuse("mmap: " + errno_text());
+  }
+  auto j = std::make_unique<job>();
+  j->id = next_job_id_++;
+  j->fd = c.fd;
+  j->pid = c.pid;
+  j->uid = c.uid;
+  j->start_ticks = *start_ticks;
+  j->cls = cls;
+  j->gpu = req.gpu;
+  j->name.assign(req.name, strnlen(req.name, sizeof(req.name)));
+  j->since = clock::now();
+  // The page is zero-filled: every counter starts at 0; only the identity needs writing.
+  auto* seg = new (mapping) abi::job_segment{};
+  seg->magic = abi::segment_magic;
+  seg->abi_version = abi::version;
+  seg->size_bytes = sizeof(abi::job_segment);
+  seg->job_id = j->id;
+  seg->gpu = j->gpu;
+  seg->job_class = cls == job_class::opportunistic ? abi::class_code::opportunistic : abi::class_code::production;
+  seg->heartbeat_ns.store(abi::monotonic_ns(), std::memory_order_release);
+  // The launch window paces opportunistic jobs only: a production job queues as it would alone.
+  if (cls == job_class::opportunistic) {
+    seg->max_inflight_launches.store(options_.max_inflight_launches, std::memory_order_relaxed);
+  }
+  // A job registering again (its node restarted) holds memory: the policy must count it from the
+  // first step, before the job rewrites these lines with its own sums.
+  const abi::job_holdings holdings = bounded_holdings(*j, req.holdings);
+  seg->device_bytes.store(holdings.device_bytes, std::memory_order_relaxed);
+  seg->managed_bytes.store(holdings.managed_bytes, std::memory_order_relaxed);
+  seg->managed_resident_bytes.store(holdings.managed_resident_bytes, std::memory_order_relaxed);
+  j->segment = seg;
+  // The allowance must be in place before the job can launch, so the loop sees the job first.
+  // A production job that holds no context on its GPU yet waits for one (check_liveness).
+  if (cls != job_class::production || listed_or_unknown(observer_.processes(j->gpu), j->pid)) enter_control(*j);
+  if (memory_loop* m = gpu_memory(j->gpu)) m->add_job(j->id, cls, seg, now(), holdings);
+
+  // The GPU's page goes with the segment: writable to the production job that writes it (the
+  // first on the GPU while none does), read-only to every other job.
+  int page_fd = -1;
+  if (gpu_page_file* gp = gpu_page(j->gpu)) {
+    std::uint32_t none = 0;
+    const bool writer = cls == job_class::production &&
+                        gp->page->writer_job_id.compare_exchange_strong(none, j->id, std::memory_order_acq_rel);
+    page_fd = writer ? ::fcntl(gp->fd, F_DUPFD_CLOEXEC, 0)
+                     : ::open(fmt::format("/proc/self/fd/{}", gp->fd).c_str(), O_RDONLY | O_CLOEXEC);
+    if (page_fd < 0) {
+      log(log_level::warn, "job {}: cannot hand out GPU {}'s page ({}): no gap filling for it", j->id, j->gpu,
+          errno_text());
+      if (writer) gp->page->writer_job_id.store(0, std::memory_order_release);
+    }
+  }
+
+  abi::register_reply reply;
+  reply.job_id = j->id;
+  reply.job_class = seg->job_class;
+  const int fds[2] = {memfd, page_fd};
+  const bool sent = send_with_fds(c.fd, &reply, sizeof(reply), fds, page_fd >= 0 ? 2 : 1);
+  ::close(memfd);
+  if (page_fd >= 0) ::close(page_fd);
+  const std::uint32_t id = j->id;
+  log(log_level::info, "job {} registered: pid {} uid {} {} on GPU {} ({}){}", id, j->pid, j->uid, to_string(cls),
+      j->gpu, printable(j->name), j->in_control ? "" : "; it steers the controller once it holds a context there");
+  c.job_id = id;
+  jobs_[id] = std::move(j);
+  if (!sent) remove_job(id, "could not send the registration reply");
+}
+
+void node_server::remove_job(std::uint32_t id, const char* why) {
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  job& j = *it->second;
+  log(log_level::info, "job {} (pid {}, {}) left: {}", id, j.pid, to_string(j.cls), why);
+  if (auto g = gpus_.find(j.gpu); g != gpus_.end() && j.in_control) g->second->remove_job(id, now());
+  // The page's writer gone, its samples no longer stand: no gap is open on them, and the next
+  // production job to register writes the page.
+  if (auto p = pages_.find(j.gpu); p != pages_.end() && p->second->page->writer_job_id.load() == id) {
+    p->second->clear_activity();
+    p->second->page->writer_job_id.store(0, std::memory_order_release);
+  }
+  // Its memory no longer counts: the co-runner's limit rises (and its evicted memory returns).
+  if (auto m = memory_gpus_.find(j.gpu); m != memory_gpus_.end()) m->second->remove_job(id, now());
+  std::erase_if(pending_, [id](const pending_reply& p) { return p.job_id == id; });
+  if (auto c = connections_.find(j.fd); c != connections_.end()) {
+    ::close(j.fd);
+    connections_.erase(c);
+  }
+  jobs_.erase(it);
+}
+
+void node_server::check_liveness() {
+  std::vector<std::uint32_t> dead;
+  for (const auto& [id, j] : jobs_) {
+    const std::optional<std::uint64_t> start = process_start(j->pid);
+    if (!start || *start != j->start_ticks) dead.push_back(id);
+  }
+  for (std::uint32_t id : dead) remove_job(id, "process exited");
+  // Production jobs waiting for a context on their GPU: one NVML query per GPU.
+  std::map<std::uint32_t, std::optional<std::vector<gpu_process>>> seen;
+  for (auto& [id, j] : jobs_) {
+    if (j->in_control) continue;
+    auto [at, fresh] = seen.try_emplace(j->gpu);
+    if (fresh) at->second = observer_.processes(j->gpu);
+    if (listed_or_unknown(at->second, j->pid)) {
+      log(log_level::info, "job {} (pid {}) holds a context on GPU {}: it steers the controller now", id, j->pid, j->gpu);
+      enter_control(*j);
+    } else if (!j->said_unseen && clock::now() - j->since > std::chrono::seconds{10}) {
+      // A real training job holds a context within seconds; one that does not may be seen under
+      // another pid (the node outside the host's PID namespace) or not at all (some MPS setups).
+      log(log_level::warn,
+          "job {} (pid {}, production) is not listed by NVML on GPU {} after 10 s and does not steer the "
+          "controller; if the node runs in another PID namespace, or NVML does not list MPS clients here, "
+          "run it with --gpu-observer none",
+          id, j->pid, j->gpu);
+      j->said_unseen = true;
+    }
+  }
+}
+
+void node_server::on_memory_request(connection& c, const abi::memory_request& req) {
+  const auto it = jobs_.find(c.job_id);
+  if (it == jobs_.end()) return;
+  const job& j = *it->second;
+  memory_loop* m = gpu_memory(j.gpu);
+  allocation_verdict verdict = allocation_verdict::grant_device;
+  if (m != nullptr) verdict = m->request(j.id, bytes{req.bytes}, req.path, now());
+  log(verdict == allocation_verdict::deny_out_of_memory ? log_level::info : log_level::debug,
+      "job {} ({}) asks for {:.1f} MiB ({}): {}", j.id, to_string(j.cls), static_cast<double>(req.bytes) / (1 << 20),
+      req.path == abi::allocation_path::fixed ? "device only" : "movable", to_string(verdict));
+  const pending_reply reply{c.fd, j.id, j.gpu, static_cast<std::uint8_t>(verdict), req.sequence,
+                            clock::now() + options_.eviction_wait, clock::now()};
+  // A granted allocation that needs opportunistic memory evicted first waits for it, so the
+  // driver has the room when the job allocates: the policy's "evict first" made real.
+  pending_.push_back(reply);
+  send_pending_replies();
+}
+
+void node_server::send_pending_replies() {
+  std::vector<pending_reply> waiting;
+  for (const pending_reply& p : pending_) {
+    const memory_loop* m = gpu_memory(p.gpu);
+    const bool room = m == nullptr || m->settled() ||
+                      p.verdict == static_cast<std::uint8_t>(allocation_verdict::deny_out_of_memory);
+    const bool late = clock::now() >= p.deadline;
+    if (!room && !late) {
+      waiting.push_back(p);
+      continue;
+    }
+    if (!room) {
+      log(log_level::warn, "job {}: opportunistic memory not evicted within {} ms; allocating anyway", p.job_id,
+          options_.eviction_wait.count());
+    } else if (clock::now() - p.since > std::chrono::milliseconds{10}) {
+      log(log_level::info, "job {}: allocation waited {:.0f} ms for evictions", p.job_id,
+          std::chrono::duration<double, std::milli>(clock::now() - p.since).count());
+    }
+    abi::memory_reply reply;
+    reply.verdict = p.verdict;
+    reply.sequence = p.sequence;
+    if (!send_message(p.fd, &reply, sizeof(reply))) log(log_level::warn, "job {}: could not send a memory reply", p.job_id);
+  }
+  pending_ = std::move(waiting);
+}
+
+node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) {
+  if (!options_.memory_policy) return nullptr;
+  auto it = memory_gpus_.find(gpu);
+  if (it == memory_gpus_.end()) {
+    it = memory_gpus_
+             .emplace(gpu, std::make_unique<memory_loop>(any_memory_policy{*options_.memory_policy},
+                                                         options_.memory_budget, options_.residency,
+                                                         options_.eviction_stall))
+             .first;
+  }
+  return it->second.get();
+}
+
+node_server::gpu_page_file* node_server::gpu_page(std::uint32_t gpu) {
+  auto it = pages_.find(gpu);
+  if (it != pages_.end()) return it->second.get();
+  auto file = std::make_unique<gpu_page_file>();
+  file->fd = sealed_segment_fd("tgs-gpu", abi::gpu_page_bytes);
+  void* mapping = file->fd < 0 ? MAP_FAILED
+                               : ::mmap(nullptr, abi::gpu_page_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, file->fd, 0);
+  if (mapping == MAP_FAILED) {
+    log(log_level::warn, "cannot make GPU {}'s page ({}): its jobs run without gap filling", gpu, errno_text());
+    return nullptr;
+  }
+  auto* page = new (mapping) abi::gpu_page{};
+  page->magic = abi::gpu_page_magic;
+  page->abi_version = abi::version;
+  page->size_bytes = sizeof(abi::gpu_page);
+  page->gpu = gpu;
+  file->page = page;
+  return pages_.emplace(gpu, std::move(file)).first->second.get();
+}
+
+node_server::loop& node_server::gpu_loop(std::uint32_t gpu) {
+  auto it = gpus_.find(gpu);
+  if (it == gpus_.end()) {
+    it = gpus_.emplace(gpu, std::make_unique<loop>(any_rate_controller{options_.controller}, now())).first;
+    it->second->operator_inflight_bound = options_.max_inflight_launches;
+    it->second->sample_period_us = options_.activity_sample_us;
+  }
+  return *it->second;
+}
+
+}  // namespace tgs::cuda::node

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The node server's private parts, shared by its source files (node_server.cpp: connections;
+/// node_jobs.cpp: registration and the job table; node_status.cpp: the status answer): the job
+/// and connection records, the log, and small system functions.
+#pragma once
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <fmt/format.h>
+#include <optional>
+#include <string>
+
+#include "node_server.hpp"
+
+namespace tgs::cuda::node {
+
+/// A registered job: its process, its class and GPU, and the node's mapping of its segment.
+struct node_server::job {
+  std::uint32_t id = 0;
+  int fd = -1;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  std::uint64_t start_ticks = 0;
+  job_class cls = job_class::production;
+  std::uint32_t gpu = 0;
+  std::string name;
+  abi::job_segment* segment = nullptr;
+  clock::time_point since;
+  /// In its GPU's control loop. A production job enters once the node sees it hold a context on
+  /// its GPU (with an observer), so a registration that does no GPU work steers nothing.
+  bool in_control = false;
+  bool said_unseen = false;  ///< the node warned that NVML does not list it
+
+  job() = default;
+  job(const job&) = delete;
+  job& operator=(const job&) = delete;
+  ~job() {
+    if (segment != nullptr) ::munmap(segment, abi::segment_bytes);
+  }
+};
+
+/// One GPU's shared page (`abi::gpu_page`): a sealed memfd the node maps read-write, and whose
+/// descriptor it sends with every registration on the GPU, read-write to the page's writer (its
+/// production job) and read-only to everyone else.
+struct node_server::gpu_page_file {
+  int fd = -1;
+  abi::gpu_page* page = nullptr;
+
+  gpu_page_file() = default;
+  gpu_page_file(const gpu_page_file&) = delete;
+  gpu_page_file& operator=(const gpu_page_file&) = delete;
+  ~gpu_page_file() {
+    if (page != nullptr) ::munmap(page, abi::gpu_page_bytes);
+    if (fd >= 0) ::close(fd);
+  }
+  /// Clears the activity line: no production job's samples stand in it any more.
+  void clear_activity() noexcept {
+    page->pending.store(0, std::memory_order_relaxed);
+    page->last_pending_ns.store(0, std::memory_order_relaxed);
+    page->sample_ns.store(0, std::memory_order_release);
+  }
+};
+
+/// A client connection: a job (after registration), a status query, or one that has said nothing
+/// yet. Answers wait in `outbox` until the client reads them.
+struct node_server::connection {
+  int fd = -1;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  pid_t pid = 0;
+  std::uint32_t job_id = 0;  ///< 0 until it registers
+  clock::time_point opened;
+  std::deque<std::string> outbox;
+  clock::time_point send_deadline;
+  bool close_when_sent = false;
+};
+
+[[nodiscard]] const char* level_name(log_level l) noexcept;
+
+template <typename... Args>
+void node_server::log(log_level level, const char* format, const Args&... args) const {
+  if (level > options_.verbosity) return;
+  const double t = std::chrono::duration<double>(clock::now() - start_).count();
+  fmt::print(stderr, "tgs-node [{:9.3f}] {:5} {}\n", t, level_name(level), fmt::format(fmt::runtime(format), args...));
+}
+
+/// Sends one whole message without blocking; false if it did not go (full buffer, closed peer).
+[[nodiscard]] bool send_message(int fd, const void* data, std::size_t size) noexcept;
+
+/// The start time of process `pid` (clock ticks since boot, /proc/<pid>/stat field 22) while it
+/// runs (not a zombie); empty when it is gone. The start time tells a recycled pid from the
+/// registered process.
+[[nodiscard]] std::optional<std::uint64_t> process_start(pid_t pid);
+
+/// Whether process `pid` is in group `gid` (primary or supplementary, /proc/<pid>/status).
+[[nodiscard]] bool process_in_group(pid_t pid, gid_t primary, gid_t gid);
+
+/// A printable form of bytes a client sent (a job's name): control characters and bytes outside
+/// printable ASCII become `\xNN`, so a name cannot break a log or status line.
+[[nodiscard]] std::string printable(std::string_view raw);
+
+}  // namespace tgs::cuda::node

@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: Apache-2.0
+// Faults and hostile local users, on the fake driver: a second tgs-node, a node that hands out a
+// bad segment or stops answering, a node killed and restarted under a memory policy, a user who
+// opens connections or registrations without end, jobs that forge what they report, and names
+// that try to rewrite the status. Each test is the regression test of one finding of
+// docs/results/faults-and-attacks.md.
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "e2e_support.hpp"
+#include "node_client.hpp"
+
+using namespace tgs_e2e;
+using namespace std::chrono_literals;
+namespace cabi = tgs::cuda::abi;
+
+namespace {
+
+class Faults : public EndToEnd {
+ protected:
+  /// A tgs-node process on `socket` (not waited for).
+  std::unique_ptr<process> spawn_node(const std::string& socket, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{node_bin(), "--socket", socket, "--log-level", "info"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<process>(argv, node_env());
+  }
+  /// The CPU time (user + system) `pid` has used, in seconds.
+  static double cpu_seconds(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    unsigned long long utime = 0;
+    unsigned long long stime = 0;
+    for (int i = 3; i <= 15 && (fields >> field); ++i) {
+      if (i == 14) utime = std::stoull(field);
+      if (i == 15) stime = std::stoull(field);
+    }
+    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
+  /// The status's JSON lines, parsed; a line that is not JSON fails the test.
+  std::vector<nlohmann::json> status_lines() {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(status());
+    for (std::string line; std::getline(in, line);) {
+      try {
+        out.push_back(nlohmann::json::parse(line));
+      } catch (const nlohmann::json::exception& e) {
+        ADD_FAILURE() << "not JSON: " << line << " (" << e.what() << ")";
+      }
+    }
+    return out;
+  }
+  /// The parsed status line of job `name`, or an empty object.
+  nlohmann::json job_named(const std::string& name) {
+    for (const nlohmann::json& j : status_lines()) {
+      if (j.contains("job") && j["name"] == name) return j;
+    }
+    return nlohmann::json::object();
+  }
+  /// The seconds into its run of the `n`-th `"event":"memory"` line of `p` (n from 1), if printed.
+  static std::optional<double> memory_event_at(process& p, int n) {
+    for (const std::string& line : p.stdout_lines()) {
+      if (line.find(R"("event":"memory")") == std::string::npos || --n > 0) continue;
+      return nlohmann::json::parse(line)["t"].get<double>();
+    }
+    return std::nullopt;
+  }
+
+  /// A socket file no process listens on, as a node killed with SIGKILL leaves behind.
+  void make_stale_socket(const std::string& path) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);
+  }
+};
+
+// --- 1. a second tgs-node -----------------------------------------------------------------------
+
+TEST_F(Faults, ARefusedSecondNodeLeavesTheFirstOneServing) {
+  start_node();
+  ASSERT_NE(status().find("\"node\":"), std::string::npos);
+  auto second = spawn_node(socket_);
+  EXPECT_NE(second->wait_for(5s).value_or(0), 0) << "the second node should exit with an error";
+  EXPECT_NE(second->stderr_text().find("another tgs-node"), std::string::npos) << second->stderr_text();
+  EXPECT_EQ(::access(socket_.c_str(), F_OK), 0) << "the refused node removed the live node's socket";
+  EXPECT_NE(status().find("\"node\":"), std::string::npos) << "the first node no longer answers";
+  process& job = start_production();
+  wait_until([&] { return count(status(), R"("job":)") == 1; }, 5s, "a new job registering with the first node");
+  (void)job;
+}
+
+TEST_F(Faults, ASocketPathNamingARegularFileIsRefusedAndTheFileKept) {
+  const std::string file = dir_ + "/precious.txt";
+  std::ofstream(file) << "keep me\n";
+  auto node = spawn_node(file);
+  EXPECT_NE(node->wait_for(5s).value_or(0), 0) << "the node should refuse the path";
+  EXPECT_NE(node->stderr_text().find("not a socket"), std::string::npos) << node->stderr_text();
+  std::ifstream in(file);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "keep me");
+  ::unlink(file.c_str());
+  ::unlink((file + ".lock").c_str());
+}
+
+TEST_F(Faults, TwoNodesStartedAtOnceOnAStaleSocketLeaveExactlyOneServing) {
+  for (int round = 0; round < 10; ++round) {
+    ::unlink(socket_.c_str());
+    make_stale_socket(socket_);
+    auto a = spawn_node(socket_);
+    auto b = spawn_node(socket_);
+    std::this_thread::sleep_for(700ms);
+    const bool a_up = a->running();
+    const bool b_up = b->running();
+    EXPECT_NE(a_up, b_up) << "round " << round << ": " << a->stderr_text() << "\n---\n" << b->stderr_text();
+    EXPECT_NE(status().find("\"node\":"), std::string::npos) << "round " << round;
+    a.reset();
+    b.reset();
+  }
+}
+
+
+// --- 2. a node that hands out a bad segment ------------------------------------------------------
+
+/// A node that answers every registration with a flawed segment: what the interposer must survive.
+class bad_node {
+ public:
+  enum class flaw { wrong_magic, wrong_version, short_size, empty_file, short_file, shrinks_later };
+
+  bad_node(const std::string& path, flaw f) : flaw_(f) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 8) != 0) {
+      throw std::runtime_error("bad_node: bind " + path);
+    }
+    thread_ = std::thread([this] { serve(); });
+  }
+  bad_node(const bad_node&) = delete;
+  bad_node& operator=(const bad_node&) = delete;
+  ~bad_node() {
+    stop_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    thread_.join();
+    for (const int fd : open_) ::close(fd);
+    ::close(listen_fd_);
+  }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      open_.push_back(fd);  // kept open: the job must not fail open because the node hung up
+      cabi::register_request req;
+      if (::recv(fd, &req, sizeof(req), 0) < static_cast<ssize_t>(sizeof(cabi::message_header))) continue;
+      // Answer in the job's own version, so any interposer gets as far as the segment.
+      const std::uint32_t version = req.header.abi_version;
+      const int memfd = ::memfd_create("bad-segment", MFD_CLOEXEC);
+      const off_t size = flaw_ == flaw::empty_file ? 0 : flaw_ == flaw::short_file ? 100 : cabi::segment_bytes;
+      if (memfd < 0 || ::ftruncate(memfd, size) != 0) continue;
+      if (size == cabi::segment_bytes) {
+        void* m = ::mmap(nullptr, cabi::segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+        auto* seg = new (m) cabi::job_segment{};
+        seg->magic = flaw_ == flaw::wrong_magic ? 0x0123456789abcdefULL : cabi::segment_magic;
+        seg->abi_version = flaw_ == flaw::wrong_version ? version + 7 : version;
+        seg->size_bytes = flaw_ == flaw::short_size ? 8 : sizeof(cabi::job_segment);
+        seg->job_id = 1;
+        seg->job_class = cabi::class_code::opportunistic;
+        seg->allowance.store(cabi::unthrottled_lead);
+        seg->heartbeat_ns.store(cabi::monotonic_ns());
+        ::munmap(m, cabi::segment_bytes);
+      }
+      cabi::register_reply reply;
+      reply.header.abi_version = version;
+      reply.job_id = 1;
+      reply.job_class = cabi::class_code::opportunistic;
+      (void)tgs::cuda::send_with_fd(fd, &reply, sizeof(reply), memfd);
+      if (flaw_ == flaw::shrinks_later) {
+        std::this_thread::sleep_for(300ms);
+        (void)::ftruncate(memfd, 0);  // the job's mapping now ends before its first byte
+      }
+      ::close(memfd);
+    }
+  }
+
+  flaw flaw_;
+  int listen_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::vector<int> open_;
+  std::thread thread_;
+};
+
+class BadSegment : public Faults, public ::testing::WithParamInterface<bad_node::flaw> {};
+
+TEST_P(BadSegment, TheJobFailsOpenInsteadOfCrashing) {
+  bad_node node(socket_, GetParam());
+  process& job = start_job({"--kernels", "10", "--blocks", "10", "--host-ms", "1"}, "opportunistic", true);
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_TRUE(job.running()) << "the job died (status " << job.wait() << "):\n" << job.stderr_text();
+  EXPECT_GE(job.progress_lines().size(), 3U) << job.stderr_text();
+  EXPECT_NE(job.stderr_text().find("launches run unthrottled"), std::string::npos) << job.stderr_text();
+}
+
+/// A flaw's name, for the test's name and gtest's printout.
+const char* flaw_name(bad_node::flaw f) {
+  constexpr const char* names[] = {"WrongMagic", "WrongVersion", "ShortSizeField", "EmptyFile", "ShortFile",
+                                   "ShrinksLater"};
+  return names[static_cast<int>(f)];
+}
+void PrintTo(bad_node::flaw f, std::ostream* out) { *out << flaw_name(f); }
+std::string test_name(const ::testing::TestParamInfo<bad_node::flaw>& param) { return flaw_name(param.param); }
+
+INSTANTIATE_TEST_SUITE_P(Flaws, BadSegment,
+                         ::testing::Values(bad_node::flaw::wrong_magic, bad_node::flaw::wrong_version,
+                                           bad_node::flaw::short_size, bad_node::flaw::empty_file,
+                                           bad_node::flaw::short_file, bad_node::flaw::shrinks_later),
+                         test_name);
+
+// --- 3. memory accounting across a node restart --------------------------------------------------
+
+TEST_F(Faults, ARestartedNodeCountsTheMemoryItsJobsAlreadyHold) {
+  job_env_ = {"TGS_FAKE_MEMORY_MIB=4096"};
+  const std::vector<std::string> flags{"--memory-policy", "tgs", "--memory-budget-mib", "2048",
+                                       "--memory.tgs.reserve-mib", "0"};
+  start_node(flags);
+  // 1536 MiB of production memory and 1024 MiB of opportunistic memory (with their 64 MiB weights).
+  start_job({"--kernels", "20", "--blocks", "100", "--host-ms", "2", "--alloc-mib", "1472"}, "production", true);
+  wait_until([&] { return job_named("production").value("device_bytes", 0ULL) == 1536ULL << 20; }, 10s,
+             "the production job's 1536 MiB");
+  start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--alloc-mib", "960"}, "opportunistic", true);
+  wait_until([&] { return job_named("opportunistic").value("managed_bytes", 0ULL) == 1024ULL << 20; }, 10s,
+             "the opportunistic job's 1024 MiB");
+
+  node_->kill(SIGKILL);
+  node_->wait();
+  start_node(flags);
+  wait_until([&] { return count(status(), R"("job":)") == 2; }, 5s, "both jobs registering again");
+  std::this_thread::sleep_for(500ms);
+  const nlohmann::json prod = job_named("production");
+  const nlohmann::json opp = job_named("opportunistic");
+  EXPECT_EQ(prod.value("device_bytes", 0ULL), 1536ULL << 20) << prod;
+  EXPECT_EQ(opp.value("managed_bytes", 0ULL), 1024ULL << 20) << opp;
+  EXPECT_EQ(opp.value("resident_limit", 0ULL), 512ULL << 20) << opp;
+
+  // A new opportunistic job must find no room beyond the budget either.
+  job_env_.push_back("TGS_JOB_NAME=late");
+  start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--alloc-mib", "448"}, "opportunistic", true);
+  wait_until([&] { return job_named("late").value("managed_bytes", 0ULL) == 512ULL << 20; }, 10s, "the late job");
+  std::uint64_t resident = 0;
+  const auto settled = time_until(
+      [&] {
+        resident = 0;
+        for (const nlohmann::json& j : status_lines()) {
+          if (j.contains("job")) resident += j["resident_bytes"].get<std::uint64_t>();
+        }
+        return resident <= 2048ULL << 20;
+      },
+      5s);
+  std::printf("after the restart: production %llu MiB, opportunistic %llu MiB, all resident %llu MiB\n",
+              static_cast<unsigned long long>(prod.value("device_bytes", 0ULL) >> 20),
+              static_cast<unsigned long long>(opp.value("managed_bytes", 0ULL) >> 20),
+              static_cast<unsigned long long>(resident >> 20));
+  EXPECT_TRUE(settled) << "resident " << (resident >> 20) << " MiB against a budget of 2048 MiB\n" << status();
+}
+
+// --- 4. descriptors, connections and registrations ------------------------------------------------
+
+TEST_F(Faults, IdleConnectionsFromOneUserLeaveTheNodeServingOthers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the flood comes from a second user";
+  ::chmod(dir_.c_str(), 0711);  // the second user reaches the socket
+  // The usual service limit of 1024 descriptors, hard as well as soft.
+  node_ = std::make_unique<process>(
+      std::vector<std::string>{"/bin/sh", "-c", "ulimit -n 1024 && exec \"$0\" \"$@\"", node_bin(), "--socket", socket_,
+                               "--socket-mode", "438", "--log-level", "info"},
+      node_env());
+  wait_until([&] { return ::access(socket_.c_str(), F_OK) == 0; }, 5s, "node socket");
+  // Another user opens 1100 connections and says nothing on them.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t flood = ::fork();
+  if (flood == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+    rlimit files{4096, 4096};
+    ::setrlimit(RLIMIT_NOFILE, &files);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(1);
+    int opened = 0;
+    // Connect until 1100 connections stand (retrying while the backlog is full), for up to 10 s.
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
+    const auto give_up = clock_type::now() + 10s;
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+    while (opened < 1100 && clock_type::now() < give_up) {
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+        ++opened;
+        fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+      } else {
+        std::this_thread::sleep_for(1ms);
+      }
+    }
+    (void)::write(ready[1], &opened, sizeof(opened));
+    ::pause();
+    ::_exit(0);
+  }
+  int opened = 0;
+  ASSERT_EQ(::read(ready[0], &opened, sizeof(opened)), static_cast<ssize_t>(sizeof(opened)));
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ASSERT_GE(opened, 100) << "the second user could not reach the socket";
+  const double cpu_before = cpu_seconds(node_->pid());
+  const auto t0 = clock_type::now();
+  // Status and registration keep working for others while the connections are held.
+  EXPECT_NE(status().find(R"("node":)"), std::string::npos) << "status failed during the flood";
+  process& job = start_production();
+  const auto registered = time_until([&] { return count(status(), R"("job":)") == 1; }, 5s);
+  EXPECT_TRUE(registered) << job.stderr_text();
+  EXPECT_GE(measure_rate(job, 1s), 50.0) << "the new job's first CUDA calls hung";
+  std::this_thread::sleep_for(std::chrono::milliseconds{2500} - (clock_type::now() - t0));
+  const double cpu = (cpu_seconds(node_->pid()) - cpu_before) /
+                     std::chrono::duration<double>(clock_type::now() - t0).count();
+  std::printf("flood of %d connections: status and a new job served; the node used %.1f%% of a core\n", opened,
+              cpu * 100);
+  EXPECT_LT(cpu, 0.2) << "the node spins at " << cpu * 100 << "% of a core";
+  ::kill(flood, SIGKILL);
+  ::waitpid(flood, nullptr, 0);
+  EXPECT_NE(node_->stderr_text().find("dropped"), std::string::npos)
+      << "the node should say it dropped connections\n" << node_->stderr_text();
+}
+
+TEST_F(Faults, AConnectionThatSaysNothingIsClosed) {
+  start_node({"--handshake-timeout-ms", "300"});
+  std::optional<node_client> idle = node_client::connect(socket_);
+  ASSERT_TRUE(idle);
+  std::this_thread::sleep_for(800ms);
+  char byte = 0;
+  EXPECT_EQ(::recv(idle->fd(), &byte, 1, MSG_DONTWAIT), 0) << "the node should have closed the idle connection";
+}
+
+TEST_F(Faults, OneProcessCannotRegisterJobsWithoutEnd) {
+  start_node();
+  std::vector<node_client> jobs;
+  int accepted = 0;
+  for (int i = 0; i < 50; ++i) {
+    std::optional<node_client> c = node_client::connect(socket_);
+    ASSERT_TRUE(c);
+    if (c->register_as(cabi::class_code::opportunistic, 0, "many")) ++accepted;
+    jobs.push_back(std::move(*c));
+  }
+  EXPECT_EQ(accepted, 4) << "--max-jobs-per-process defaults to 4";
+  EXPECT_NE(node_->stderr_text().find("--max-jobs-per-process"), std::string::npos);
+  // Another process of the same user still registers.
+  process& job = start_production();
+  EXPECT_TRUE(time_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s)) << job.stderr_text();
+}
+
+// --- 5. a wedged node ---------------------------------------------------------------------------
+
+TEST_F(Faults, AStoppedNodeWithAFullBacklogDoesNotHangANewJob) {
+  start_node();
+  node_->kill(SIGSTOP);
+  // Fill the stopped node's backlog, as jobs starting while it is stopped do.
+  std::vector<node_client> queued;
+  for (int i = 0; i < 1000; ++i) {
+    std::optional<node_client> c = node_client::connect(socket_);
+    if (!c) break;
+    queued.push_back(std::move(*c));
+  }
+  process& job = start_production();
+  const auto first = time_until([&] { return !job.progress_lines().empty(); }, 10s);
+  node_->kill(SIGCONT);
+  ASSERT_TRUE(first) << "the job's first CUDA call hung on the stopped node\n" << job.stderr_text();
+  std::printf("first iteration %.2f s after the job started beside a stopped node\n", *first);
+  EXPECT_LT(*first, 4.0);
+  EXPECT_NE(job.stderr_text().find("launches run unthrottled"), std::string::npos) << job.stderr_text();
+}
+
+TEST_F(Faults, AnAllocationDoesNotWaitLongForAStoppedNode) {
+  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory.tgs.reserve-mib", "64"});
+  process& job =
+      start_job({"--kernels", "20", "--blocks", "100", "--host-ms", "2", "--alloc-mib", "64", "--alloc-at", "1.5"},
+                "production", true);
+  wait_until([&] { return count(status(), R"("job":)") == 1; }, 5s, "the job registering");
+  node_->kill(SIGSTOP);
+  const auto allocated = time_until([&] { return memory_event_at(job, 2).has_value(); }, 15s);
+  node_->kill(SIGCONT);
+  ASSERT_TRUE(allocated) << job.stderr_text();
+  std::printf("allocation asked at 1.5 s returned at %.2f s with the node stopped\n", *memory_event_at(job, 2));
+  EXPECT_LT(*memory_event_at(job, 2), 1.5 + 3.0) << "the allocation waited for the stopped node\n" << job.stderr_text();
+}
+
+// --- 6. values a job writes into its own segment --------------------------------------------------
+
+TEST_F(Faults, AProductionRegistrationWithNoGpuWorkCannotThrottleOthers) {
+  start_node();
+  process& opp = start_opportunistic();
+  std::this_thread::sleep_for(1500ms);
+  const double alone = measure_rate(opp, 2s);
+  ASSERT_GT(alone, 5.0);
+  // A registration as production from a process with no context on the GPU, which writes a
+  // production rate into its segment and then a slowdown.
+  std::optional<node_client> forger = node_client::connect(socket_);
+  ASSERT_TRUE(forger && forger->register_as(cabi::class_code::production, 0, "forger"));
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    const auto start = clock_type::now();
+    while (!stop) {
+      const bool slow = clock_type::now() - start > 1500ms;
+      forger->segment()->launch_counter.fetch_add(cabi::pack_launch(slow ? 3000 : 10000));
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::this_thread::sleep_for(2500ms);
+  const double beside = measure_rate(opp, 3s);
+  stop = true;
+  writer.join();
+  std::printf("opportunistic job alone %.0f it/s, beside the forger %.0f it/s\n", alone, beside);
+  const nlohmann::json f = job_named("forger");
+  EXPECT_FALSE(f.value("in_control_loop", true)) << f;
+  EXPECT_GE(beside, 0.8 * alone) << "alone " << alone << " it/s, beside the forger " << beside << " it/s\n" << status();
+}
+
+TEST_F(Faults, DeviceBytesAJobNeverAskedForEvictNobody) {
+  job_env_ = {"TGS_FAKE_MEMORY_MIB=1024"};
+  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory.tgs.reserve-mib", "64"});
+  start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--alloc-mib", "640"}, "opportunistic", true);
+  wait_until([&] { return job_named("opportunistic").value("managed_resident_bytes", 0ULL) == 704ULL << 20; }, 5s,
+             "the victim's 704 MiB on the GPU");
+  std::optional<node_client> forger = node_client::connect(socket_);
+  ASSERT_TRUE(forger && forger->register_as(cabi::class_code::production, 0, "forger"));
+  forger->segment()->device_bytes.store(1ULL << 40);
+  std::this_thread::sleep_for(1500ms);
+  const nlohmann::json victim = job_named("opportunistic");
+  std::printf("victim: %llu evictions, %llu MiB on the GPU after the forger wrote 1 TiB\n",
+              static_cast<unsigned long long>(victim.value("evictions", 0ULL)),
+              static_cast<unsigned long long>(victim.value("managed_resident_bytes", 0ULL) >> 20));
+  EXPECT_EQ(victim.value("evictions", 1ULL), 0U) << victim;
+  EXPECT_EQ(victim.value("managed_resident_bytes", 0ULL), 704ULL << 20) << victim;
+  EXPECT_EQ(job_named("forger").value("device_bytes", 1ULL), 0U);
+}
+
+TEST_F(Faults, AProductionJobsAllocationsDoNotWaitOutAnOpportunisticJobThatDoesNotMove) {
+  job_env_ = {"TGS_FAKE_MEMORY_MIB=2048"};
+  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory.tgs.reserve-mib", "64"});
+  // An opportunistic job is granted 512 MiB of managed memory, says it holds them on the GPU, and
+  // never evicts; another claims a TiB it was never granted.
+  std::optional<node_client> still = node_client::connect(socket_);
+  ASSERT_TRUE(still && still->register_as(cabi::class_code::opportunistic, 0, "still"));
+  ASSERT_EQ(still->ask_memory(512ULL << 20, cabi::allocation_path::convertible), 1U) << "grant_managed";
+  still->segment()->managed_bytes.store(512ULL << 20);
+  still->segment()->managed_resident_bytes.store(512ULL << 20);
+  std::optional<node_client> liar = node_client::connect(socket_);
+  ASSERT_TRUE(liar && liar->register_as(cabi::class_code::opportunistic, 0, "liar"));
+  liar->segment()->managed_bytes.store(1ULL << 40);
+  liar->segment()->managed_resident_bytes.store(1ULL << 40);
+  // The production job's 16 allocations of 32 MiB push the opportunistic limit below 512 MiB.
+  process& prod = start_job({"--kernels", "20", "--blocks", "100", "--host-ms", "2", "--alloc-mib", "512",
+                             "--chunk-mib", "32"},
+                            "production", true);
+  const auto done = time_until([&] { return memory_event_at(prod, 2).has_value(); }, 30s);
+  ASSERT_TRUE(done) << prod.stderr_text();
+  std::printf("16 production allocations took %.2f s\n", *memory_event_at(prod, 2) - *memory_event_at(prod, 1));
+  EXPECT_LT(*memory_event_at(prod, 2) - *memory_event_at(prod, 1), 3.0)
+      << "the allocations waited for a job that does not move\n" << node_->stderr_text();
+  EXPECT_TRUE(job_named("still").value("eviction_stalled", false)) << status();
+}
+
+// --- 7. the status ----------------------------------------------------------------------------
+
+TEST_F(Faults, AJobNameCannotRewriteItsStatusLine) {
+  start_node();
+  const std::string name = "x\",\"class\":\"production";
+  job_env_ = {"TGS_JOB_NAME=" + name};
+  start_opportunistic();
+  wait_until([&] { return count(status(), R"("job":)") == 1; }, 5s, "the job");
+  const nlohmann::json j = job_named(name);
+  ASSERT_TRUE(j.contains("class")) << status();
+  EXPECT_EQ(j["class"], "opportunistic");
+  EXPECT_EQ(count(status(), R"("class":"production")"), 0) << status();
+}
+
+TEST_F(Faults, ControlCharactersInANameKeepEveryLineJson) {
+  start_node();
+  const std::string name = std::string("bell\x07 esc\x1b[31m tab\t cr\r \xff\xfe end");
+  std::optional<node_client> c = node_client::connect(socket_);
+  ASSERT_TRUE(c && c->register_as(cabi::class_code::opportunistic, 0, name));
+  const std::vector<nlohmann::json> lines = status_lines();  // fails on any line that is not JSON
+  EXPECT_EQ(lines.size(), 3U);
+  EXPECT_EQ(status(false).find('\x1b'), std::string::npos) << "the text status passes an escape sequence through";
+}
+
+TEST_F(Faults, StatusOfTwoHundredJobsComesBackWhole) {
+  start_node({"--max-jobs-per-process", "1000", "--max-jobs-per-user", "1000"});
+  std::vector<node_client> jobs;
+  for (int i = 0; i < 200; ++i) {
+    std::optional<node_client> c = node_client::connect(socket_);
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->register_as(cabi::class_code::opportunistic, static_cast<std::uint32_t>(i % 8),
+                               "job-with-a-long-name-to-fill-the-socket-buffer-" + std::to_string(i)));
+    jobs.push_back(std::move(*c));
+  }
+  int whole = 0;
+  for (int round = 0; round < 10; ++round) {
+    const int jobs_listed = count(status(), R"("job":)");
+    whole += jobs_listed == 200;
+    EXPECT_EQ(jobs_listed, 200) << "round " << round;
+  }
+  std::printf("status of 200 jobs complete in %d of 10 runs\n", whole);
+}
+
+}  // namespace
