@@ -40,6 +40,11 @@ const sim::calibrated_model& model_of(py::handle model) {
   return *model.cast<const python_model&>().value;
 }
 
+/// A JSON document tgs-sim prints, as Python values.
+py::object json_of(const std::string& text) {
+  return py::module_::import("json").attr("loads")(text);
+}
+
 /// A list of names from a list of str or one comma-separated str (as the flag takes them).
 std::vector<std::string> names_of(py::handle value, std::string_view what) {
   std::vector<std::string> out;
@@ -85,12 +90,39 @@ py::dict pair_record(const sim::pair_result& r) {
   d["production"] = r.outcome.production;
   d["opportunistic"] = r.outcome.opportunistic;
   d["opportunistic_refused"] = r.outcome.opportunistic_refused;
-  d["paper_production"] =
-      or_none(r.target ? std::optional<double>(r.target->production) : std::nullopt);
-  d["paper_opportunistic"] =
-      or_none(r.target ? std::optional<double>(r.target->opportunistic) : std::nullopt);
+  d["measured_production"] = or_none(r.target ? r.target->production : std::nullopt);
+  d["measured_opportunistic"] = or_none(r.target ? r.target->opportunistic : std::nullopt);
+  d["measured_source"] = r.target ? py::object(py::str(r.target->source)) : py::object(py::none());
   d["evicted_gib"] = r.outcome.evicted.gib();
   d["restored_gib"] = r.outcome.restored.gib();
+  return d;
+}
+
+/// A measured cell beside its prediction (and the prediction of a fit without its pair).
+py::dict prediction_record(const sim::prediction& p, const sim::prediction* left_out) {
+  const auto& c = p.cell;
+  py::dict d;
+  d["gpu"] = c.gpu;
+  d["scenario"] = c.scenario;
+  d["production_model"] = c.production_model;
+  d["opportunistic_model"] = c.opportunistic_model;
+  d["policy"] = c.policy;
+  d["memory_policy"] = c.memory_policy;
+  d["memory_budget_gib"] = or_none(c.memory_budget ? std::optional<double>(c.memory_budget->gib())
+                                                   : std::nullopt);
+  d["production_idle"] = c.production_idle;
+  py::dict settings;
+  for (const auto& [k, v] : c.settings) settings[py::str(k)] = v;
+  d["settings"] = settings;
+  d["measured_production"] = or_none(c.production);
+  d["measured_opportunistic"] = or_none(c.opportunistic);
+  d["measured_source"] = c.source;
+  d["production"] = or_none(p.production);
+  d["opportunistic"] = or_none(p.opportunistic);
+  if (left_out != nullptr) {
+    d["left_out_production"] = or_none(left_out->production);
+    d["left_out_opportunistic"] = or_none(left_out->opportunistic);
+  }
   return d;
 }
 
@@ -265,10 +297,11 @@ py::dict run_cluster_from_python(const sim::calibrated_model& model, const sim::
 }  // namespace
 
 void define_runs(py::module_& m) {
-  py::class_<python_model>(m, "Model", R"(The simulator's tables and its fitted contention model:
-what every run simulates with. Model() is the embedded default (the paper's A100 pairs), which runs
-use when they are given no model; Model(models=..., gpus=..., measurements=...) reads the user's
-CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about a second).)")
+  py::class_<python_model>(m, "Model", R"(The simulator's tables and its global fit: what every run
+simulates with. Model() is the embedded default (the TGS paper's A100 pairs and ours on H100s and
+H200s, with the fit cached in sim/data/fit.csv), which runs use when they are given no model;
+Model(models=..., gpus=..., measurements=...) reads the user's CSV tables (tgs-sim's --models,
+--gpus, --measurements) and fits to them afresh (tables that differ from the cache's).)")
       .def(py::init([](const std::optional<std::string>& models,
                        const std::optional<std::string>& gpus,
                        const std::optional<std::string>& measurements) {
@@ -298,17 +331,59 @@ CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about 
       .def(
           "profiles",
           [](const python_model& mm) {
-            return py::module_::import("json").attr("loads")(
-                sim::render_profiles(mm.value->data, sim::output_format::json));
+            return json_of(sim::render_profiles(mm.value->data, sim::output_format::json));
           },
-          "The model profiles, as `tgs-sim profiles --format json`.")
+          "The model profiles with the fit applied, as `tgs-sim profiles --format json`.")
       .def(
           "fit",
-          [](const python_model& mm) {
-            return py::module_::import("json").attr("loads")(
-                sim::render_fit(*mm.value, sim::output_format::json));
+          [](const python_model& mm, const std::optional<std::string>& write) {
+            if (!write) return json_of(sim::render_fit(*mm.value, sim::output_format::json));
+            std::string text;
+            {
+              py::gil_scoped_release unlocked;
+              text = sim::render_fit(sim::write_fit(*mm.value, *write), sim::output_format::json);
+            }
+            return json_of(text);
           },
-          "The global fit, as `tgs-sim fit --format json`.");
+          py::kw_only(), py::arg("write") = py::none(),
+          R"(The global fit, as `tgs-sim fit --format json`. `write=PATH` is --write: fits afresh,
+writes the cache (sim/data/fit.csv's format) to PATH and returns the fresh fit; the
+model itself keeps its fit.)")
+      .def(
+          "predict",
+          [](const python_model& mm, const std::optional<std::string>& gpu, bool leave_one_out,
+             const std::optional<std::string>& format) {
+            sim::predict_command cmd{gpu.value_or(""), leave_one_out};
+            if (format && *format != "table" && *format != "markdown") {
+              fail(fmt::format("format: expected None, \"table\" or \"markdown\", got \"{}\"",
+                               *format));
+            }
+            sim::predict_outcome out;
+            {
+              py::gil_scoped_release unlocked;
+              out = sim::run_predict(*mm.value, cmd);
+            }
+            if (format) {
+              return py::object(py::str(sim::render_predictions(
+                  out.in_sample, leave_one_out ? &out.left_out : nullptr, *format == "markdown")));
+            }
+            py::list records;
+            for (std::size_t i = 0; i < out.in_sample.size(); ++i) {
+              records.append(prediction_record(out.in_sample[i],
+                                               leave_one_out ? &out.left_out[i] : nullptr));
+            }
+            return py::object(records);
+          },
+          py::kw_only(), py::arg("gpu") = py::none(), py::arg("leave_one_out") = false,
+          py::arg("format") = py::none(),
+          R"(tgs-sim predict: every measured pair beside the simulator's prediction of it.
+
+`gpu` is --gpu (default: every type); `leave_one_out=True` also predicts each pair with a fit that
+left its cells out (one refit per pair). Returns one dict per measured cell (gpu, scenario,
+models, policy, memory_policy, memory_budget_gib, production_idle, settings, measured_production,
+measured_opportunistic, measured_source, production, opportunistic and, with leave_one_out,
+left_out_production, left_out_opportunistic; None where the cell has no such throughput), or with
+format="table" or "markdown" (--markdown) the text tgs-sim prints.)");
 
   m.def(
       "pairs",
@@ -316,7 +391,8 @@ CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about 
          const std::optional<std::string>& opportunistic, py::handle policies,
          const std::string& gpu, double duration, double warmup,
          const std::optional<double>& memory_budget_gib,
-         const std::optional<std::string>& memory_policy, double observation_noise,
+         const std::optional<std::string>& memory_policy,
+         const std::optional<double>& observation_noise,
          double production_drift, py::handle seed, py::handle settings, bool timeline,
          py::handle model) {
         sim::pairs_command cmd;
@@ -351,7 +427,7 @@ CSV tables (tgs-sim's --models, --gpus, --measurements) and fits to them (about 
       py::kw_only(), py::arg("production") = py::none(), py::arg("opportunistic") = py::none(),
       py::arg("policies") = py::none(), py::arg("gpu") = "a100-40gb", py::arg("duration") = 600.0,
       py::arg("warmup") = 60.0, py::arg("memory_budget_gib") = py::none(),
-      py::arg("memory_policy") = py::none(), py::arg("observation_noise") = 0.0,
+      py::arg("memory_policy") = py::none(), py::arg("observation_noise") = py::none(),
       py::arg("production_drift") = 0.0, py::arg("seed") = 1, py::arg("settings") = py::none(),
       py::arg("timeline") = false, py::arg("model") = py::none(),
       R"(tgs-sim pairs: one production and one opportunistic job on one GPU under each policy.

@@ -293,7 +293,8 @@ class Runs(unittest.TestCase):
         self.assertIsNone(p["timeline"])
         r = p["results"][0]
         self.assertEqual((r["scenario"], r["policy"], r["memory_policy"]), ("low-contention", "tgs", "tgs"))
-        self.assertAlmostEqual(r["production"], r["paper_production"], delta=0.05)
+        self.assertAlmostEqual(r["production"], r["measured_production"], delta=0.05)
+        self.assertEqual(r["measured_source"], "NSDI'23 Figure 5")
         custom = tgs.pairs(production="resnet50", opportunistic="dlrm", policies=["tgs"], timeline=True,
                            settings={"tgs.dead-band": 0.15}, observation_noise=0.07, duration=120, warmup=30)
         tl = custom["timeline"]
@@ -414,7 +415,16 @@ class Runs(unittest.TestCase):
         self.assertIn("a100-40gb", m.gpus)
         self.assertIn("resnet50", m.models("a100-40gb"))
         self.assertIn("resnet50", {p["model"] for p in m.profiles()})
-        self.assertIn("models", m.fit())
+        self.assertEqual(m.fit()["from_cache"], True)
+        self.assertTrue(m.fit()["parameters"])
+        cells = m.predict(gpu="h100-80gb")
+        self.assertEqual({c["gpu"] for c in cells}, {"h100-80gb"})
+        self.assertNotIn("left_out_production", cells[0])
+        self.assertIn("within", m.predict(gpu="h100-80gb", format="table"))
+        with self.assertRaisesRegex(tgs.InputError, r'^format: expected None, "table" or "markdown", got "json"$'):
+            m.predict(format="json")
+        with self.assertRaisesRegex(tgs.InputError, r'^--gpu: unknown gpu "h900"$'):
+            m.predict(gpu="h900")
         custom = tgs.Model(measurements=os.path.join(SOURCE, "sim", "data", "paper_pairs.csv"))
         self.assertEqual(tgs.pairs(model=custom, policies=["tgs"])["results"][0]["policy"], "tgs")
         with self.assertRaisesRegex(tgs.InputError, r"unknown_model_pairs.csv:2: no profile for model \"alexnet\""):

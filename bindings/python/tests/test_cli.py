@@ -9,7 +9,7 @@ import tempfile
 import unittest
 
 import tgs
-from support import SIM_DATA, TRACE_DATA, philly, tgs_sim
+from support import SIM_DATA, SOURCE, TRACE_DATA, philly, tgs_sim
 
 
 def rounded(value):
@@ -31,6 +31,10 @@ def cli_json(*args, drop=("wall_s",)):
 class SameResults(unittest.TestCase):
     def test_pairs_paper_scenarios(self):
         self.assertEqual(as_cli(tgs.pairs()["results"]), cli_json("pairs"))
+
+    def test_pairs_measured_on_another_gpu(self):
+        # Cells with their own memory policy, budget, settings and an idle production job.
+        self.assertEqual(as_cli(tgs.pairs(gpu="h100-80gb")["results"]), cli_json("pairs", "--gpu", "h100-80gb"))
 
     def test_pairs_custom_with_settings_noise_and_memory(self):
         args = ["pairs", "--production", "resnet50", "--opportunistic", "dlrm", "--policies", "tgs,mps,token-bucket",
@@ -103,6 +107,35 @@ class SameResults(unittest.TestCase):
         self.assertEqual(m.fit(), json.loads(tgs_sim("fit", "--format", "json").stdout))
         self.assertEqual(m.profiles(), json.loads(tgs_sim("profiles", "--format", "json").stdout))
 
+    def test_fit_write(self):
+        with tempfile.TemporaryDirectory() as d:
+            cli_path, py_path = os.path.join(d, "cli.csv"), os.path.join(d, "py.csv")
+            cli = json.loads(tgs_sim("fit", "--write", cli_path, "--format", "json").stdout)
+            py = tgs.Model().fit(write=py_path)
+            self.assertEqual(py, cli)
+            self.assertFalse(py["from_cache"])
+            with open(cli_path) as a, open(py_path) as b:
+                self.assertEqual(a.read(), b.read())
+        self.assertTrue(tgs.Model().fit()["from_cache"])  # the model keeps its fit
+
+    def test_predict(self):
+        m = tgs.Model()
+        self.assertEqual(m.predict(gpu="h100-80gb", format="table"), tgs_sim("predict", "--gpu", "h100-80gb").stdout)
+        self.assertEqual(m.predict(gpu="h200-141gb", leave_one_out=True, format="markdown"),
+                         tgs_sim("predict", "--gpu", "h200-141gb", "--leave-one-out", "--markdown").stdout)
+        records = m.predict(gpu="h200-141gb", leave_one_out=True)
+        with open(os.path.join(SOURCE, "sim", "data", "measured_pairs.csv")) as f:
+            rows = [r for r in csv.reader(line for line in f if not line.startswith("#"))]
+        gpu = rows[0].index("gpu")
+        self.assertEqual(len(records), sum(1 for r in rows[1:] if r[gpu] == "h200-141gb"))
+        for r in records:
+            self.assertEqual(r["gpu"], "h200-141gb")
+            # A prediction for each measured throughput, from both fits.
+            for side in ("production", "opportunistic"):
+                measured = r[f"measured_{side}"] is not None
+                self.assertEqual(r[side] is not None, measured, r)
+                self.assertEqual(r[f"left_out_{side}"] is not None, measured, r)
+
 
 class SameMessages(unittest.TestCase):
     """tgs-sim prints "tgs-sim: MESSAGE" for bad input, or, for a flag its parser refuses,
@@ -166,6 +199,9 @@ class SameMessages(unittest.TestCase):
              lambda: tgs.replay(os.path.join(SIM_DATA, "bad.csv"))),
             (["--measurements", os.path.join(SIM_DATA, "unknown_model_pairs.csv"), "pairs"],
              lambda: tgs.Model(measurements=os.path.join(SIM_DATA, "unknown_model_pairs.csv"))),
+            (["predict", "--gpu", "h900"], lambda: tgs.Model().predict(gpu="h900")),
+            (["fit", "--write", os.path.join(SIM_DATA, "no-such-folder", "fit.csv")],
+             lambda: tgs.Model().fit(write=os.path.join(SIM_DATA, "no-such-folder", "fit.csv"))),
         ]
         for args, call in cases:
             with self.subTest(args=args):

@@ -489,7 +489,8 @@ def _real_cells(real, scenario):
 def tradeoff(sim=None, real=None, path=None, *, scenario=None, real_scenario=None, title=None):
     """Each policy's production and opportunistic throughput (relative to alone) for one pair: a
     point per policy, simulated (round), measured on a GPU (square, with the min-max over runs)
-    and, where tgs-sim has one, the paper's measurement (diamond).
+    and, where tgs-sim has one, the measured cell it reproduces (diamond: the paper's, or ours on
+    a GPU, as its measured_source says).
 
     `sim` is what tgs.pairs returned, its "results" list, or `tgs-sim pairs --format json|csv`
     output; `scenario` picks the pair (default: the first). `real` is a harness summary.json or a
@@ -504,16 +505,16 @@ def tradeoff(sim=None, real=None, path=None, *, scenario=None, real_scenario=Non
     fig = Figure(figsize=(6.4, 5.6), layout="constrained")
     ax = fig.subplots()
     ax.plot([0, 1], [1, 0], color="0.7", lw=1, ls="--", zorder=0)
-    paper = False
+    measured = []  # the measured cells' sources, in order
     for x in records:
         color = policy_color(x["policy"], names)
         ax.scatter(x["production"], x["opportunistic"], s=70, color=color, edgecolor="black", lw=0.6, zorder=3)
         ax.annotate(x["policy"], (x["production"], x["opportunistic"]), xytext=(6, 5),
                     textcoords="offset points", fontsize="small", color=color)
-        pp, po = x.get("paper_production"), x.get("paper_opportunistic")
-        if isinstance(pp, (int, float)) and isinstance(po, (int, float)) and not (math.isnan(pp) or math.isnan(po)):
-            ax.scatter(pp, po, s=45, marker="D", facecolor="none", edgecolor=color, lw=1.3, zorder=2)
-            paper = True
+        mp, mo = x.get("measured_production"), x.get("measured_opportunistic")
+        if isinstance(mp, (int, float)) and isinstance(mo, (int, float)) and not (math.isnan(mp) or math.isnan(mo)):
+            ax.scatter(mp, mo, s=45, marker="D", facecolor="none", edgecolor=color, lw=1.3, zorder=2)
+            measured.append(x.get("measured_source") or "")
     for c in cells:
         color = policy_color(c["mode"], names)
         p, o = c["production"], c["opportunistic"]
@@ -534,8 +535,10 @@ def tradeoff(sim=None, real=None, path=None, *, scenario=None, real_scenario=Non
     if cells:
         marks.append(Line2D([], [], ls="none", marker="s", mfc="0.6", mec="black", ms=7,
                             label="GPU (median, min-max over runs)"))
-    if paper:
-        marks.append(Line2D([], [], ls="none", marker="D", mfc="none", mec="0.3", ms=7, label="paper (NSDI'23)"))
+    if measured:
+        sources = ", ".join(x for x in dict.fromkeys(measured) if x)
+        marks.append(Line2D([], [], ls="none", marker="D", mfc="none", mec="0.3", ms=7,
+                            label=f"measured ({sources})" if sources else "measured"))
     ax.legend(handles=marks, fontsize="small", loc="upper right")
     if title is None:
         parts = []
