@@ -190,6 +190,16 @@ class DebianPackage(InstalledTools, unittest.TestCase):
                                            text=True).stdout.endswith("installed")]
             self.assertTrue(installed, f"dependency {dep.strip()} is not installed here")
 
+    def test_python_module_recommends_what_it_imports(self):
+        if not ARGS.python_dir:
+            self.skipTest("the Python module is not built")
+        version = run([ARGS.python, "-c", "import sys; print(*sys.version_info[:2], sep='.')"]).stdout.strip()
+        major, minor = version.split(".")
+        recommends = [r.strip() for r in self.field("Recommends").split(",")]
+        self.assertEqual(recommends, [f"python3 (>= {version})", f"python3 (<< {major}.{int(minor) + 1})",
+                                      "python3-numpy", "python3-matplotlib"])
+        self.assertEqual(self.field("Suggests"), "python3-pandas")
+
     def test_files_are_in_their_fhs_places(self):
         listing = run(["dpkg-deb", "-c", self.deb]).stdout
         paths = {line.split()[-1] for line in listing.splitlines()}
