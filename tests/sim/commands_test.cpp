@@ -13,36 +13,26 @@ namespace tgs::sim {
 namespace {
 
 using testing::default_model;
-
-/// The message `f` throws as `input_error`, or "" when it throws nothing.
-template <typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const input_error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Commands, RangesAreWordedAsTheCommandLineWordsThem) {
   pairs_command cmd;
   cmd.duration_s = 0.5;
-  EXPECT_EQ(message_of([&] { check(cmd); }),
+  EXPECT_EQ(error_of([&] { check(cmd); }),
             "--duration: Value 0.5 not in range 1.000000 to 10000000.000000");
   mixed_command mixed;
   mixed.stream.production_jobs = -1;
-  EXPECT_EQ(message_of([&] { check(mixed); }),
+  EXPECT_EQ(error_of([&] { check(mixed); }),
             "--production-jobs: Value -1 not in range 0 to 1000000");
 }
 
 TEST(Commands, UnknownNamesListTheKnownOnes) {
   pairs_command cmd;
   cmd.policies = {"tgs", "foo"};
-  EXPECT_EQ(message_of([&] { check(cmd); }).rfind("--policies: foo not in {tgs,", 0), 0U);
+  EXPECT_EQ(error_of([&] { check(cmd); }).rfind("--policies: foo not in {tgs,", 0), 0U);
   replay_command replay;
   replay.trace_format = "x";
-  EXPECT_EQ(message_of([&] { check(replay); }),
+  EXPECT_EQ(error_of([&] { check(replay); }),
             "--trace-format: x not in {philly-json,philly-csv,pollux-csv,tgs-csv,job-stream}");
 }
 
@@ -50,16 +40,16 @@ TEST(Commands, PairsRefusesASettingOfAPolicyItDoesNotRun) {
   pairs_command cmd;
   cmd.policies = {"mps"};
   cmd.settings.rate_given = {{"tgs", "tgs.dead-band"}};
-  EXPECT_EQ(message_of([&] { check(cmd); }),
+  EXPECT_EQ(error_of([&] { check(cmd); }),
             "tgs.dead-band is a setting of tgs, which this run does not use");
   cmd.policies = {"tgs"};
-  EXPECT_EQ(message_of([&] { check(cmd); }), "");
+  EXPECT_EQ(error_of([&] { check(cmd); }), "(no error)");
 }
 
 TEST(Commands, PairsNeedsBothModelsOfACustomPair) {
   pairs_command cmd;
   cmd.production = "resnet50";
-  EXPECT_EQ(message_of([&] { check(cmd); }), "--production and --opportunistic go together");
+  EXPECT_EQ(error_of([&] { check(cmd); }), "--production and --opportunistic go together");
 }
 
 TEST(Commands, TimelineCarriesTheControllersPhase) {
@@ -110,7 +100,7 @@ TEST(Commands, ReplayNamesAJobTooLargeForTheCluster) {
   t.jobs.push_back(big);
   replay_command cmd;
   cmd.cluster.cluster = "2x8";
-  EXPECT_EQ(message_of([&] { check_fits(t, cmd); }),
+  EXPECT_EQ(error_of([&] { check_fits(t, cmd); }),
             "jobs.csv:7: job 0 needs 64 GPUs but --cluster 2x8 has 16");
 }
 

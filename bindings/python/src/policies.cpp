@@ -270,10 +270,21 @@ class memory_policy {
   any_memory_policy inner_;
 };
 
+/// `copy()`, and `copy.copy` and `copy.deepcopy` alike: a fork that steps on its own.
+template <typename Policy>
+void def_copies(py::class_<Policy>& cls) {
+  cls.def(
+         "copy", [](const Policy& p) { return Policy(p); }, "A fork: the copy steps on its own.")
+      .def("__copy__", [](const Policy& p) { return Policy(p); })
+      .def(
+          "__deepcopy__", [](const Policy& p, py::handle) { return Policy(p); }, py::arg("memo"));
+}
+
 }  // namespace
 
 void define_policies(py::module_& m) {
-  py::class_<controller>(m, "Controller", R"(A rate controller of the registry, stepped by hand.
+  py::class_<controller> controllers(m, "Controller",
+                                     R"(A rate controller of the registry, stepped by hand.
 
 Controller(name, settings=None): `name` is a registered rate controller (`tgs.rate_policies()`),
 `settings` a dict of its settings by name, in the units of tgs-sim's flags (`{"dead-band": 0.05}`
@@ -284,7 +295,8 @@ tgs.ConfigError with the policy's own message.
     d = c.step({"now_s": 0, "window_s": 0, "production": {"blocks_launched": 0},
                 "opportunistic": {"blocks_launched": 0}})
     d["opportunistic_budget"], c.describe()["phase"]   # 0, 'profiling'
-)")
+)");
+  controllers
       .def(py::init<const std::string&, py::handle>(), py::arg("name"),
            py::arg("settings") = py::none())
       .def("step", &controller::step, py::arg("observation"),
@@ -294,21 +306,16 @@ Returns {"share", "opportunistic_budget" (blocks per budget window; None: unthro
 "budget_window_s", "revisit_at_s" (None: only on a job event)}.)")
       .def("describe", &controller::describe,
            "The controller's state report (what tgs-node status prints).")
-      .def(
-          "copy", [](const controller& c) { return controller(c); },
-          "A fork: the copy steps on its own.")
-      .def("__copy__", [](const controller& c) { return controller(c); })
-      .def(
-          "__deepcopy__", [](const controller& c, py::handle) { return controller(c); },
-          py::arg("memo"))
       .def_property_readonly("name", &controller::name)
       .def_property_readonly("traits", &controller::traits)
       .def_property_readonly("settings", &controller::settings,
                              "Every setting the controller runs with, in the flags' units.")
       .def("__repr__",
            [](const controller& c) { return fmt::format("tgs.Controller(\"{}\")", c.name()); });
+  def_copies(controllers);
 
-  py::class_<memory_policy>(m, "MemoryPolicy", R"(A memory policy of the registry, stepped by hand.
+  py::class_<memory_policy> memory_policies(m, "MemoryPolicy",
+                                            R"(A memory policy of the registry, stepped by hand.
 
 MemoryPolicy(name, settings=None): `name` is a registered memory policy (`tgs.memory_policies()`),
 `settings` a dict by setting name in the flags' units (`{"reserve-mib": 512}`).
@@ -316,7 +323,8 @@ MemoryPolicy(name, settings=None): `name` is a registered memory policy (`tgs.me
     m = tgs.MemoryPolicy("hard-limit")
     m.step({"capacity_bytes": 40 << 30, "request": {"requester": "opportunistic",
             "size_bytes": 30 << 30}})["verdict"]
-)")
+)");
+  memory_policies
       .def(py::init<const std::string&, py::handle>(), py::arg("name"),
            py::arg("settings") = py::none())
       .def("step", &memory_policy::step, py::arg("observation"),
@@ -326,16 +334,12 @@ MemoryPolicy(name, settings=None): `name` is a registered memory policy (`tgs.me
 "opportunistic_resident_limit_bytes" (None: no cap), "production_pinned", "revisit_at_s"}.)")
       .def("describe", &memory_policy::describe,
            "The policy's state report ({} for a policy that keeps none).")
-      .def("copy", [](const memory_policy& p) { return memory_policy(p); })
-      .def("__copy__", [](const memory_policy& p) { return memory_policy(p); })
-      .def(
-          "__deepcopy__", [](const memory_policy& p, py::handle) { return memory_policy(p); },
-          py::arg("memo"))
       .def_property_readonly("name", &memory_policy::name)
       .def_property_readonly("settings", &memory_policy::settings)
       .def("__repr__", [](const memory_policy& p) {
         return fmt::format("tgs.MemoryPolicy(\"{}\")", p.name());
       });
+  def_copies(memory_policies);
 
   m.def(
       "policy_traits",

@@ -108,8 +108,8 @@ py::dict prediction_record(const sim::prediction& p, const sim::prediction* left
   d["opportunistic_model"] = c.opportunistic_model;
   d["policy"] = c.policy;
   d["memory_policy"] = c.memory_policy;
-  d["memory_budget_gib"] = or_none(c.memory_budget ? std::optional<double>(c.memory_budget->gib())
-                                                   : std::nullopt);
+  d["memory_budget_gib"] =
+      or_none(c.memory_budget ? std::optional<double>(c.memory_budget->gib()) : std::nullopt);
   d["production_idle"] = c.production_idle;
   py::dict settings;
   for (const auto& [k, v] : c.settings) settings[py::str(k)] = v;
@@ -369,8 +369,8 @@ model itself keeps its fit.)")
             }
             py::list records;
             for (std::size_t i = 0; i < out.in_sample.size(); ++i) {
-              records.append(prediction_record(out.in_sample[i],
-                                               leave_one_out ? &out.left_out[i] : nullptr));
+              records.append(
+                  prediction_record(out.in_sample[i], leave_one_out ? &out.left_out[i] : nullptr));
             }
             return py::object(records);
           },
@@ -392,9 +392,8 @@ format="table" or "markdown" (--markdown) the text tgs-sim prints.)");
          const std::string& gpu, double duration, double warmup,
          const std::optional<double>& memory_budget_gib,
          const std::optional<std::string>& memory_policy,
-         const std::optional<double>& observation_noise,
-         double production_drift, py::handle seed, py::handle settings, bool timeline,
-         py::handle model) {
+         const std::optional<double>& observation_noise, double production_drift, py::handle seed,
+         py::handle settings, bool timeline, py::handle model) {
         sim::pairs_command cmd;
         cmd.production = production.value_or("");
         cmd.opportunistic = opportunistic.value_or("");

@@ -102,7 +102,8 @@ struct predict_outcome {
 };
 
 /// Runs `predict`. Throws `input_error` for a GPU type the model has no table for.
-[[nodiscard]] predict_outcome run_predict(const calibrated_model& model, const predict_command& cmd);
+[[nodiscard]] predict_outcome run_predict(const calibrated_model& model,
+                                          const predict_command& cmd);
 
 // --- pairs -----------------------------------------------------------------------------------
 
