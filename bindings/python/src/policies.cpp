@@ -77,15 +77,21 @@ double non_negative_seconds(py::handle value, const std::string& what) {
 job_activity activity_of(py::handle value, const std::string& what) {
   const py::dict d = to_dict(value, what);
   refuse_unknown_keys(d, what,
-                      {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s"});
+                      {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s",
+                       "gpu_busy_s", "synced_blocks", "synced_gpu_busy_s"});
   job_activity a;
   if (d.contains("blocks_launched")) {
     a.blocks_launched = to_count(d["blocks_launched"], what + ".blocks_launched");
   }
   if (d.contains("launches")) a.launches = to_count(d["launches"], what + ".launches");
+  if (d.contains("synced_blocks") && !d["synced_blocks"].is_none()) {
+    a.synced_blocks = to_count(d["synced_blocks"], what + ".synced_blocks");
+  }
   for (const auto& [key, field] :
        {std::pair{"mean_iteration_time_s", &job_activity::mean_iteration_time},
-        std::pair{"sync_wait_s", &job_activity::sync_wait}}) {
+        std::pair{"sync_wait_s", &job_activity::sync_wait},
+        std::pair{"gpu_busy_s", &job_activity::gpu_busy},
+        std::pair{"synced_gpu_busy_s", &job_activity::synced_gpu_busy}}) {
     if (d.contains(key) && !d[key].is_none()) {
       a.*field = from_seconds(non_negative_seconds(d[key], what + "." + key));
     }
@@ -235,6 +241,11 @@ py::dict memory_decision_dict(const memory_decision& d) {
           : py::object(py::int_(d.opportunistic_resident_limit.count()));
   out["production_pinned"] = d.production_pinned;
   out["revisit_at_s"] = seconds_or_none(d.revisit_at);
+  auto bytes_or_none = [](const std::optional<bytes>& b) {
+    return b ? py::object(py::int_(b->count())) : py::object(py::none());
+  };
+  out["production_view_bytes"] = bytes_or_none(d.production_view);
+  out["opportunistic_view_bytes"] = bytes_or_none(d.opportunistic_view);
   return out;
 }
 
@@ -301,7 +312,8 @@ tgs.ConfigError with the policy's own message.
            py::arg("settings") = py::none())
       .def("step", &controller::step, py::arg("observation"),
            R"(One step. `observation`: {"now_s", "window_s", "production", "opportunistic"}, each
-job (or None when absent) {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s"}.
+job (or None when absent) {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s",
+"gpu_busy_s", "synced_blocks", "synced_gpu_busy_s"} (None or absent: not known).
 Returns {"share", "opportunistic_budget" (blocks per budget window; None: unthrottled),
 "budget_window_s", "revisit_at_s" (None: only on a job event)}.)")
       .def("describe", &controller::describe,
@@ -331,7 +343,9 @@ MemoryPolicy(name, settings=None): `name` is a registered memory policy (`tgs.me
            R"(One step. `observation`: {"now_s", "capacity_bytes", "production", "opportunistic",
 "request"}; a job (or None) {"allocated_bytes", "resident_bytes"}; a request (or None)
 {"requester", "size_bytes", "movable"}. Returns {"verdict" (None without a request),
-"opportunistic_resident_limit_bytes" (None: no cap), "production_pinned", "revisit_at_s"}.)")
+"opportunistic_resident_limit_bytes" (None: no cap), "production_pinned", "revisit_at_s",
+"production_view_bytes", "opportunistic_view_bytes" (the memory each class is told it has; None:
+the budget less what the other jobs hold)}.)")
       .def("describe", &memory_policy::describe,
            "The policy's state report ({} for a policy that keeps none).")
       .def_property_readonly("name", &memory_policy::name)

@@ -121,6 +121,22 @@ class Controllers(unittest.TestCase):
             with self.subTest(args=args), self.assertRaisesRegex(error, message):
                 tgs.Controller(*args)
 
+    def test_idle_harvest_reads_the_gpu_side_signals(self):
+        # Its speed is blocks per busy second: between synchronisations when the job reports
+        # them, else over the window.
+        for synced, speed in ((True, 600 / 0.2), (False, 1000 / 0.5)):
+            with self.subTest(synced=synced):
+                c = tgs.Controller("idle-harvest")
+                c.step({"now_s": 0, "window_s": 0, "production": {"blocks_launched": 0},
+                        "opportunistic": {"blocks_launched": 0}})
+                production = {"blocks_launched": 1000, "gpu_busy_s": 0.5}
+                if synced:
+                    production.update(synced_blocks=600, synced_gpu_busy_s=0.2)
+                c.step({"now_s": 1, "window_s": 1, "production": production, "opportunistic": {"blocks_launched": 10}})
+                state = c.describe()
+                self.assertAlmostEqual(state["window_blocks_per_busy_s"], speed)
+                self.assertAlmostEqual(state["production_busy_fraction"], 0.5)
+
     def test_bad_observations_name_the_key(self):
         c = tgs.Controller("tgs")
         cases = [
@@ -131,6 +147,8 @@ class Controllers(unittest.TestCase):
             ({"production": 5}, r"observation.production: expected a dict, got 5"),
             ({"now_s": 1e12}, r"outside ±9e9 s"),
             ({"production": {"sync_wait_s": "x"}}, r"observation.production.sync_wait_s: expected a number"),
+            ({"production": {"gpu_busy_s": -1}}, r"observation.production.gpu_busy_s: must not be negative"),
+            ({"production": {"synced_blocks": 1.5}}, r"observation.production.synced_blocks: expected"),
             ([], r"observation: expected a dict, got \[\]"),
         ]
         for obs, message in cases:
@@ -157,6 +175,8 @@ class MemoryPolicies(unittest.TestCase):
         d = m.step({"capacity_bytes": 40 * self.GIB,
                     "request": {"requester": "opportunistic", "size_bytes": 10 * self.GIB}})
         self.assertEqual(d["verdict"], "grant_device")
+        # Each class is told its own half of the card.
+        self.assertEqual((d["production_view_bytes"], d["opportunistic_view_bytes"]), (20 * self.GIB, 20 * self.GIB))
         self.assertEqual(m.settings["production-fraction"], 0.5)
         self.assertEqual(m.describe(), {})
 
@@ -169,6 +189,7 @@ class MemoryPolicies(unittest.TestCase):
         self.assertEqual(d["opportunistic_resident_limit_bytes"], 10 * self.GIB)
         self.assertTrue(d["production_pinned"])
         self.assertIsNone(d["revisit_at_s"])
+        self.assertIsNone(d["production_view_bytes"])  # the budget less what the others hold
         self.assertEqual(copy.copy(m).settings, {"reserve-mib": 0.0})
 
     def test_bad_input(self):
