@@ -150,6 +150,12 @@ py::dict rate_decision_dict(const rate_decision& d) {
                                     : py::object(py::none());
   out["budget_window_s"] = to_seconds(d.budget_window);
   out["revisit_at_s"] = seconds_or_none(d.revisit_at);
+  if (d.fill_gaps) {
+    out["fill_gaps"] = py::dict("holdoff_s"_a = to_seconds(d.fill_gaps->holdoff),
+                                "max_inflight"_a = d.fill_gaps->max_inflight);
+  } else {
+    out["fill_gaps"] = py::none();
+  }
   return out;
 }
 
@@ -315,7 +321,9 @@ tgs.ConfigError with the policy's own message.
 job (or None when absent) {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s",
 "gpu_busy_s", "synced_blocks", "synced_gpu_busy_s"} (None or absent: not known).
 Returns {"share", "opportunistic_budget" (blocks per budget window; None: unthrottled),
-"budget_window_s", "revisit_at_s" (None: only on a job event)}.)")
+"budget_window_s", "revisit_at_s" (None: only on a job event), "fill_gaps" (None, or
+{"holdoff_s", "max_inflight"}: opportunistic launches also pass while the production job leaves
+the GPU idle that long)}.)")
       .def("describe", &controller::describe,
            "The controller's state report (what tgs-node status prints).")
       .def_property_readonly("name", &controller::name)

@@ -132,10 +132,29 @@ class Controllers(unittest.TestCase):
                 production = {"blocks_launched": 1000, "gpu_busy_s": 0.5}
                 if synced:
                     production.update(synced_blocks=600, synced_gpu_busy_s=0.2)
-                c.step({"now_s": 1, "window_s": 1, "production": production, "opportunistic": {"blocks_launched": 10}})
+                d = c.step({"now_s": 1, "window_s": 1, "production": production,
+                            "opportunistic": {"blocks_launched": 10}})
+                self.assertIsNone(d["fill_gaps"])  # held while it measures its reference
                 state = c.describe()
                 self.assertAlmostEqual(state["window_blocks_per_busy_s"], speed)
                 self.assertAlmostEqual(state["production_busy_fraction"], 0.5)
+
+    def test_idle_harvest_fills_gaps_once_it_harvests(self):
+        c = tgs.Controller("idle-harvest")
+        d = c.step({"now_s": 0, "window_s": 0, "production": {"blocks_launched": 0},
+                    "opportunistic": {"blocks_launched": 0}})
+        steady = {"blocks_launched": 1000, "gpu_busy_s": 0.25}
+        for step in range(1, 100):
+            if c.describe()["phase"] == "harvesting":
+                break
+            d = c.step({"now_s": step * 0.5, "window_s": 0.5, "production": steady,
+                        "opportunistic": {"blocks_launched": 10}})
+        state = c.describe()
+        self.assertEqual(state["phase"], "harvesting")
+        # Opportunistic launches also pass in the production job's gaps, behind the gate the state
+        # report shows.
+        self.assertEqual(d["fill_gaps"]["max_inflight"], state["max_inflight"])
+        self.assertAlmostEqual(d["fill_gaps"]["holdoff_s"], state["holdoff_us"] * 1e-6)
 
     def test_bad_observations_name_the_key(self):
         c = tgs.Controller("tgs")
