@@ -54,6 +54,24 @@ std::string text_of(const json& v) { return v.is_null() ? std::string("-") : v.d
 
 }  // namespace
 
+node_server::job_numbers node_server::numbers_of(const job& j, const std::vector<job_report>& reports,
+                                                 const memory_loop* m) const {
+  job_numbers n;
+  const auto r = std::find_if(reports.begin(), reports.end(), [&](const job_report& x) { return x.id == j.id; });
+  if (r != reports.end()) {
+    n.report = *r;
+  } else {
+    n.report.id = j.id;
+    n.report.cls = j.cls;
+  }
+  const abi::job_segment& seg = *j.segment;
+  n.held = m != nullptr ? m->counted(j.id).value_or(abi::job_holdings{})
+                        : abi::job_holdings{seg.device_bytes.load(), seg.managed_bytes.load(),
+                                            seg.managed_resident_bytes.load()};
+  n.managed_resident = std::min(n.held.managed_bytes, n.held.managed_resident_bytes);
+  return n;
+}
+
 void node_server::send_status(connection& c, bool json_lines) {
   std::vector<json> lines;
   const double uptime = std::chrono::duration<double>(clock::now() - start_).count();
@@ -62,7 +80,11 @@ void node_server::send_status(connection& c, bool json_lines) {
                                      {"policy", std::string(sample.policy_name())},
                                      {"socket", options_.socket_path},
                                      {"uptime_s", rounded(uptime, 3)},
-                                     {"jobs", jobs_.size()}}}});
+                                     {"jobs", jobs_.size()},
+                                     {"class_sockets", options_.class_socket_dir.empty()
+                                                           ? json(nullptr)
+                                                           : json(options_.class_socket_dir)},
+                                     {"unregistered", unregistered_.size()}}}});
   std::set<std::uint32_t> gpus;
   for (const auto& [gpu, l] : gpus_) gpus.insert(gpu);
   for (const auto& [id, j] : jobs_) gpus.insert(j->gpu);
@@ -89,20 +111,11 @@ void node_server::send_status(connection& c, bool json_lines) {
     for (const auto& [id, jp] : jobs_) {
       const job& j = *jp;
       if (j.gpu != gpu) continue;
-      const auto r = std::find_if(reports.begin(), reports.end(), [&](const job_report& x) { return x.id == id; });
-      job_report report;
-      if (r != reports.end()) {
-        report = *r;
-      } else {
-        report.id = id;
-        report.cls = j.cls;
-      }
+      const job_numbers numbers = numbers_of(j, reports, m);
+      const job_report& report = numbers.report;
       const abi::job_segment& seg = *j.segment;
-      // What the node counts (bounded by its grants) where a memory policy runs; else the job's own.
-      const abi::job_holdings held = m != nullptr ? m->counted(id).value_or(abi::job_holdings{})
-                                                  : abi::job_holdings{seg.device_bytes.load(), seg.managed_bytes.load(),
-                                                                      seg.managed_resident_bytes.load()};
-      const std::uint64_t managed_resident = std::min(held.managed_bytes, held.managed_resident_bytes);
+      const abi::job_holdings& held = numbers.held;
+      const std::uint64_t managed_resident = numbers.managed_resident;
       const std::uint64_t job_limit = seg.resident_limit.load();
       const bool limited = job_limit != abi::no_resident_limit && seg.memory_policy_active.load() != 0;
       const bool throttled = j.cls == job_class::opportunistic && report.budget_blocks.has_value();
@@ -113,6 +126,9 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["uid"] = j.uid;
       line["class"] = std::string(to_string(j.cls));
       line["name"] = j.name;
+      line["class_from"] = j.class_from;
+      line["cgroup"] = j.origin.cgroup;
+      line["container"] = j.origin.container;
       line["up_s"] = rounded(std::chrono::duration<double>(clock::now() - j.since).count(), 1);
       line["in_control_loop"] = j.in_control;
       line["blocks_per_s"] = per_second(report.blocks_per_s);
@@ -126,7 +142,7 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["free_calls"] = seg.free_calls.load();
       line["map_calls"] = seg.map_calls.load();
       line["managed_resident_bytes"] = managed_resident;
-      line["resident_bytes"] = held.device_bytes + managed_resident;
+      line["resident_bytes"] = numbers.resident();
       line["resident_limit"] = limited ? json(job_limit) : json(nullptr);
       line["eviction_stalled"] = m != nullptr && m->stalled(id);
       line["evictions"] = seg.evictions.load();
@@ -149,6 +165,20 @@ void node_server::send_status(connection& c, bool json_lines) {
     }
   }
 
+  // Processes on a GPU that never registered there (check_unregistered), after a grace period.
+  for (const auto& [key, u] : unregistered_) {
+    json line;
+    line["unregistered"] = u.pid;
+    line["gpu"] = u.gpu;
+    line["uid"] = u.uid;
+    line["used_bytes"] = u.used_bytes ? json(*u.used_bytes) : json(nullptr);
+    line["cgroup"] = u.origin.cgroup;
+    line["container"] = u.origin.container;
+    line["seen_s"] = rounded(std::chrono::duration<double>(clock::now() - u.first_seen).count(), 1);
+    line["state"] = u.state();
+    lines.push_back(std::move(line));
+  }
+
   for (const json& line : lines) {
     std::string text;
     if (json_lines) {
@@ -156,14 +186,29 @@ void node_server::send_status(connection& c, bool json_lines) {
       text = line.dump(-1, ' ', false, json::error_handler_t::replace);
     } else if (line.contains("node")) {
       const json& n = line["node"];
-      text = fmt::format("tgs-node: ABI {}, policy {}, socket {}, up {:.1f} s, {} job(s)", n["abi"].get<unsigned>(),
-                         n["policy"].get<std::string>(), n["socket"].get<std::string>(), n["uptime_s"].get<double>(),
-                         n["jobs"].get<std::size_t>());
+      text = fmt::format("tgs-node: ABI {}, policy {}, socket {}{}, up {:.1f} s, {} job(s), {} unregistered process(es)",
+                         n["abi"].get<unsigned>(), n["policy"].get<std::string>(), n["socket"].get<std::string>(),
+                         n["class_sockets"].is_null() ? std::string()
+                                                      : ", class sockets in " + n["class_sockets"].get<std::string>(),
+                         n["uptime_s"].get<double>(), n["jobs"].get<std::size_t>(), n["unregistered"].get<std::size_t>());
+    } else if (line.contains("unregistered")) {
+      const std::string container = line["container"].get<std::string>();
+      text = fmt::format("  unregistered pid {} uid {} on GPU {} ({}): {}, seen {:.1f} s, {}", line["unregistered"].get<int>(),
+                         line["uid"].get<unsigned>(), line["gpu"].get<unsigned>(),
+                         container.empty() ? "cgroup " + line["cgroup"].get<std::string>()
+                                           : "container " + short_container_id(container),
+                         line["used_bytes"].is_null()
+                             ? std::string("memory unknown")
+                             : fmt::format("{:.1f} MiB", static_cast<double>(line["used_bytes"].get<std::uint64_t>()) / (1 << 20)),
+                         line["seen_s"].get<double>(), line["state"].get<std::string>());
     } else if (line.contains("job")) {
       const unsigned window = line["max_inflight_launches"].get<unsigned>();
-      text = fmt::format("  job {} pid {} {} '{}': {} blocks/s, {} launches/s, budget {}, {:.1f} MiB ({:.1f} MiB managed, "
+      const std::string container = line["container"].get<std::string>();
+      text = fmt::format("  job {} pid {} {} ({}{}) '{}': {} blocks/s, {} launches/s, budget {}, {:.1f} MiB ({:.1f} MiB managed, "
                          "{:.1f} MiB of it on the GPU), throttled {:.2f} s{}{}",
                          line["job"].get<unsigned>(), line["pid"].get<int>(), line["class"].get<std::string>(),
+                         line["class_from"].get<std::string>(),
+                         container.empty() ? std::string() : ", container " + short_container_id(container),
                          printable(line["name"].get<std::string>()), text_of(line["blocks_per_s"]),
                          text_of(line["launches_per_s"]),
                          line["budget_blocks"].is_null() ? std::string("unthrottled") : line["budget_blocks"].dump(),

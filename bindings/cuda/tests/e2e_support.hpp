@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -276,6 +277,26 @@ class EndToEnd : public ::testing::Test {
     int s = 0;
     ::waitpid(pid, &s, 0);
     return text;
+  }
+  /// The status's JSON lines, parsed; a line that is not JSON fails the test.
+  std::vector<nlohmann::json> status_lines() {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(status());
+    for (std::string line; std::getline(in, line);) {
+      try {
+        out.push_back(nlohmann::json::parse(line));
+      } catch (const nlohmann::json::exception& e) {
+        ADD_FAILURE() << "not JSON: " << line << " (" << e.what() << ")";
+      }
+    }
+    return out;
+  }
+  /// The parsed status line of job `name`, or an empty object.
+  nlohmann::json job_named(const std::string& name) {
+    for (const nlohmann::json& j : status_lines()) {
+      if (j.contains("job") && j["name"] == name) return j;
+    }
+    return nlohmann::json::object();
   }
   static int count(const std::string& text, const std::string& what) {
     int n = 0;
