@@ -86,7 +86,8 @@ metric_snapshot node_server::metrics_snapshot() const {
     if (l != nullptr) {
       const rate_decision& d = l->decision();
       labels info{{"gpu", g}, {"policy", std::string(l->controller().policy_name())}};
-      for (const state_field& f : l->controller().describe().fields()) {
+      const state_report report = l->controller().describe();  // outlives the loop over its fields
+      for (const state_field& f : report.fields()) {
         if (const auto* word = std::get_if<std::string_view>(&f.value)) {
           info.emplace_back(label_name(f.key), std::string(*word));
         } else {

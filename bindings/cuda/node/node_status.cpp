@@ -26,7 +26,9 @@ json per_second(double x) { return std::isfinite(x) ? json(std::llround(x)) : js
 /// can see why it throttles. Every policy reports itself; the status names none.
 json describe_controller(const any_rate_controller& controller) {
   json d = json::object();
-  for (const state_field& f : controller.describe().fields()) {
+  // Named: a range-for over `describe().fields()` would read the report after it is destroyed.
+  const state_report report = controller.describe();
+  for (const state_field& f : report.fields()) {
     const std::string key(f.key);
     if (const auto* word = std::get_if<std::string_view>(&f.value)) {
       d[key] = std::string(*word);

@@ -405,6 +405,29 @@ TEST_F(Metrics, AScrapeHasEveryFamilyAndPassesPromtool) {
   EXPECT_EQ(promtool.wait(), 0) << promtool.stdout_lines().size() << " lines\n" << promtool.stderr_text() << text;
 }
 
+TEST_F(Metrics, StatusAndScrapeDescribeEveryPolicyAfterAJobLeft) {
+  // The controller's state report must outlive the loop over its fields: read after it was
+  // destroyed, a fixed-share policy's report ended the node at its first status.
+  for (const char* policy : {"tgs", "idle-harvest", "exclusive", "co-execution", "token-bucket", "time-slice-lock"}) {
+    SCOPED_TRACE(policy);
+    start_class_node(1, {"--policy", policy, "--metrics-address", "127.0.0.1:0"});
+    const std::string url = metrics_url();
+    {
+      auto client = node_client::connect(class_socket(0, "opportunistic"));
+      ASSERT_TRUE(client);
+      ASSERT_TRUE(client->register_as(cabi::class_code::opportunistic, 0, "leaves"));
+    }
+    wait_until([&] { return job_named("leaves").empty(); }, 5s, "the job leaving");
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_NE(status().find(R"("gpu":0)"), std::string::npos) << node_->stderr_text();
+      EXPECT_NE(status(false).find("GPU 0:"), std::string::npos);
+    }
+    std::this_thread::sleep_for(1100ms);  // a fresh snapshot
+    EXPECT_NE(http_get(url).find(R"(tgs_gpu_controller_info{gpu="0",policy=")"), std::string::npos);
+    EXPECT_TRUE(node_->running()) << node_->stderr_text();
+  }
+}
+
 TEST_F(Metrics, StalledScrapersDoNotHoldUpTheNode) {
   start_class_node(1, {"--metrics-address", "127.0.0.1:0"});
   const std::string url = metrics_url();
