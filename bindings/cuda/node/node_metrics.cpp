@@ -124,9 +124,10 @@ metric_snapshot node_server::metrics_snapshot() const {
       if (j.gpu != gpu) continue;
       const job_numbers n = numbers_of(j, reports, m);
       const abi::job_segment& seg = *j.segment;
-      // The name is the job's to choose: printable() keeps it one line of ASCII.
+      // The name is the job's to choose: printable() keeps it one line of ASCII. The id is
+      // `job_id`: Prometheus gives every series its own `job` label (the scrape job).
       const labels jl{{"gpu", g},
-                      {"job", std::to_string(id)},
+                      {"job_id", std::to_string(id)},
                       {"class", std::string(to_string(j.cls))},
                       {"pid", std::to_string(j.pid)},
                       {"container", short_container_id(j.origin.container)},
