@@ -95,8 +95,8 @@ class Soak:
         env = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(self.a.build + "/fake-driver"))
         self.node = subprocess.Popen(
             [self.a.build + "/bin/tgs-node", "--socket", self.sock, "--memory-policy", "tgs",
-             "--memory-budget-mib", str(self.a.budget_mib), "--memory-reserve-mib", "0", "--liveness-ms", "100",
-             "--production-window-ms", "200", "--profile-windows", "3", "--max-profile-windows", "6",
+             "--memory-budget-mib", str(self.a.budget_mib), "--memory.tgs.reserve-mib", "0", "--liveness-ms", "100",
+             "--tgs.production-window-ms", "200", "--tgs.profile-windows", "3", "--tgs.max-profile-windows", "6",
              "--max-jobs-per-user", "65536", "--max-pending-per-user", "1024",
              "--log-level", "info"],
             stdout=self.node_log, stderr=self.node_log, env=env)

@@ -207,7 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Flaws, BadSegment,
 TEST_F(Faults, ARestartedNodeCountsTheMemoryItsJobsAlreadyHold) {
   job_env_ = {"TGS_FAKE_MEMORY_MIB=4096"};
   const std::vector<std::string> flags{"--memory-policy", "tgs", "--memory-budget-mib", "2048",
-                                       "--memory-reserve-mib", "0"};
+                                       "--memory.tgs.reserve-mib", "0"};
   start_node(flags);
   // 1536 MiB of production memory and 1024 MiB of opportunistic memory (with their 64 MiB weights).
   start_job({"--kernels", "20", "--blocks", "100", "--host-ms", "2", "--alloc-mib", "1472"}, "production", true);
@@ -361,7 +361,7 @@ TEST_F(Faults, AStoppedNodeWithAFullBacklogDoesNotHangANewJob) {
 }
 
 TEST_F(Faults, AnAllocationDoesNotWaitLongForAStoppedNode) {
-  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory-reserve-mib", "64"});
+  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory.tgs.reserve-mib", "64"});
   process& job =
       start_job({"--kernels", "20", "--blocks", "100", "--host-ms", "2", "--alloc-mib", "64", "--alloc-at", "1.5"},
                 "production", true);
@@ -407,7 +407,7 @@ TEST_F(Faults, AProductionRegistrationWithNoGpuWorkCannotThrottleOthers) {
 
 TEST_F(Faults, DeviceBytesAJobNeverAskedForEvictNobody) {
   job_env_ = {"TGS_FAKE_MEMORY_MIB=1024"};
-  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory-reserve-mib", "64"});
+  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory.tgs.reserve-mib", "64"});
   start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--alloc-mib", "640"}, "opportunistic", true);
   wait_until([&] { return job_named("opportunistic").value("managed_resident_bytes", 0ULL) == 704ULL << 20; }, 5s,
              "the victim's 704 MiB on the GPU");
@@ -426,7 +426,7 @@ TEST_F(Faults, DeviceBytesAJobNeverAskedForEvictNobody) {
 
 TEST_F(Faults, AProductionJobsAllocationsDoNotWaitOutAnOpportunisticJobThatDoesNotMove) {
   job_env_ = {"TGS_FAKE_MEMORY_MIB=2048"};
-  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory-reserve-mib", "64"});
+  start_node({"--memory-policy", "tgs", "--memory-budget-mib", "1024", "--memory.tgs.reserve-mib", "64"});
   // An opportunistic job is granted 512 MiB of managed memory, says it holds them on the GPU, and
   // never evicts; another claims a TiB it was never granted.
   std::optional<node_client> still = node_client::connect(socket_);
