@@ -109,13 +109,16 @@ class Containerfile(unittest.TestCase):
         self.assertRegex(text, r"(?m)^ARG BASE=\S*debian:12$")
         self.assertRegex(text, r"(?m)^COPY tgs_\*\.deb /tmp/$")
         self.assertIn("apt-get install -y --no-install-recommends /tmp/tgs_*.deb", text)
-        cmd = json.loads(re.search(r"(?m)^CMD (\[.*\])$", text).group(1))
         entry = json.loads(re.search(r"(?m)^ENTRYPOINT (\[.*\])$", text).group(1))
         self.assertEqual(entry[:2], ["/bin/sh", "-c"])
-        self.assertIn("exec /usr/bin/tgs-node --interposer /run/tgs/libtgs-intercept.so", entry[2])
-        for flag in ("--class-sockets", "--cdi-spec", "--socket"):
-            self.assertIn(flag, cmd)
-        self.assertEqual(cmd[cmd.index("--class-sockets") + 1], "/run/tgs")
+        command = re.search(r"exec (/usr/bin/tgs-node .*)$", entry[2]).group(1).split()
+        # The fixed flags are the entry point's, so the arguments after the image add to them.
+        self.assertEqual(command[-1], '"$@"')
+        flags = dict(zip(command[1:-1:2], command[2:-1:2]))
+        self.assertEqual(flags, {"--interposer": "/run/tgs/libtgs-intercept.so", "--socket": "/run/tgs/node.sock",
+                                 "--class-sockets": "/run/tgs", "--cdi-spec": "/run/cdi/tgs.json"})
+        self.assertIn("/run/tgs/libtgs-intercept.so", entry[2].split(" && exec")[0])
+        self.assertEqual(json.loads(re.search(r"(?m)^CMD (\[.*\])$", text).group(1)), [])
 
 
 if __name__ == "__main__":
