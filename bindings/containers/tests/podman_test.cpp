@@ -223,7 +223,7 @@ class Podman : public EndToEnd {
   std::vector<nlohmann::json> unregistered_lines() {
     std::vector<nlohmann::json> out;
     for (const nlohmann::json& j : status_lines()) {
-      if (j.contains("unregistered")) out.push_back(j);
+      if (j.contains("unregistered")) out.push_back(j["unregistered"]);
     }
     return out;
   }

@@ -167,18 +167,20 @@ void node_server::send_status(connection& c, bool json_lines) {
     }
   }
 
-  // Processes on a GPU that never registered there (check_unregistered), after a grace period.
+  // Processes on a GPU that never registered there (check_unregistered). One object under one
+  // key, as the node line: readers that take every line with a "gpu" or "job" key for a GPU's or
+  // a job's do not mistake it.
   for (const auto& [key, u] : unregistered_) {
-    json line;
-    line["unregistered"] = u.pid;
-    line["gpu"] = u.gpu;
-    line["uid"] = u.uid;
-    line["used_bytes"] = u.used_bytes ? json(*u.used_bytes) : json(nullptr);
-    line["cgroup"] = u.origin.cgroup;
-    line["container"] = u.origin.container;
-    line["seen_s"] = rounded(std::chrono::duration<double>(clock::now() - u.first_seen).count(), 1);
-    line["state"] = u.state();
-    lines.push_back(std::move(line));
+    json p;
+    p["pid"] = u.pid;
+    p["gpu"] = u.gpu;
+    p["uid"] = u.uid;
+    p["used_bytes"] = u.used_bytes ? json(*u.used_bytes) : json(nullptr);
+    p["cgroup"] = u.origin.cgroup;
+    p["container"] = u.origin.container;
+    p["seen_s"] = rounded(std::chrono::duration<double>(clock::now() - u.first_seen).count(), 1);
+    p["state"] = u.state();
+    lines.push_back(json{{"unregistered", std::move(p)}});
   }
 
   for (const json& line : lines) {
@@ -194,15 +196,16 @@ void node_server::send_status(connection& c, bool json_lines) {
                                                       : ", class sockets in " + n["class_sockets"].get<std::string>(),
                          n["uptime_s"].get<double>(), n["jobs"].get<std::size_t>(), n["unregistered"].get<std::size_t>());
     } else if (line.contains("unregistered")) {
-      const std::string container = line["container"].get<std::string>();
-      text = fmt::format("  unregistered pid {} uid {} on GPU {} ({}): {}, seen {:.1f} s, {}", line["unregistered"].get<int>(),
-                         line["uid"].get<unsigned>(), line["gpu"].get<unsigned>(),
-                         container.empty() ? "cgroup " + line["cgroup"].get<std::string>()
+      const json& p = line["unregistered"];
+      const std::string container = p["container"].get<std::string>();
+      text = fmt::format("  unregistered pid {} uid {} on GPU {} ({}): {}, seen {:.1f} s, {}", p["pid"].get<int>(),
+                         p["uid"].get<unsigned>(), p["gpu"].get<unsigned>(),
+                         container.empty() ? "cgroup " + p["cgroup"].get<std::string>()
                                            : "container " + short_container_id(container),
-                         line["used_bytes"].is_null()
+                         p["used_bytes"].is_null()
                              ? std::string("memory unknown")
-                             : fmt::format("{:.1f} MiB", static_cast<double>(line["used_bytes"].get<std::uint64_t>()) / (1 << 20)),
-                         line["seen_s"].get<double>(), line["state"].get<std::string>());
+                             : fmt::format("{:.1f} MiB", static_cast<double>(p["used_bytes"].get<std::uint64_t>()) / (1 << 20)),
+                         p["seen_s"].get<double>(), p["state"].get<std::string>());
     } else if (line.contains("job")) {
       const unsigned window = line["max_inflight_launches"].get<unsigned>();
       const std::string container = line["container"].get<std::string>();
