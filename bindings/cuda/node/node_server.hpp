@@ -209,7 +209,9 @@ class node_server {
   void enter_control(job& j);
   void on_memory_request(connection& c, const abi::memory_request& req);
   void send_pending_replies();
+  /// The GPU's memory loop, made at its first use; null without a memory policy.
   memory_loop* gpu_memory(std::uint32_t gpu);
+  /// The GPU's memory loop if it has one already (a reader never makes one).
   [[nodiscard]] const memory_loop* gpu_memory(std::uint32_t gpu) const;
   void remove_job(std::uint32_t id, const char* why);
   void check_liveness();
