@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Macro benchmarks of the cluster simulator: the default mixed stream, and the whole Philly
-// replay (82,247 jobs on 800 GPUs) per policy, when the trace is present (TGS_TRACES or
-// ../shared/traces beside the source tree). Reports events per second.
+// replay (82,247 jobs on 800 GPUs, A100s and H100s) per policy, when the trace is present
+// (TGS_TRACES or ../shared/traces beside the source tree). Reports events per second.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -40,8 +40,8 @@ std::filesystem::path traces_dir() {
 }
 
 void register_all() {
-  static const std::vector<std::string> policies{"exclusive", "co-execution", "mps",
-                                                 "mig",       "antman",       "tgs"};
+  static const std::vector<std::string> policies{"exclusive", "co-execution", "mps",         "mig",
+                                                 "antman",    "tgs",          "idle-harvest"};
   static const auto mixed =
       to_cluster_jobs(mixed_stream(model().data, "a100-40gb"), model().data, "a100-40gb");
   for (const auto& p : policies) {
@@ -58,6 +58,16 @@ void register_all() {
   for (const auto& p : policies) {
     benchmark::RegisterBenchmark(("BM_PhillyReplay/" + p).c_str(), [p](benchmark::State& s) {
       run_policy(s, philly, parse_cluster_spec("100x8:a100-40gb"), p);
+    })->Unit(benchmark::kMillisecond);
+  }
+  // The same replay on H100s, where the profiles' host jitter reaches the controllers.
+  static std::vector<cluster_job> philly_h100;
+  auto th = tgs::traces::read_trace(path, tgs::traces::trace_format::philly_csv);
+  label_trace(th, model().data, "h100-80gb", 1, 0.5, mixed_stream_config{}.models);
+  philly_h100 = to_cluster_jobs(th, model().data, "h100-80gb");
+  for (const auto& p : policies) {
+    benchmark::RegisterBenchmark(("BM_PhillyReplayH100/" + p).c_str(), [p](benchmark::State& s) {
+      run_policy(s, philly_h100, parse_cluster_spec("100x8:h100-80gb"), p);
     })->Unit(benchmark::kMillisecond);
   }
 }

@@ -96,7 +96,7 @@ class Soak:
         self.node = subprocess.Popen(
             [self.a.build + "/bin/tgs-node", "--socket", self.sock, "--memory-policy", "tgs",
              "--memory-budget-mib", str(self.a.budget_mib), "--memory.tgs.reserve-mib", "0", "--liveness-ms", "100",
-             "--tgs.production-window-ms", "200", "--tgs.profile-windows", "3", "--tgs.max-profile-windows", "6",
+             "--policy", "tgs", "--tgs.production-window-ms", "200", "--tgs.profile-windows", "3", "--tgs.max-profile-windows", "6",
              "--max-jobs-per-user", "65536", "--max-pending-per-user", "1024",
              "--log-level", "info"],
             stdout=self.node_log, stderr=self.node_log, env=env)
@@ -168,13 +168,16 @@ class Soak:
                 self.most_over = max(self.most_over, over)
 
     def node_resources(self):
-        """Descriptors the node holds, and how many of them (and of its mappings) are job segments."""
+        """Descriptors the node holds, less its GPU pages (one per GPU, kept while it runs), and how
+        many of them (and of its mappings) are job segments."""
         pid = self.node.pid
         fds = os.listdir("/proc/%d/fd" % pid)
-        segments = sum(1 for fd in fds if "memfd:tgs-job" in os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        targets = [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in fds]
+        segments = sum(1 for t in targets if "memfd:tgs-job" in t)
+        pages = sum(1 for t in targets if "memfd:tgs-gpu" in t)
         with open("/proc/%d/maps" % pid) as maps:
             mapped = sum(1 for line in maps if "memfd:tgs-job" in line)
-        return len(fds), segments, mapped
+        return len(fds) - pages, segments, mapped
 
     def run(self):
         a = self.a

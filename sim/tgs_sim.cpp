@@ -31,8 +31,8 @@ using namespace tgs::sim;
 /// The policies each subcommand compares unless `--policies` says otherwise: the paper's pair
 /// experiments (NSDI'23 Figure 5) and its cluster experiments (Figure 6).
 const std::vector<std::string> pair_policies{"tgs", "co-execution", "mps", "mig"};
-const std::vector<std::string> cluster_policies{"exclusive", "co-execution", "mps",
-                                                "mig",       "antman",       "tgs"};
+const std::vector<std::string> cluster_policies{"exclusive", "co-execution", "mps",        "mig",
+                                                "antman",    "tgs",          "idle-harvest"};
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -126,8 +126,9 @@ struct data_options {
                    "GPU table (CSV, see sim/data/gpus.csv); default: embedded")
         ->check(CLI::ExistingFile);
     app.add_option("--measurements", sources.measurements,
-                   "Measured pair throughputs to fit to (CSV, see sim/data/paper_pairs.csv); "
-                   "default: embedded (the TGS paper's A100 pairs)")
+                   "Measured pairs to predict and fit the GPU types' mechanism parameters to (CSV, "
+                   "see sim/data/measured_pairs.csv); default: embedded (the TGS paper's A100 "
+                   "pairs and ours on H100s and H200s)")
         ->check(CLI::ExistingFile);
   }
 };
@@ -143,18 +144,20 @@ struct pairs_command {
   double warmup_s = 60;
   double memory_budget_gib = 0;
   std::string memory_policy;
-  double observation_noise = 0;
+  std::optional<double> observation_noise;
   double production_drift = 0;
   std::uint64_t seed = 1;
   policy_settings settings;
 
   void add_to(CLI::App& app) {
     app.add_option("--production", production,
-                   "Production model of a custom pair (needs --opportunistic); default: the "
-                   "paper's four scenarios");
+                   "Production model of a custom pair (needs --opportunistic); default: every "
+                   "pair measured on --gpu (the paper's four scenarios on a100-40gb), each beside "
+                   "its measurement");
     app.add_option("--opportunistic", opportunistic, "Opportunistic model of a custom pair");
     add_policies_option(app, policies, pair_policies, "");
-    app.add_option("--gpu", gpu, "GPU type")->capture_default_str();
+    app.add_option("--gpu", gpu, "GPU type (tgs-sim profiles lists each type's models)")
+        ->capture_default_str();
     add_format_option(app, format);
     app.add_option("--timeline", timeline,
                    "Write every job's throughput over time (CSV, one row per segment of "
@@ -174,11 +177,10 @@ struct pairs_command {
                    "tgs, unified-memory for the paper's baselines)")
         ->check(CLI::IsMember(registered_memory_policies()));
     app.add_option("--observation-noise", observation_noise,
-                   "Relative standard deviation of the launch counts a controller observes per step "
-                   "(0: steady rates, as the paper's means; a host-bound training job's 1 s rates "
-                   "vary by 5-10%, docs/results/host-interference.md)")
-        ->check(CLI::Range(0.0, 1.0))
-        ->capture_default_str();
+                   "Relative standard deviation of the launch counts a controller observes per step, "
+                   "for both jobs; default: each job's host jitter from its profile (the jitter "
+                   "column of tgs-sim profiles); 0: steady rates, as the paper's means")
+        ->check(CLI::Range(0.0, 1.0));
     app.add_option("--seed", seed, "Seed of the observation noise (a run is a function of it)")
         ->capture_default_str();
     app.add_option("--production-drift", production_drift,
@@ -213,12 +215,10 @@ struct pairs_command {
     options.rate_settings = settings.rate;
     options.memory_settings = settings.memory;
 
-    // The fit always uses the paper's protocol (600 s, 60 s warm-up, card memory), whatever
-    // this run simulates.
     const calibrated_model model = calibrate(data.sources);
     std::vector<pair_request> requests;
     if (production.empty()) {
-      requests = paper_pair_requests(model.data, gpu, chosen);
+      requests = measured_pair_requests(model.data, gpu, policies);
       if (requests.empty()) {
         throw input_error(fmt::format("no measured scenarios on gpu \"{}\"; name a pair with "
                                       "--production and --opportunistic",
@@ -230,8 +230,7 @@ struct pairs_command {
     std::vector<timeline_row> rows;
     std::vector<pair_result> results;
     for (const auto& r : requests) {
-      results.push_back(run_pair_request(model.data, model.params, r, options,
-                                         timeline.empty() ? nullptr : &rows));
+      results.push_back(run_pair_request(model.data, r, options, timeline.empty() ? nullptr : &rows));
     }
     if (!timeline.empty()) {
       std::ofstream out(timeline);
@@ -453,8 +452,8 @@ int main(int argc, char** argv) {
       "tgs-sim: simulate transparent GPU sharing (TGS, NSDI'23) and the policies it is compared "
       "with.\n\nWith no subcommand it runs `mixed`: the paper's mixed job stream (50 production "
       "and 50 opportunistic jobs, at most 2 GPUs each, on one server with two A100-40GB) under "
-      "exclusive, co-execution, MPS, MIG, AntMan and TGS, and prints each class's average job "
-      "completion time normalized to exclusive."};
+      "exclusive, co-execution, MPS, MIG, AntMan, TGS and idle-harvest, and prints each class's "
+      "average job completion time normalized to exclusive."};
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", "tgs-sim " TGS_VERSION);
   data_options data;
@@ -479,9 +478,23 @@ int main(int argc, char** argv) {
   pairs.add_to(*pairs_app);
 
   std::string fit_format = "table";
+  std::string fit_write;
   CLI::App* fit_app = app.add_subcommand(
-      "fit", "Fit the contention model to the measured pairs and print its parameters");
+      "fit", "The global fit: each GPU type's mechanism parameters (and the profile fields marked "
+             "f) from the measured pairs of the policies that do not adapt");
   add_format_option(*fit_app, fit_format);
+  fit_app->add_option("--write", fit_write,
+                      "Fit afresh and write the cache (sim/data/fit.csv's format) to this file");
+
+  std::string predict_gpu;
+  bool predict_loo = false;
+  bool predict_markdown = false;
+  CLI::App* predict_app = app.add_subcommand(
+      "predict", "Every measured pair beside the simulator's prediction of it (docs/simulator/predictions.md)");
+  predict_app->add_option("--gpu", predict_gpu, "Only this GPU type; default: every type");
+  predict_app->add_flag("--leave-one-out", predict_loo,
+                        "Also predict each pair with a fit that left its cells out (one refit per pair)");
+  predict_app->add_flag("--markdown", predict_markdown, "A Markdown table");
 
   std::string profiles_format = "table";
   CLI::App* profiles_app = app.add_subcommand("profiles", "List the model profiles");
@@ -496,13 +509,35 @@ int main(int argc, char** argv) {
   try {
     if (fit_app->parsed()) {
       const output_format format = parse_format(fit_format);
+      calibrated_model model = calibrate(data.sources);
+      if (!fit_write.empty()) {
+        const std::uint64_t hash = model.fit.inputs_hash;
+        model.fit = fit_catalog(model.unfitted);
+        model.fit.inputs_hash = hash;
+        model.fit_from_cache = false;
+        std::ofstream out(fit_write);
+        out << render_fit_csv(model.fit);
+        if (!out) throw input_error(fmt::format("--write: cannot write \"{}\"", fit_write));
+        model.data = model.unfitted;
+        apply_fit(model.data, model.fit);
+      }
+      fmt::print("{}", render_fit(model, format));
+      return 0;
+    }
+    if (predict_app->parsed()) {
       const calibrated_model model = calibrate(data.sources);
-      fmt::print("{}", render_fit(model.data, model.params, format));
+      if (!predict_gpu.empty() && model.data.find_gpu(predict_gpu) == nullptr) {
+        throw input_error(fmt::format("--gpu: unknown gpu \"{}\"", predict_gpu));
+      }
+      const auto in_sample = predict_measured(model, predict_gpu, false);
+      const auto left_out = predict_loo ? predict_measured(model, predict_gpu, true) : std::vector<prediction>{};
+      fmt::print("{}", render_predictions(in_sample, predict_loo ? &left_out : nullptr, predict_markdown));
       return 0;
     }
     if (profiles_app->parsed()) {
       const output_format format = parse_format(profiles_format);
-      fmt::print("{}", render_profiles(load_catalog(data.sources), format));
+      // With the fit applied: a field marked f shows the value the fit inferred.
+      fmt::print("{}", render_profiles(calibrate(data.sources).data, format));
       return 0;
     }
     if (pairs_app->parsed()) return pairs.run(data);

@@ -2,17 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The real-GPU harness of tgs: runs pairs of training jobs under sharing modes and analyses them.
 
-Pairs, jobs, modes and every tgs-node flag are data (scenarios.toml here; --data merges more).
-A call builds libtgs-intercept.so and tgs-node, then runs rounds of every pair and mode (so drift
-hits all modes alike): the production job until its windows are steady, then the opportunistic
-job until both are (a timeout marks the run unsteady), N measured windows, an optional idle phase
-of the production job; then it stops all it started (an MPS daemon gets `quit`, also on error).
-Jobs run on halves of the GPU's local CPUs; tgs-node status is sampled once a second. Outputs in
---out (default $OUT): summary.json (cells normalized to the same call's alone runs), call.json,
-runs.jsonl, windows.jsonl, status-samples.jsonl, node.log, jobs.log; a table last. Placeholders:
-the [settings] keys, python, here, build, socket, class, job and, in memory pairs, budget_mib
-((P + O) / memory_ratio of the jobs' footprints, refused unless below half of the card's free
-memory and P + O below 0.8 of it). Clocks, power, compute mode and MIG are never touched.
+Pairs, jobs, modes and tgs-node flags are data (scenarios.toml; --data merges more). A call builds
+libtgs-intercept.so and tgs-node, runs rounds of every pair and mode, stops all it started (an MPS
+daemon gets `quit`, also on error; clocks, power, compute mode and MIG are never touched) and writes
+summary.json (cells normalized to the call's alone runs), call.json, runs.jsonl, windows.jsonl,
+status-samples.jsonl, node.log, jobs.log to --out ($OUT); a table last (bench/gpu/README.md).
+Placeholders: the [settings] keys, python, here, build, socket, class, job and budget_mib.
 """
 import argparse
 import contextlib
@@ -796,8 +791,9 @@ def profile_row(call: Call, summary: dict) -> int:
     prod = [x for s in samples for x in s["jobs"] if x.get("class") == "production"]
     of = lambda k: (stats([x.get(k) for x in prod]) or {}).get("median")  # noqa: E731
     util = [float(u) / 100 for s in samples if (u := str(s.get("gpu_utilization"))).replace(".", "").isdigit()]
+    kernels = next((x["line"] for x in reversed(lines) if x["line"].get("event") == "kernels"), None)
     busy, busy_source = ((statistics.median(util), "nvidia-smi utilization.gpu") if util
-                         else (end.get("gpu_span_fraction"), "job CUDA events (upper bound)"))
+                         else ((kernels or {}).get("busy_fraction"), "torch.profiler kernel spans"))
     med = statistics.median(rates) if rates else None
     q = statistics.quantiles([r / med for r in rates], n=20, method="inclusive") if med and len(rates) > 1 else None
     row = {"job": rec["jobs"]["production"]["job"], "device": call.device, "driver": call.driver,
@@ -806,7 +802,8 @@ def profile_row(call: Call, summary: dict) -> int:
            "blocks_per_s": of("blocks_per_s"), "busy_fraction": busy,
            "busy_source": None if busy is None else busy_source,
            "jitter": {"p5": q[0], "p50": q[9], "p95": q[18]} if q else None,
-           "footprint_bytes": end.get("peak_reserved_bytes"), "hot_set_bytes": end.get("hot_set_bytes")}
+           "footprint_bytes": end.get("peak_reserved_bytes"), "hot_set_bytes": end.get("hot_set_bytes"),
+           "kernel_stats": kernels}
     write_json(os.path.join(call.out, "profile.json"), row)
     print(json.dumps(row))
     return 0
@@ -852,6 +849,8 @@ def main(argv: list) -> int:
             if args.job not in data["jobs"] or args.mode not in data["modes"]:
                 raise HarnessError(f"profile: unknown job '{args.job}' or mode '{args.mode}'")
             data["pairs"]["profile"] = {"production": args.job, "opportunistic": args.job}
+            job = data["jobs"][args.job]  # a train.py job also measures its kernels and idle gaps
+            job["args"] = job.get("args", []) + ["--kernel-stats-steps", "20"] * ("train.py" in str(job["program"]))
             data["settings"]["windows"] = data["settings"]["profile_windows"]
             spec = {"run": f"1/profile/{args.mode}", "round": 1, "pair": "profile", "mode": args.mode}
             return cmd_run(args, data, [spec], True)

@@ -4,13 +4,13 @@
 From its first step on, a thread prints every --window-s seconds (also while the job is held in
 a launch) {"event": "window", "t": Unix time, "iterations", "iter_per_s", "window_s"}. Between
 SIGUSR1 and SIGUSR2 it launches nothing and holds its memory (an idle phase). SIGTERM ends it after
-the step with {"event": "end", ...}: peak memory, hot set (the bytes a step touches) and
-gpu_span_fraction, wall time between each step's first and last GPU work by CUDA events (an upper
-bound of the busy time: it includes gaps between kernels). Models: torchvision classifiers (bf16
-autocast, SGD with momentum); `dlrm`, DLRM-like (--dlrm-tables tables of --dlrm-rows x --dlrm-dim
-fp32, one allocation each, sparse gradients, plain SGD: the tables are the footprint); `bert_base`,
-a BERT-base-like encoder (MLM-style head, AdamW, bf16). One host sync per step, as a loop that
-logs its loss has. --report-memory-only: 3 steps, one memory line, exit.
+the step with {"event": "end", ...}: peak memory and hot set (the bytes a step touches), after
+{"event": "kernels"} of --kernel-stats-steps steps under torch.profiler (busy fraction, kernels and
+idle GPU gaps per step). Models: torchvision classifiers (bf16 autocast, SGD with momentum); `dlrm`,
+DLRM-like (--dlrm-tables tables of --dlrm-rows x --dlrm-dim fp32, one allocation each, sparse
+gradients, plain SGD: the tables are the footprint); `bert_base`, a BERT-base-like encoder (MLM-style
+head, AdamW, bf16). One host sync per step, as a loop that logs its loss has. --report-memory-only:
+3 steps, one memory line, exit.
 """
 import argparse
 import json
@@ -48,6 +48,15 @@ class Windows:
                 self.out({"event": "window", "t": now, "iterations": count,
                           "iter_per_s": (count - n) / (now - t), "window_s": now - t})
                 t, n = now, count
+
+
+def span_stats(spans: list, steps: int, wall_s: float) -> dict:
+    """Per step of STEPS: the kernels' (start, end) spans (us) as busy fraction of WALL_S, kernels, idle gaps."""
+    busy, gaps, end = 0.0, 0, float("-inf")
+    for a, b in sorted(spans):
+        gaps, busy, end = gaps + (a > end), busy + max(0.0, b - max(a, end)), max(end, b)
+    return {"event": "kernels", "busy_fraction": min(1.0, busy / 1e6 / wall_s), "kernels_per_step": len(spans) / steps,
+            "gaps_per_step": gaps / steps}
 
 
 def build(args, torch, device):
@@ -144,6 +153,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, help="batch size (default 64; dlrm 2048, bert_base 32)")
     parser.add_argument("--window-s", type=float, default=2.0, help="seconds per reported window (2)")
     parser.add_argument("--report-memory-only", action="store_true", help="3 steps, print the memory, exit")
+    parser.add_argument("--kernel-stats-steps", type=int, default=0, help="after SIGTERM, N profiled steps (0)")
     parser.add_argument("--seq-len", type=int, default=128, help="bert_base: sequence length")
     parser.add_argument("--dlrm-tables", type=int, default=8, help="dlrm: embedding tables")
     parser.add_argument("--dlrm-rows", type=int, default=2_000_000, help="dlrm: rows per table")
@@ -175,25 +185,26 @@ def main() -> int:
     signal.signal(signal.SIGUSR2, lambda *_: flags.update(paused=False))
     signal.signal(signal.SIGTERM, lambda *_: flags.update(stop=True))
     windows = Windows(args.window_s)
-    begin, span_ms = None, 0.0
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     while not flags["stop"]:
         if flags["paused"]:
             time.sleep(0.01)
             continue
-        start.record()
-        loss = step()
-        end.record()
-        loss.item()  # the step's host sync; the events are done after it
-        if begin is None:  # the first step (set-up, allocation) counts toward neither share
-            begin = time.time()
-        else:
-            span_ms += start.elapsed_time(end)
+        step().item()  # the step's host sync
         windows.step_done()
     windows.stopped.set()
-    wall = time.time() - begin if begin else 0.0
-    emit({"event": "end", "t": time.time(), "iterations": windows.iterations,
-          "gpu_span_fraction": span_ms / 1e3 / wall if wall > 0 else None, **memory()})
+    if args.kernel_stats_steps > 0:
+        try:  # a profile row without kernel stats says why
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                t0 = time.time()
+                for _ in range(args.kernel_stats_steps):
+                    step().item()
+                took = time.time() - t0
+            emit(span_stats([(e.time_range.start, e.time_range.end) for e in prof.events()
+                             if e.device_type == torch.autograd.DeviceType.CUDA], args.kernel_stats_steps, took))
+        except Exception as e:  # noqa: BLE001
+            emit({"event": "kernels", "error": repr(e)})
+    emit({"event": "end", "t": time.time(), "iterations": windows.iterations, **memory()})
     return 0
 
 

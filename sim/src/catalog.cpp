@@ -144,7 +144,9 @@ std::vector<std::string> catalog::model_names(std::string_view gpu) const {
 }
 
 std::vector<gpu_profile> parse_gpus(std::string_view text, std::string_view origin) {
-  const auto t = read_table(text, origin, {"gpu", "memory_gib", "host_link_gbps", "mig_slices"});
+  const auto t = read_table(text, origin,
+                            {"gpu", "memory_gib", "host_link_gbps", "mig_slices",
+                             "interposer_overhead", "context_switch_us", "gap_exposure", "source"});
   std::vector<gpu_profile> out;
   for (const auto& r : t.rows) {
     gpu_profile g;
@@ -152,6 +154,9 @@ std::vector<gpu_profile> parse_gpus(std::string_view text, std::string_view orig
     g.memory = from_gib(number(t, r, 1, 0, 1e6, true, "a positive number of GiB"));
     g.host_link_gbps = number(t, r, 2, 0, 1e4, true, "a positive bandwidth in GB/s");
     g.mig_slices = integer(t, r, 3, 0, 64);
+    g.contention.interposer_overhead = number(t, r, 4, 0, 1, false, "a fraction in [0, 1]");
+    g.contention.context_switch_s = number(t, r, 5, 0, 1e6, false, "microseconds, at least 0") / 1e6;
+    g.contention.gap_exposure = number(t, r, 6, 0, 1, false, "a fraction in [0, 1]");
     for (const auto& seen : out) {
       if (seen.name == g.name) {
         throw input_error(fmt::format("{}:{}: gpu \"{}\" appears twice", origin, r.line, g.name));
@@ -163,9 +168,12 @@ std::vector<gpu_profile> parse_gpus(std::string_view text, std::string_view orig
 }
 
 std::vector<model_profile> parse_models(std::string_view text, std::string_view origin) {
-  const auto t = read_table(text, origin,
-                            {"model", "gpu", "batch_size", "iteration_ms", "busy_fraction",
-                             "blocks_per_iteration", "footprint_gib", "hot_gib", "source"});
+  std::vector<std::string_view> header{"model", "gpu", "batch_size"};
+  for (std::size_t f = 0; f < profile_field_count; ++f) {
+    header.push_back(to_string(static_cast<profile_field>(f)));
+  }
+  header.insert(header.end(), {"provenance", "source"});
+  const auto t = read_table(text, origin, header);
   std::vector<model_profile> out;
   for (const auto& r : t.rows) {
     model_profile m;
@@ -175,12 +183,28 @@ std::vector<model_profile> parse_models(std::string_view text, std::string_view 
     m.iteration_time =
         from_seconds(number(t, r, 3, 0, 1e9, true, "a positive time in milliseconds") / 1e3);
     m.busy_fraction = number(t, r, 4, 0, 1, true, "a number in (0, 1]");
-    m.blocks_per_iteration = number(t, r, 5, 0, 1e15, true, "a positive number of thread blocks");
-    m.footprint = from_gib(number(t, r, 6, 0, 1e6, true, "a positive number of GiB"));
-    const double hot = number(t, r, 7, 0, 1e6, false, "a number of GiB, at least 0");
-    if (from_gib(hot) > m.footprint) bad_field(t, r, 7, "at most footprint_gib");
-    m.hot_set = from_gib(hot);
-    m.source = std::string(r.fields[8]);
+    m.kernels_per_iteration = number(t, r, 5, 0, 1e12, false, "a number of kernels, at least 0");
+    m.blocks_per_iteration = number(t, r, 6, 0, 1e15, true, "a positive number of thread blocks");
+    m.gaps_per_iteration = number(t, r, 7, 0, 1e12, false, "a number of gaps, at least 0");
+    m.jitter = number(t, r, 8, 0, 1, false, "a relative standard deviation in [0, 1]");
+    m.slice_sensitivity = number(t, r, 9, 0, 1, false, "a number in [0, 1]");
+    m.footprint = from_gib(number(t, r, 10, 0, 1e6, true, "a positive number of GiB"));
+    m.hot_set = from_gib(number(t, r, 11, 0, 1e6, false, "a number of GiB, at least 0"));
+    const std::string_view letters = r.fields[12];
+    if (letters.size() != profile_field_count ||
+        letters.find_first_not_of("mpef") != std::string_view::npos) {
+      bad_field(t, r, 12,
+                fmt::format("{} letters, one per field from iteration_ms to hot_gib: m (measured), "
+                            "p (paper), e (estimate) or f (fitted)",
+                            profile_field_count));
+    }
+    for (std::size_t f = 0; f < profile_field_count; ++f) {
+      m.origin[f] = letters[f] == 'm'   ? provenance::measured
+                    : letters[f] == 'p' ? provenance::paper
+                    : letters[f] == 'e' ? provenance::estimate
+                                        : provenance::fitted;
+    }
+    m.source = std::string(r.fields[13]);
     for (const auto& seen : out) {
       if (seen.model == m.model && seen.gpu == m.gpu) {
         throw input_error(fmt::format("{}:{}: model \"{}\" on \"{}\" appears twice", origin,
@@ -195,21 +219,62 @@ std::vector<model_profile> parse_models(std::string_view text, std::string_view 
 std::vector<measured_pair> parse_measurements(std::string_view text, std::string_view origin) {
   const auto t = read_table(text, origin,
                             {"scenario", "gpu", "production_model", "opportunistic_model",
-                             "policy", "production", "opportunistic"});
+                             "policy", "memory_policy", "budget_gib", "production_idle",
+                             "settings", "production", "opportunistic", "runs", "source"});
   std::vector<measured_pair> out;
+  auto optional_number = [&](const csv_row& r, std::size_t col) -> std::optional<double> {
+    if (r.fields[col].empty()) return std::nullopt;
+    return number(t, r, col, 0, 2, false, "a normalized throughput in [0, 2], or nothing");
+  };
   for (const auto& r : t.rows) {
     measured_pair p;
     p.scenario = name(t, r, 0);
     p.gpu = name(t, r, 1);
     p.production_model = name(t, r, 2);
-    p.opportunistic_model = name(t, r, 3);
+    if (!r.fields[3].empty()) p.opportunistic_model = name(t, r, 3);
     p.policy = name(t, r, 4);
-    p.production = number(t, r, 5, 0, 2, false, "a normalized throughput in [0, 2]");
-    p.opportunistic = number(t, r, 6, 0, 2, false, "a normalized throughput in [0, 2]");
+    if (!r.fields[5].empty()) p.memory_policy = name(t, r, 5);
+    if (!r.fields[6].empty()) {
+      p.memory_budget = from_gib(number(t, r, 6, 0, 1e6, true, "a positive number of GiB, or nothing"));
+    }
+    p.production_idle = integer(t, r, 7, 0, 1) == 1;
+    std::string_view settings = r.fields[8];
+    while (!settings.empty()) {
+      const std::size_t space = settings.find(' ');
+      const std::string_view item = settings.substr(0, space);
+      settings = space == std::string_view::npos ? std::string_view{} : settings.substr(space + 1);
+      if (item.empty()) continue;
+      const std::size_t eq = item.find('=');
+      if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size()) {
+        bad_field(t, r, 8, "space-separated policy.setting=value items");
+      }
+      p.settings.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    }
+    p.production = optional_number(r, 9);
+    p.opportunistic = optional_number(r, 10);
+    if (!p.production && !p.opportunistic) bad_field(t, r, 9, "at least one measured throughput");
+    if (p.opportunistic && p.opportunistic_model.empty()) {
+      bad_field(t, r, 10, "nothing: the row names no opportunistic model");
+    }
+    p.runs = r.fields[11].empty() ? 0 : integer(t, r, 11, 0, 1000000);
+    p.source = std::string(r.fields[12]);
     p.origin = fmt::format("{}:{}", origin, r.line);
     out.push_back(std::move(p));
   }
   return out;
+}
+
+std::uint64_t catalog_inputs::hash() const noexcept {
+  std::uint64_t h = 14695981039346656037ULL;
+  for (const std::string* text : {&gpus, &models, &measurements}) {
+    for (const char c : *text) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff;  // a separator, so moving text between tables changes the hash
+    h *= 1099511628211ULL;
+  }
+  return h;
 }
 
 std::string read_file(const std::string& path) {
@@ -221,32 +286,45 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-catalog load_catalog(const catalog_sources& sources) {
+catalog load_catalog(const catalog_sources& sources, catalog_inputs* inputs) {
   auto text = [](const std::string& path, std::string_view fallback) {
     return path.empty() ? std::string(fallback) : read_file(path);
   };
   auto origin = [](const std::string& path, std::string_view fallback) {
     return path.empty() ? std::string(fallback) : path;
   };
+  catalog_inputs read;
+  read.gpus = text(sources.gpus, embedded::gpus_csv);
+  read.models = text(sources.models, embedded::models_csv);
   catalog c;
-  c.gpus = parse_gpus(text(sources.gpus, embedded::gpus_csv), origin(sources.gpus, "gpus.csv"));
-  c.models = parse_models(text(sources.models, embedded::models_csv),
-                          origin(sources.models, "models.csv"));
-  c.measurements = parse_measurements(text(sources.measurements, embedded::paper_pairs_csv),
-                                      origin(sources.measurements, "paper_pairs.csv"));
+  c.gpus = parse_gpus(read.gpus, origin(sources.gpus, "gpus.csv"));
+  c.models = parse_models(read.models, origin(sources.models, "models.csv"));
+  if (sources.measurements.empty()) {
+    read.measurements = std::string(embedded::paper_pairs_csv) + std::string(embedded::measured_pairs_csv);
+    c.measurements = parse_measurements(embedded::paper_pairs_csv, "paper_pairs.csv");
+    auto ours = parse_measurements(embedded::measured_pairs_csv, "measured_pairs.csv");
+    c.measurements.insert(c.measurements.end(), ours.begin(), ours.end());
+  } else {
+    read.measurements = read_file(sources.measurements);
+    c.measurements = parse_measurements(read.measurements, sources.measurements);
+  }
   for (const auto& m : c.models) {
     if (c.find_gpu(m.gpu) == nullptr) {
       throw input_error(fmt::format("model \"{}\" names unknown gpu \"{}\"", m.model, m.gpu));
     }
   }
   for (const auto& p : c.measurements) {
+    if (c.find_gpu(p.gpu) == nullptr) {
+      throw input_error(fmt::format("{}: unknown gpu \"{}\"", p.origin, p.gpu));
+    }
     for (const auto& model : {p.production_model, p.opportunistic_model}) {
-      if (c.find_model(model, p.gpu) == nullptr) {
+      if (!model.empty() && c.find_model(model, p.gpu) == nullptr) {
         throw input_error(fmt::format("{}: no profile for model \"{}\" on gpu \"{}\"", p.origin,
                                       model, p.gpu));
       }
     }
   }
+  if (inputs != nullptr) *inputs = std::move(read);
   return c;
 }
 

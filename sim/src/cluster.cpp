@@ -11,8 +11,9 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <array>
+#include <bit>
 #include <optional>
-#include <queue>
 #include <stdexcept>
 
 #include "tgs/memory/any_memory_policy.hpp"
@@ -61,24 +62,47 @@ class schedule_cache {
         traits_(policy_traits(policy_)),
         options_(options) {}
 
+  /// Whether some co-location computed so far was refused (its memory policy denied it).
+  [[nodiscard]] bool any_refused() const noexcept { return any_refused_; }
+
   const pair_schedule& get(const model_profile* production, const model_profile* opportunistic) {
-    const auto key = std::make_pair(production, opportunistic);
-    auto it = cache_.find(key);
-    if (it == cache_.end()) it = cache_.emplace(key, compute(production, opportunistic)).first;
-    return it->second;
+    // The catalog's models by position, so the hot path is an index instead of a tree walk; a
+    // profile from elsewhere (a caller's own catalog) goes through the map.
+    const auto& models = model_.data.models;
+    auto slot = [&](const model_profile* m) -> std::optional<std::size_t> {
+      if (m == nullptr) return models.size();
+      if (models.empty() || m < models.data() || m >= models.data() + models.size()) return std::nullopt;
+      return static_cast<std::size_t>(m - models.data());
+    };
+    const auto a = slot(production);
+    const auto b = slot(opportunistic);
+    if (a && b) {
+      const std::size_t width = models.size() + 1;
+      if (table_.empty()) table_.resize(width * width);
+      auto& entry = table_[*a * width + *b];
+      if (!entry) entry = &get_slow(production, opportunistic);
+      return *entry;
+    }
+    return get_slow(production, opportunistic);
   }
 
  private:
+  const pair_schedule& get_slow(const model_profile* production, const model_profile* opportunistic) {
+    const auto key = std::make_pair(production, opportunistic);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      it = cache_.emplace(key, compute(production, opportunistic)).first;
+      any_refused_ = any_refused_ || it->second.refused;
+    }
+    return it->second;
+  }
+
   pair_schedule compute(const model_profile* p, const model_profile* o) const {
     constexpr double horizon = 900;  // s; TGS settles within ~60 s of a pairing
     pair_spec spec;
-    auto job = [&](const model_profile* m) {
-      return pair_job{m, m ? &model_.params.model(m->model, gpu_.name) : nullptr, epoch, {}, {}};
-    };
-    spec.production = job(p);
-    spec.opportunistic = job(o);
+    spec.production = pair_job{p, epoch, {}, {}};
+    spec.opportunistic = pair_job{o, epoch, {}, {}};
     spec.gpu = gpu_;
-    spec.gpu_params = model_.params.gpu(gpu_.name);
     spec.memory_budget = gpu_.memory;
     spec.interposed = traits_.enforced_by == enforcement::interposer;
     spec.run_for = from_seconds(horizon);
@@ -146,19 +170,98 @@ class schedule_cache {
   rate_policy_traits traits_;
   const cluster_options& options_;
   std::map<std::pair<const model_profile*, const model_profile*>, pair_schedule> cache_;
+  std::vector<const pair_schedule*> table_;  // (production, opportunistic) by catalog position
+  bool any_refused_ = false;
 };
 
-enum class event_kind : std::uint8_t { arrival, completion, phase_change };
+/// The engine's pending events, one slot per job (its completion) and per GPU (its next rate
+/// phase): a binary min-heap ordered by (time, sequence number) whose entries are updated in place
+/// when a rate or a schedule changes, so the heap never holds a stale event and stays as small as
+/// the jobs running (arrivals come from the sorted job list, not the heap).
+class event_heap {
+ public:
+  explicit event_heap(std::size_t slots) : position_(slots, absent) {}
 
-struct event {
-  instant at;
-  std::uint64_t seq;
-  event_kind kind;
-  std::uint32_t index;
-  std::uint64_t version;
-  bool operator>(const event& o) const noexcept {
-    return at != o.at ? at > o.at : seq > o.seq;
+  [[nodiscard]] bool empty() const noexcept { return heap_.empty(); }
+  [[nodiscard]] instant top_time() const noexcept { return heap_.front().at; }
+  [[nodiscard]] std::uint64_t top_seq() const noexcept { return heap_.front().seq; }
+  [[nodiscard]] std::uint32_t top_slot() const noexcept { return heap_.front().slot; }
+
+  /// Schedules `slot` at `at` (replacing its pending event, if any), ordered after every event
+  /// already scheduled for the same instant.
+  void schedule(std::uint32_t slot, instant at, std::uint64_t seq) {
+    std::size_t i = position_[slot];
+    if (i == absent) {
+      i = heap_.size();
+      heap_.push_back({at, seq, slot});
+      position_[slot] = i;
+    } else {
+      heap_[i].at = at;
+      heap_[i].seq = seq;
+    }
+    if (!up(i)) down(i);
   }
+
+  /// Drops the pending event of `slot`, if any.
+  void cancel(std::uint32_t slot) {
+    const std::size_t i = position_[slot];
+    if (i == absent) return;
+    position_[slot] = absent;
+    const std::size_t last = heap_.size() - 1;
+    if (i != last) {
+      heap_[i] = heap_[last];
+      position_[heap_[i].slot] = i;
+      heap_.pop_back();
+      if (!up(i)) down(i);
+    } else {
+      heap_.pop_back();
+    }
+  }
+
+  void pop() { cancel(heap_.front().slot); }
+
+ private:
+  static constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
+  struct entry {
+    instant at;
+    std::uint64_t seq;
+    std::uint32_t slot;
+  };
+  static bool before(const entry& a, const entry& b) noexcept {
+    return a.at != b.at ? a.at < b.at : a.seq < b.seq;
+  }
+  void place(std::size_t i, const entry& e) {
+    heap_[i] = e;
+    position_[e.slot] = i;
+  }
+  bool up(std::size_t i) {
+    const entry e = heap_[i];
+    const std::size_t from = i;
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 2;
+      if (!before(e, heap_[parent])) break;
+      place(i, heap_[parent]);
+      i = parent;
+    }
+    place(i, e);
+    return i != from;
+  }
+  void down(std::size_t i) {
+    const entry e = heap_[i];
+    const std::size_t n = heap_.size();
+    while (true) {
+      std::size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && before(heap_[child + 1], heap_[child])) ++child;
+      if (!before(heap_[child], e)) break;
+      place(i, heap_[child]);
+      i = child;
+    }
+    place(i, e);
+  }
+
+  std::vector<entry> heap_;
+  std::vector<std::size_t> position_;
 };
 
 /// The cluster as a graph: one vertex per server and per GPU, an edge from each server to its
@@ -175,7 +278,8 @@ class engine {
         options_(options),
         exclusive_(!policy_traits(policy).co_locates),
         cache_(model, *model.data.find_gpu(cluster.gpu), policy, options),
-        graph_(static_cast<std::size_t>(cluster.nodes + cluster.gpus())) {
+        graph_(static_cast<std::size_t>(cluster.nodes + cluster.gpus())),
+        events_(jobs.size() + static_cast<std::size_t>(cluster.gpus())) {
     gpus_.resize(static_cast<std::size_t>(cluster.gpus()));
     nodes_.resize(static_cast<std::size_t>(cluster.nodes));
     for (int n = 0; n < cluster.nodes; ++n) {
@@ -187,6 +291,11 @@ class engine {
       }
       nodes_[static_cast<std::size_t>(n)] = {cluster.gpus_per_node, cluster.gpus_per_node};
     }
+    for (auto& buckets : by_free_) {
+      buckets.resize(static_cast<std::size_t>(cluster.gpus_per_node) + 1);
+      for (auto& b : buckets) b.resize(cluster.nodes);
+      for (int n = 0; n < cluster.nodes; ++n) buckets[static_cast<std::size_t>(cluster.gpus_per_node)].insert(n);
+    }
     free_production_ = free_opportunistic_ = cluster.gpus();
     node_count_ = cluster.nodes;
     state_.resize(jobs.size());
@@ -195,35 +304,41 @@ class engine {
   }
 
   cluster_result run() {
-    for (std::size_t i = 0; i < jobs_.size(); ++i) {
-      push(jobs_[i].submit, event_kind::arrival, static_cast<std::uint32_t>(i), 0);
-    }
+    // Arrivals in submission order (stable: equal times keep the list's order), merged with the
+    // heap; an arrival goes before a heap event of the same instant, as it was scheduled first.
+    std::vector<std::uint32_t> arrivals(jobs_.size());
+    for (std::size_t i = 0; i < jobs_.size(); ++i) arrivals[i] = static_cast<std::uint32_t>(i);
+    std::stable_sort(arrivals.begin(), arrivals.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return jobs_[a].submit < jobs_[b].submit;
+    });
+    seq_ = jobs_.size();
+    std::size_t next_arrival = 0;
     std::size_t reported = 0;
-    while (!events_.empty()) {
-      const event e = events_.top();
-      events_.pop();
-      if (options_.check_invariants && e.at < now_) {
+    while (next_arrival < arrivals.size() || !events_.empty()) {
+      const bool arrival =
+          next_arrival < arrivals.size() &&
+          (events_.empty() || jobs_[arrivals[next_arrival]].submit <= events_.top_time());
+      const instant at = arrival ? jobs_[arrivals[next_arrival]].submit : events_.top_time();
+      if (options_.check_invariants && at < now_) {
         throw std::logic_error("cluster engine: time went back");
       }
-      advance_to(e.at);
+      advance_to(at);
       ++result_.events;
-      switch (e.kind) {
-        case event_kind::arrival: {
-          const cluster_job& j = jobs_[e.index];
-          (j.cls == job_class::production ? production_queue_ : opportunistic_queue_)
-              .push_back(e.index);
+      if (arrival) {
+        const std::uint32_t j = arrivals[next_arrival++];
+        (jobs_[j].cls == job_class::production ? production_queue_ : opportunistic_queue_)
+            .push_back({j, jobs_[j].gpus});
+        ++queue_version_[jobs_[j].cls == job_class::production ? 0 : 1];
+        schedule();
+      } else {
+        const std::uint32_t slot = events_.top_slot();
+        events_.pop();
+        if (slot < jobs_.size()) {
+          finish(slot);
           schedule();
-          break;
+        } else {
+          next_phase(static_cast<std::uint32_t>(slot - jobs_.size()));
         }
-        case event_kind::completion:
-          if (state_[e.index].version == e.version && state_[e.index].running) {
-            finish(e.index);
-            schedule();
-          }
-          break;
-        case event_kind::phase_change:
-          if (gpus_[e.index].version == e.version) next_phase(e.index);
-          break;
       }
       if (options_.check_invariants) check();
       if (options_.progress && !jobs_.empty()) {
@@ -248,6 +363,11 @@ class engine {
   }
 
  private:
+  /// A queued job with the GPUs it needs beside it, so a scan of the queue stays in the queue.
+  struct queued {
+    std::uint32_t job;
+    std::uint32_t gpus;
+  };
   struct gpu_state {
     int node = 0;
     int production = -1;
@@ -255,7 +375,6 @@ class engine {
     const pair_schedule* schedule = nullptr;
     instant paired_at = epoch;
     std::size_t phase = 0;
-    std::uint64_t version = 0;
     double busy = 0;  // Σ busy fraction × actual rate of its occupants
     bool allocated = false;
   };
@@ -270,12 +389,11 @@ class engine {
     bool running = false;
     bool started = false;
     bool finished = false;
-    std::uint64_t version = 0;
     std::vector<int> gpus;
   };
 
-  void push(instant at, event_kind kind, std::uint32_t index, std::uint64_t version) {
-    events_.push({at, seq_++, kind, index, version});
+  [[nodiscard]] std::uint32_t phase_slot(int g) const noexcept {
+    return static_cast<std::uint32_t>(jobs_.size() + static_cast<std::size_t>(g));
   }
 
   // --- utilisation: integrate allocated and busy GPU shares into buckets -------------------
@@ -323,32 +441,58 @@ class engine {
     if (c == job_class::production) return g.production < 0;
     return g.opportunistic < 0 && (!exclusive_ || g.production < 0);
   }
-  void recount(int node) {
-    node_state& n = nodes_[static_cast<std::size_t>(node)];
-    free_production_ -= n.free_production;
-    free_opportunistic_ -= n.free_opportunistic;
-    n = {0, 0};
-    for (const auto v : boost::make_iterator_range(
-             boost::adjacent_vertices(static_cast<std::size_t>(node), graph_))) {
-      const gpu_state& g = gpus_[v - static_cast<std::size_t>(node_count_)];
-      n.free_production += eligible(g, job_class::production) ? 1 : 0;
-      n.free_opportunistic += eligible(g, job_class::opportunistic) ? 1 : 0;
-    }
-    free_production_ += n.free_production;
-    free_opportunistic_ += n.free_opportunistic;
+  /// Nodes by how many GPUs each class may take there, in node order: best fit and the
+  /// most-room-first order read them instead of scanning every node.
+  void move_bucket(std::size_t c, int node, int from, int to) {
+    if (from == to) return;
+    by_free_[c][static_cast<std::size_t>(from)].erase(node);
+    by_free_[c][static_cast<std::size_t>(to)].insert(node);
   }
 
-  /// GPUs for `job`, or empty when they are not free now. One server when one fits (best fit:
-  /// the fullest server that fits), else the servers with most free GPUs first. Opportunistic
-  /// jobs take GPUs beside a production job first, keeping free GPUs for production jobs.
-  std::vector<int> choose(const cluster_job& job) {
+  /// A set of node numbers as a bitset: insert, erase and an ordered walk, without allocating.
+  class node_set {
+   public:
+    void resize(int nodes) { words_.assign((static_cast<std::size_t>(nodes) + 63) / 64, 0); }
+    void insert(int n) {
+      std::uint64_t& w = words_[static_cast<std::size_t>(n) / 64];
+      const std::uint64_t bit = std::uint64_t{1} << (static_cast<unsigned>(n) % 64);
+      count_ += (w & bit) == 0 ? 1 : 0;
+      w |= bit;
+    }
+    void erase(int n) {
+      std::uint64_t& w = words_[static_cast<std::size_t>(n) / 64];
+      const std::uint64_t bit = std::uint64_t{1} << (static_cast<unsigned>(n) % 64);
+      count_ -= (w & bit) != 0 ? 1 : 0;
+      w &= ~bit;
+    }
+    [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
+    /// Calls `f(node)` in increasing order until it returns true.
+    template <typename F>
+    bool any_of(F&& f) const {
+      if (count_ == 0) return false;
+      for (std::size_t i = 0; i < words_.size(); ++i) {
+        for (std::uint64_t w = words_[i]; w != 0; w &= w - 1) {
+          if (f(static_cast<int>(i * 64 + static_cast<std::size_t>(std::countr_zero(w))))) return true;
+        }
+      }
+      return false;
+    }
+
+   private:
+    std::vector<std::uint64_t> words_;
+    std::size_t count_ = 0;
+  };
+
+  /// GPUs for `job` into `out`, or empty when they are not free now. One server when one fits
+  /// (best fit: the fullest server that fits, the first in node order among equals), else the
+  /// servers with most free GPUs first (node order among equals). Opportunistic jobs take GPUs
+  /// beside a production job first when told to, keeping free GPUs for production jobs.
+  void choose(const cluster_job& job, std::vector<int>& out) {
+    out.clear();
     const job_class c = job.cls;
     const int need = static_cast<int>(job.gpus);
-    if ((c == job_class::production ? free_production_ : free_opportunistic_) < need) return {};
-    auto free_on = [&](int n) {
-      const node_state& s = nodes_[static_cast<std::size_t>(n)];
-      return c == job_class::production ? s.free_production : s.free_opportunistic;
-    };
+    if ((c == job_class::production ? free_production_ : free_opportunistic_) < need) return;
+    const auto& buckets = by_free_[c == job_class::production ? 0 : 1];
     auto usable = [&](int g) {
       const gpu_state& s = gpus_[static_cast<std::size_t>(g)];
       if (!eligible(s, c)) return false;
@@ -359,19 +503,19 @@ class engine {
       const model_profile* o = c == job_class::production ? jobs_[static_cast<std::size_t>(other)].model : job.model;
       return !cache_.get(p, o).refused;
     };
-    auto take_from = [&](int n, std::vector<int>& out, int limit) {
-      std::vector<int> beside;
-      std::vector<int> empty;
+    auto take_from = [&](int n, int limit) {
+      beside_.clear();
+      empty_.clear();
       for (const auto v : boost::make_iterator_range(
                boost::adjacent_vertices(static_cast<std::size_t>(n), graph_))) {
         const int g = static_cast<int>(v) - node_count_;
         if (!usable(g)) continue;
         const gpu_state& s = gpus_[static_cast<std::size_t>(g)];
         const bool occupied = s.production >= 0 || s.opportunistic >= 0;
-        (occupied ? beside : empty).push_back(g);
+        (occupied ? beside_ : empty_).push_back(g);
       }
-      const auto& first = prefer_beside(c) ? beside : empty;
-      const auto& second = prefer_beside(c) ? empty : beside;
+      const auto& first = prefer_beside(c) ? beside_ : empty_;
+      const auto& second = prefer_beside(c) ? empty_ : beside_;
       for (const auto* list : {&first, &second}) {
         for (int g : *list) {
           if (static_cast<int>(out.size()) >= limit) return;
@@ -379,27 +523,24 @@ class engine {
         }
       }
     };
-    int best = -1;
-    for (int n = 0; n < node_count_; ++n) {
-      const int f = free_on(n);
-      if (f >= need && (best < 0 || f < free_on(best))) best = n;
+    for (std::size_t f = static_cast<std::size_t>(need); f < buckets.size(); ++f) {
+      if (buckets[f].empty()) continue;
+      buckets[f].any_of([&](int n) {
+        take_from(n, need);
+        return true;
+      });
+      if (static_cast<int>(out.size()) == need) return;
+      out.clear();
+      break;
     }
-    std::vector<int> chosen;
-    if (best >= 0) {
-      take_from(best, chosen, need);
-      if (static_cast<int>(chosen.size()) == need) return chosen;
-      chosen.clear();
+    for (std::size_t f = buckets.size(); f-- > 1;) {
+      const bool done = buckets[f].any_of([&](int n) {
+        take_from(n, need);
+        return static_cast<int>(out.size()) == need;
+      });
+      if (done) return;
     }
-    std::vector<int> order(static_cast<std::size_t>(node_count_));
-    for (int n = 0; n < node_count_; ++n) order[static_cast<std::size_t>(n)] = n;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return free_on(a) > free_on(b); });
-    for (int n : order) {
-      if (free_on(n) == 0) break;
-      take_from(n, chosen, need);
-      if (static_cast<int>(chosen.size()) == need) return chosen;
-    }
-    return {};
+    out.clear();
   }
 
   [[nodiscard]] bool prefer_beside(job_class c) const noexcept {
@@ -411,27 +552,42 @@ class engine {
     drain(production_queue_, job_class::production);
     drain(opportunistic_queue_, job_class::opportunistic);
   }
-  void drain(std::deque<std::uint32_t>& queue, job_class c) {
+  void drain(std::deque<queued>& queue, job_class c) {
+    const std::size_t k = c == job_class::production ? 0 : 1;
+    auto free_now = [&] { return c == job_class::production ? free_production_ : free_opportunistic_; };
+    // Without refused co-locations a job fits exactly when it needs no more GPUs than are free, so
+    // a scan is not repeated while neither its queue nor the free GPUs changed since the last one.
+    const bool exact = !cache_.any_refused();
+    if (exact && scanned_[k] == std::pair{queue_version_[k], free_now()}) return;
     std::size_t examined = 0;
     for (auto it = queue.begin(); it != queue.end() && examined <= options_.lookahead;) {
-      if ((c == job_class::production ? free_production_ : free_opportunistic_) == 0) return;
-      const std::uint32_t j = *it;
-      std::vector<int> gpus = choose(jobs_[j]);
-      if (gpus.empty()) {
+      const int free = free_now();
+      if (free == 0) break;
+      const std::uint32_t j = it->job;
+      // More GPUs than are free: no placement can fit it (read from the queue, not the job list).
+      if (it->gpus > static_cast<std::uint32_t>(free)) {
+        ++it;
+        ++examined;
+        continue;
+      }
+      choose(jobs_[j], chosen_);
+      if (chosen_.empty()) {
         ++it;
         ++examined;
         continue;
       }
       it = queue.erase(it);
-      start(j, std::move(gpus));
+      ++queue_version_[k];
+      start(j, chosen_);
     }
+    scanned_[k] = {queue_version_[k], free_now()};
   }
 
-  void start(std::uint32_t j, std::vector<int> gpus) {
+  void start(std::uint32_t j, const std::vector<int>& gpus) {
     job_state& s = state_[j];
     s.running = true;
     s.last = now_;
-    s.gpus = std::move(gpus);
+    s.gpus = gpus;
     if (!s.started) result_.jobs[j].start_s = to_seconds(now_ - epoch);
     s.started = true;
     if (exclusive_ && jobs_[j].cls == job_class::production) {
@@ -440,22 +596,34 @@ class engine {
         if (victim >= 0) preempt(static_cast<std::uint32_t>(victim));
       }
     }
-    std::vector<int> nodes;
     for (int g : s.gpus) {
-      gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
-      int& slot = jobs_[j].cls == job_class::production ? gs.production : gs.opportunistic;
-      if (slot >= 0) throw std::logic_error("cluster engine: GPU slot already taken");
-      slot = static_cast<int>(j);
-      nodes.push_back(gs.node);
+      const gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
+      if ((jobs_[j].cls == job_class::production ? gs.production : gs.opportunistic) >= 0) {
+        throw std::logic_error("cluster engine: GPU slot already taken");
+      }
+      occupy(g, jobs_[j].cls, static_cast<int>(j));
     }
     for (int g : s.gpus) repair(g);
-    for (int n : unique(nodes)) recount(n);
   }
 
-  static std::vector<int> unique(std::vector<int> v) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-    return v;
+  /// Puts `job` (or nobody: -1) in GPU `g`'s slot of class `c`, keeping the free-GPU counts of
+  /// its node, the cluster and the node buckets in step.
+  void occupy(int g, job_class c, int job) {
+    gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
+    const bool production_before = eligible(gs, job_class::production);
+    const bool opportunistic_before = eligible(gs, job_class::opportunistic);
+    (c == job_class::production ? gs.production : gs.opportunistic) = job;
+    node_state& n = nodes_[static_cast<std::size_t>(gs.node)];
+    auto update = [&](std::size_t k, bool before, bool after, int& node_free, int& total) {
+      if (before == after) return;
+      const int d = after ? 1 : -1;
+      move_bucket(k, gs.node, node_free, node_free + d);
+      node_free += d;
+      total += d;
+    };
+    update(0, production_before, eligible(gs, job_class::production), n.free_production, free_production_);
+    update(1, opportunistic_before, eligible(gs, job_class::opportunistic), n.free_opportunistic,
+           free_opportunistic_);
   }
 
   /// Suspends an opportunistic job (exclusive mode): it keeps its progress, as a checkpointed
@@ -465,17 +633,13 @@ class engine {
     set_rate(j, 0);
     if (!options_.preempted_keep_progress) s.done = 0;
     s.running = false;
-    ++s.version;
-    std::vector<int> nodes;
-    for (int g : s.gpus) {
-      gpus_[static_cast<std::size_t>(g)].opportunistic = -1;
-      nodes.push_back(gpus_[static_cast<std::size_t>(g)].node);
-    }
+    events_.cancel(j);
+    for (int g : s.gpus) occupy(g, job_class::opportunistic, -1);
     const std::vector<int> freed = std::move(s.gpus);
     s.gpus.clear();
     for (int g : freed) repair(g);
-    for (int n : unique(nodes)) recount(n);
-    opportunistic_queue_.push_front(j);
+    opportunistic_queue_.push_front({j, jobs_[j].gpus});
+    ++queue_version_[1];
     ++result_.preemptions;
   }
 
@@ -485,15 +649,9 @@ class engine {
     s.finished = true;
     ++finished_;
     result_.jobs[j].end_s = to_seconds(now_ - epoch);
-    std::vector<int> nodes;
-    for (int g : s.gpus) {
-      gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
-      (jobs_[j].cls == job_class::production ? gs.production : gs.opportunistic) = -1;
-      nodes.push_back(gs.node);
-    }
+    for (int g : s.gpus) occupy(g, jobs_[j].cls, -1);
     set_rate(j, 0);
     for (int g : s.gpus) repair(g);
-    for (int n : unique(nodes)) recount(n);
   }
 
   /// The GPU's occupants changed: start their co-location's schedule afresh.
@@ -502,7 +660,7 @@ class engine {
     const bool allocated = gs.production >= 0 || gs.opportunistic >= 0;
     if (allocated != gs.allocated) allocated_ += allocated ? 1.0 : -1.0;
     gs.allocated = allocated;
-    ++gs.version;
+    events_.cancel(phase_slot(g));
     gs.phase = 0;
     gs.paired_at = now_;
     if (gs.production < 0 && gs.opportunistic < 0) {
@@ -524,9 +682,7 @@ class engine {
     gpu_state& gs = gpus_[static_cast<std::size_t>(g)];
     const double until = gs.schedule->phases[gs.phase].until_s;
     if (std::isfinite(until)) {
-      if (const auto at = after(gs.paired_at, until)) {
-        push(*at, event_kind::phase_change, static_cast<std::uint32_t>(g), gs.version);
-      }
+      if (const auto at = after(gs.paired_at, until)) events_.schedule(phase_slot(g), *at, seq_++);
     }
   }
 
@@ -570,12 +726,14 @@ class engine {
       busy_ += busy_delta;
     }
     s.rate = rate;
-    ++s.version;
-    if (s.running && rate > 0) {
-      const double left = std::max(0.0, job.work_seconds - s.done);
-      if (const auto at = after(now_, left / rate)) {
-        push(std::max(*at, now_ + duration{1}), event_kind::completion, j, s.version);
-      }
+    const double left = std::max(0.0, job.work_seconds - s.done);
+    // A job held to a sliver of its speed (a starved opportunistic job) may finish past the end
+    // of policy time: it waits for its GPU's occupants to change instead.
+    const std::optional<instant> at = s.running && rate > 0 ? after(now_, left / rate) : std::nullopt;
+    if (at) {
+      events_.schedule(j, std::max(*at, now_ + duration{1}), seq_++);
+    } else {
+      events_.cancel(j);
     }
   }
 
@@ -606,9 +764,15 @@ class engine {
   std::vector<gpu_state> gpus_;
   std::vector<node_state> nodes_;
   std::vector<job_state> state_;
-  std::deque<std::uint32_t> production_queue_;
-  std::deque<std::uint32_t> opportunistic_queue_;
-  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  std::deque<queued> production_queue_;
+  std::deque<queued> opportunistic_queue_;
+  std::array<std::uint64_t, 2> queue_version_{};  // per class: bumped on every change of its queue
+  std::array<std::pair<std::uint64_t, int>, 2> scanned_{{{~std::uint64_t{0}, -1}, {~std::uint64_t{0}, -1}}};
+  event_heap events_;
+  std::array<std::vector<node_set>, 2> by_free_;  // per class (production, opportunistic)
+  std::vector<int> chosen_;
+  std::vector<int> beside_;
+  std::vector<int> empty_;
   std::uint64_t seq_ = 0;
   instant now_ = epoch;
   int free_production_ = 0;

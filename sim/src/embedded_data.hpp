@@ -9,4 +9,6 @@ namespace tgs::sim::embedded {
 extern const std::string_view gpus_csv;
 extern const std::string_view models_csv;
 extern const std::string_view paper_pairs_csv;
+extern const std::string_view measured_pairs_csv;
+extern const std::string_view fit_csv;
 }  // namespace tgs::sim::embedded

@@ -1,360 +1,374 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fits the contention model to measured pairs with weighted, ridge-regularized, non-negative
-// least squares (Eigen), one compute mode at a time.
+// The global fit: a bounded coordinate search over each GPU type's mechanism parameters and the
+// profile fields still marked fitted, minimizing the squared error of every measured cell of a
+// non-adaptive policy, each simulated with the real policy objects.
 #include "tgs/sim/fit.hpp"
-#include "tgs/sim/pairs.hpp"
-
-#include "tgs/rate/mig.hpp"
-#include "tgs/rate/mps.hpp"
-#include "tgs/sim/contention.hpp"
 
 #include <fmt/format.h>
 
-#include <Eigen/Dense>
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <limits>
-#include <map>
+#include <set>
+
+#include "tgs/sim/pairs.hpp"
 
 namespace tgs::sim {
 namespace {
 
-const model_contention zero_model{};
-const gpu_contention default_gpu{};
-
-/// One linear equation y = Σ coef_k * param_k, weighted.
-struct equation {
-  double y = 0;
-  double weight = 1;
-  /// A row whose weight is not a throughput secant (a TGS row, weighted by how far the
-  /// controller's equilibrium moves per unit of error).
-  bool fixed_weight = false;
-  // What the row says about its job, to bound the interference afterwards.
-  std::string model;
-  double busy = 1;
-  double slice = 0;           // 1/f - 1 of its SM share
-  bool compute_only = false;  // no memory overflow: all of y is GPU-phase stretch
-  std::vector<std::pair<std::size_t, double>> terms;  // (parameter index, coefficient)
+/// What a fitted number is, and where it lives in a catalog.
+enum class target_kind : std::uint8_t {
+  switch_loss,
+  mps_switch_loss,
+  mps_capacity,
+  thrash_time_slicing,
+  thrash_mps,
+  thrash_mig,
+  busy_fraction,
+  blocks_per_iteration,
+  hot_set,
+  slice_sensitivity,
 };
 
-/// Parameter indices of one model within one compute mode's system.
-struct model_slots {
-  std::size_t sensitivity;
-  std::size_t thrash;
-  std::size_t slice;  // MIG only
+constexpr std::string_view name_of(target_kind k) noexcept {
+  switch (k) {
+    case target_kind::switch_loss: return "switch_loss";
+    case target_kind::mps_switch_loss: return "mps_switch_loss";
+    case target_kind::mps_capacity: return "mps_capacity";
+    case target_kind::thrash_time_slicing: return "thrash_time_slicing";
+    case target_kind::thrash_mps: return "thrash_mps";
+    case target_kind::thrash_mig: return "thrash_mig";
+    case target_kind::busy_fraction: return "busy_fraction";
+    case target_kind::blocks_per_iteration: return "blocks_per_iteration";
+    case target_kind::hot_set: return "hot_gib";
+    case target_kind::slice_sensitivity: return "slice_sensitivity";
+  }
+  return "";
+}
+
+std::optional<target_kind> kind_named(std::string_view name) noexcept {
+  for (int k = 0; k <= static_cast<int>(target_kind::slice_sensitivity); ++k) {
+    if (name_of(static_cast<target_kind>(k)) == name) return static_cast<target_kind>(k);
+  }
+  return std::nullopt;
+}
+
+/// Reads or writes one fitted number of a catalog.
+double& gpu_field(gpu_profile& g, target_kind k) {
+  switch (k) {
+    case target_kind::switch_loss: return g.contention.switch_loss;
+    case target_kind::mps_switch_loss: return g.contention.mps_switch_loss;
+    case target_kind::mps_capacity: return g.contention.mps_capacity;
+    case target_kind::thrash_time_slicing: return g.contention.thrash[0];
+    case target_kind::thrash_mps: return g.contention.thrash[1];
+    default: return g.contention.thrash[2];
+  }
+}
+
+double get(const catalog& c, const fit_parameter& p, target_kind k) {
+  if (p.model.empty()) {
+    gpu_profile g = *c.find_gpu(p.gpu);
+    return gpu_field(g, k);
+  }
+  const model_profile& m = *c.find_model(p.model, p.gpu);
+  switch (k) {
+    case target_kind::busy_fraction: return m.busy_fraction;
+    case target_kind::blocks_per_iteration: return m.blocks_per_iteration;
+    case target_kind::hot_set: return m.hot_set.gib();
+    default: return m.slice_sensitivity;
+  }
+}
+
+void set(catalog& c, const fit_parameter& p, target_kind k, double v) {
+  if (p.model.empty()) {
+    for (auto& g : c.gpus) {
+      if (g.name == p.gpu) gpu_field(g, k) = v;
+    }
+    return;
+  }
+  for (auto& m : c.models) {
+    if (m.model != p.model || m.gpu != p.gpu) continue;
+    switch (k) {
+      case target_kind::busy_fraction: m.busy_fraction = v; break;
+      case target_kind::blocks_per_iteration: m.blocks_per_iteration = v; break;
+      case target_kind::hot_set: m.hot_set = from_gib(v); break;
+      default: m.slice_sensitivity = v; break;
+    }
+  }
+}
+
+/// A parameter being searched: its bounds, its coordinate in [0, 1], the cells it moves.
+struct search_param {
+  fit_parameter id;
+  target_kind kind;
+  double lo;
+  double hi;
+  bool log_scale;
+  bool profile;  // a profile field: a weak prior holds it near its table value where cells are silent
+  double start_u = 0;
+  double u = 0;
+  std::vector<std::size_t> cells{};
+
+  [[nodiscard]] double value_at(double at) const noexcept {
+    return log_scale ? std::exp(std::log(lo) + at * (std::log(hi) - std::log(lo))) : lo + at * (hi - lo);
+  }
+  [[nodiscard]] double coordinate_of(double v) const noexcept {
+    const double x = log_scale ? (std::log(std::max(v, lo)) - std::log(lo)) / (std::log(hi) - std::log(lo))
+                               : (v - lo) / (hi - lo);
+    return std::clamp(x, 0.0, 1.0);
+  }
 };
 
-/// Solves min Σ w²(y - a·p)² + ridge |p|² subject to p ≥ 0 by repeatedly clamping negative
-/// parameters to zero and re-solving without them (an active-set method; the systems here have
-/// tens of unknowns, so each solve is microseconds).
-Eigen::VectorXd solve_weighted(const std::vector<equation>& eqs, std::size_t n, double ridge,
-                               double* residual) {
-  std::vector<bool> active(n, true);
-  Eigen::VectorXd p = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(n));
-  for (std::size_t round = 0; round <= n; ++round) {
-    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(eqs.size()),
-                                              static_cast<Eigen::Index>(n));
-    Eigen::VectorXd y(static_cast<Eigen::Index>(eqs.size()));
-    for (std::size_t r = 0; r < eqs.size(); ++r) {
-      const auto row = static_cast<Eigen::Index>(r);
-      y(row) = eqs[r].weight * eqs[r].y;
-      for (const auto& [k, coef] : eqs[r].terms) {
-        if (active[k]) a(row, static_cast<Eigen::Index>(k)) += eqs[r].weight * coef;
-      }
-    }
-    Eigen::MatrixXd normal = a.transpose() * a;
-    normal.diagonal().array() += ridge;
-    p = normal.ldlt().solve(a.transpose() * y);
-    bool clamped = false;
-    for (std::size_t k = 0; k < n; ++k) {
-      if (active[k] && p(static_cast<Eigen::Index>(k)) < 0) {
-        active[k] = false;
-        clamped = true;
-      }
-      if (!active[k]) p(static_cast<Eigen::Index>(k)) = 0;
-    }
-    if (!clamped) {
-      if (residual) *residual = (a * p - y).squaredNorm();
-      return p;
-    }
-  }
-  if (residual) *residual = std::numeric_limits<double>::infinity();
-  return p;
+/// A fittable cell, ready to run.
+struct fit_cell {
+  const measured_pair* cell;
+  pair_request request;
+  compute_mode mode;
+  std::string memory_policy;
+};
+
+constexpr double prior_weight = 1e-3;
+
+bool involves(const measured_pair& m, const std::string& model) {
+  return m.production_model == model || m.opportunistic_model == model;
 }
 
-/// Minimizes the squared error in throughput x = 1/(1+y), not in y: iteratively reweighted
-/// least squares with the secant weight x_target·x_predicted, since
-/// x_target - x_predicted = x_target·x_predicted·(y_predicted - y_target) exactly.
-/// `residual` receives Σ (x_target - x_predicted)².
-Eigen::VectorXd solve_non_negative(std::vector<equation> eqs, std::size_t n, double ridge,
-                                   double* residual) {
-  std::vector<double> x_target(eqs.size());
-  for (std::size_t r = 0; r < eqs.size(); ++r) {
-    x_target[r] = 1.0 / (1.0 + eqs[r].y);
-    if (!eqs[r].fixed_weight) eqs[r].weight = x_target[r] * x_target[r];
+double setting_or(const measured_pair& m, std::string_view key, double fallback) {
+  for (const auto& [k, v] : m.settings) {
+    if (k != key) continue;
+    double x = 0;
+    const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec == std::errc{} && ptr == v.data() + v.size()) return x;
   }
-  Eigen::VectorXd p;
-  for (int round = 0; round < 30; ++round) {
-    p = solve_weighted(eqs, n, ridge, nullptr);
-    for (std::size_t r = 0; r < eqs.size(); ++r) {
-      double y = 0;
-      for (const auto& [k, coef] : eqs[r].terms) y += coef * p(static_cast<Eigen::Index>(k));
-      if (!eqs[r].fixed_weight) eqs[r].weight = x_target[r] / (1.0 + std::max(0.0, y));
-    }
-  }
-  if (residual) {
-    *residual = 0;
-    for (std::size_t r = 0; r < eqs.size(); ++r) {
-      double y = 0;
-      for (const auto& [k, coef] : eqs[r].terms) y += coef * p(static_cast<Eigen::Index>(k));
-      const double err = eqs[r].fixed_weight ? eqs[r].weight * (eqs[r].y - y)
-                                             : x_target[r] - 1.0 / (1.0 + std::max(0.0, y));
-      *residual += err * err;
-    }
-  }
-  return p;
+  return fallback;
 }
 
-double aggressor(double busy, double exponent) { return std::pow(busy, exponent); }
+/// Whether a cell's jobs oversubscribe shared unified memory (or a MIG slice's memory).
+bool overflows(const catalog& c, const fit_cell& f) {
+  const measured_pair& m = *f.cell;
+  const gpu_profile& g = *c.find_gpu(m.gpu);
+  const double budget = static_cast<double>(m.memory_budget.value_or(g.memory).count());
+  const double p = static_cast<double>(c.find_model(m.production_model, m.gpu)->footprint.count());
+  const double o = m.opportunistic_model.empty()
+                       ? 0.0
+                       : static_cast<double>(c.find_model(m.opportunistic_model, m.gpu)->footprint.count());
+  if (f.mode == compute_mode::mig) return p > budget * 4 / 7 || o > budget * 3 / 7;
+  return f.memory_policy == "unified-memory" && p + o > budget;
+}
 
 }  // namespace
 
-const model_contention& contention_table::model(std::string_view m, std::string_view g) const {
-  for (const auto& e : models_) {
-    if (e.model == m && e.gpu == g) return e.params;
-  }
-  return zero_model;
+bool fittable(const measured_pair& cell) {
+  const auto traits = any_rate_controller::traits_of_policy(cell.policy);
+  return traits && !traits->adaptive && traits->co_locates && (cell.production || cell.opportunistic);
 }
 
-const gpu_contention& contention_table::gpu(std::string_view g) const {
-  for (const auto& e : gpus_) {
-    if (e.gpu == g) return e.params;
-  }
-  return default_gpu;
-}
-
-model_contention& contention_table::model_mut(std::string_view m, std::string_view g) {
-  for (auto& e : models_) {
-    if (e.model == m && e.gpu == g) return e.params;
-  }
-  models_.push_back({std::string(m), std::string(g), {}});
-  return models_.back().params;
-}
-
-gpu_contention& contention_table::gpu_mut(std::string_view g) {
-  for (auto& e : gpus_) {
-    if (e.gpu == g) return e.params;
-  }
-  gpus_.push_back({std::string(g), {}});
-  return gpus_.back().params;
-}
-
-fit_settings::fit_settings()
-    : mig_production_fraction(static_cast<double>(mig::config{}.production_slices) /
-                              static_cast<double>(mig::config{}.total_slices)),
-      mig_opportunistic_fraction(static_cast<double>(mig::config{}.opportunistic_slices) /
-                                 static_cast<double>(mig::config{}.total_slices)),
-      mps_production_fraction(mps::config{}.production_threads),
-      mps_opportunistic_fraction(mps::config{}.opportunistic_threads) {}
-
-contention_table fit_contention(const catalog& c, const fit_settings& s) {
-  contention_table table;
-  for (const auto& m : c.models) table.model_mut(m.model, m.gpu);
-  for (const auto& g : c.gpus) {
-    table.gpu_mut(g.name).occupancy_exponent[static_cast<std::size_t>(compute_mode::time_slicing)] =
-        s.time_slicing_occupancy_exponent;
-  }
-
-  for (const auto& gpu : c.gpus) {
-    // Index the models measured on this GPU.
-    std::map<std::string, std::size_t> index;
-    for (const auto& p : c.measurements) {
-      if (p.gpu != gpu.name) continue;
-      for (const auto& name : {p.production_model, p.opportunistic_model}) {
-        index.emplace(name, index.size());
-      }
+fit_result fit_catalog(const catalog& c, const fit_options& options) {
+  catalog work = c;
+  const pair_options steady = steady_state_options();
+  std::vector<fit_cell> cells;
+  for (const auto& m : work.measurements) {
+    if (!fittable(m)) continue;
+    if (std::find(options.exclude.begin(), options.exclude.end(), m.pair_key()) != options.exclude.end()) {
+      continue;
     }
-    if (index.empty()) continue;
-    const double capacity = static_cast<double>(gpu.memory.count());
+    const rate_policy_traits traits = policy_traits(m.policy);
+    cells.push_back({&m, request_of(m), traits.mechanism,
+                     m.memory_policy.empty() ? std::string(traits.default_memory_policy) : m.memory_policy});
+  }
 
-    for (std::size_t mode_i = 0; mode_i < compute_mode_count; ++mode_i) {
-      const auto mode = static_cast<compute_mode>(mode_i);
-      const double occupancy_exponent = table.gpu(gpu.name).occupancy_exponent[mode_i];
-      const std::size_t per_model = 3;
-      const std::size_t n = index.size() * per_model;
-      auto slots = [&](const std::string& model) {
-        const std::size_t base = index.at(model) * per_model;
-        return model_slots{base, base + 1, base + 2};
-      };
-
-      // Builds the equations for one aggressor exponent.
-      auto equations = [&](double exponent) {
-        std::vector<equation> eqs;
-        for (const auto& p : c.measurements) {
-          if (p.gpu != gpu.name || policy_traits(p.policy).mechanism != mode) continue;
-          // A policy that holds the production job at its band says how much the production job
-          // tolerates there, not how the two contend unchecked.
-          const bool tgs = policy_traits(p.policy).adaptive;
-          const model_profile& prod = *c.find_model(p.production_model, p.gpu);
-          const model_profile& opp = *c.find_model(p.opportunistic_model, p.gpu);
-          const double fp = static_cast<double>(prod.footprint.count());
-          const double fo = static_cast<double>(opp.footprint.count());
-          struct side {
-            const model_profile* self;
-            const model_profile* other;
-            double x;
-            double x_other;
-            double fraction;
-            double overflow;
-            bool is_production;
-          };
-          const double xp = std::max(p.production, s.floor);
-          const double xo = std::max(p.opportunistic, s.floor);
-          double overflow_p = 0;
-          double overflow_o = 0;
-          double fraction_p = 1;
-          double fraction_o = 1;
-          if (mode == compute_mode::mps) {
-            fraction_p = s.mps_production_fraction;
-            fraction_o = s.mps_opportunistic_fraction;
-          }
-          if (mode == compute_mode::mig) {
-            fraction_p = s.mig_production_fraction;
-            fraction_o = s.mig_opportunistic_fraction;
-            overflow_p = std::max(0.0, fp - capacity * fraction_p) / (capacity * fraction_p);
-            overflow_o = std::max(0.0, fo - capacity * fraction_o) / (capacity * fraction_o);
-          } else if (!tgs) {
-            overflow_p = overflow_o = std::max(0.0, fp + fo - capacity) / capacity;
-          }
-          std::vector<side> sides;
-          // TGS holds the production job at the edge of its dead band: the cell tells how much
-          // opportunistic occupancy the production job tolerates there. The opportunistic job is
-          // throttled, so its throughput says nothing about its own sensitivity.
-          sides.push_back({&prod, &opp, tgs ? 1.0 - s.tgs_dead_band : xp, xo, fraction_p,
-                           overflow_p, true});
-          if (!tgs) sides.push_back({&opp, &prod, xo, xp, fraction_o, overflow_o, false});
-          for (const auto& sd : sides) {
-            const double b = sd.self->busy_fraction;
-            const double bo = sd.other->busy_fraction;
-            const double other_overflow = sd.is_production ? overflow_o : overflow_p;
-            // The co-runner's GPU-phase stretch, from its own measured throughput when it is
-            // compute-bound; a thrashing co-runner is taken as unstretched.
-            double stretch_other = 1;
-            if (other_overflow == 0 && !(tgs && sd.is_production)) {
-              stretch_other = std::max(1.0, (1.0 / sd.x_other - (1.0 - bo)) / bo);
-            }
-            const double occupancy_other = bo * stretch_other * sd.x_other;
-            equation e;
-            e.y = 1.0 / sd.x - 1.0;
-            e.model = sd.self->model;
-            e.busy = b;
-            e.slice = sd.fraction < 1 ? 1.0 / sd.fraction - 1.0 : 0.0;
-            // A TGS row holds the production job at the dead band by construction: it says
-            // nothing about how far interference can go.
-            e.compute_only = sd.overflow == 0 && !tgs;
-            if (tgs) {
-              // The controller settles where the production job's loss equals y. An error r in
-              // this row moves the opportunistic equilibrium by about r·x_o/y in throughput:
-              // weight it so, or the steep TGS cells would be traded for flat baseline ones.
-              e.fixed_weight = true;
-              e.weight = xo / e.y;
-            }
-            const model_slots sl = slots(sd.self->model);
-            e.terms.push_back({sl.sensitivity, b * aggressor(bo, exponent) *
-                                                   std::pow(occupancy_other, occupancy_exponent)});
-            if (sd.overflow > 0) e.terms.push_back({sl.thrash, thrash_pressure(sd.overflow)});
-            // A thrashing job's throughput cannot separate its slice's slowdown from the
-            // thrash: its slice sensitivity comes from compute-bound rows only.
-            if (sd.fraction < 1 && sd.overflow == 0) {
-              e.terms.push_back({sl.slice, b * (1.0 / sd.fraction - 1.0)});
-            }
-            eqs.push_back(std::move(e));
-          }
-        }
-        return eqs;
-      };
-
-      if (equations(1.0).empty()) continue;
-      // The most kernel work a measured pair did on shared SMs bounds the model's pairs.
-      if (mode != compute_mode::mig) {
-        double most = 1.0;
-        for (const auto& p : c.measurements) {
-          if (p.gpu != gpu.name || policy_traits(p.policy).mechanism != mode) continue;
-          most = std::max(most, c.find_model(p.production_model, p.gpu)->busy_fraction * p.production +
-                                    c.find_model(p.opportunistic_model, p.gpu)->busy_fraction *
-                                        p.opportunistic);
-        }
-        table.gpu_mut(gpu.name).max_pair_work[mode_i] = most;
-      }
-      // Grid search for the aggressor exponent (one scalar per GPU type and mode), linear
-      // least squares for everything else.
-      double best_exponent = 1;
-      double best_residual = std::numeric_limits<double>::infinity();
-      for (int step = 0; step <= 160; ++step) {
-        const double exponent = 0.05 * step;
-        double residual = 0;
-        solve_non_negative(equations(exponent), n, s.ridge, &residual);
-        if (residual < best_residual - 1e-15) {
-          best_residual = residual;
-          best_exponent = exponent;
-        }
-      }
-      const std::vector<equation> eqs = equations(best_exponent);
-      const Eigen::VectorXd p = solve_non_negative(eqs, n, s.ridge, nullptr);
-      table.gpu_mut(gpu.name).aggressor_exponent[mode_i] = best_exponent;
-      for (const auto& [model, i] : index) {
-        model_contention& mc = table.model_mut(model, gpu.name);
-        const auto base = static_cast<Eigen::Index>(i * per_model);
-        mc.sensitivity[mode_i] = p(base);
-        mc.thrash[mode_i] = p(base + 1);
-        if (mode != compute_mode::time_slicing) mc.slice_sensitivity[mode_i] = p(base + 2);
-      }
-      // The largest interference stretch a compute-bound measurement implies, per model: the
-      // forward model does not go past it.
-      std::map<std::string, double> bounds;
-      for (const auto& e : eqs) {
-        if (!e.compute_only) continue;
-        const double implied =
-            e.y / e.busy - table.model(e.model, gpu.name).slice_sensitivity[mode_i] * e.slice;
-        bounds[e.model] = std::max(bounds[e.model], implied);
-      }
-      // A model measured only in other ways (oversubscribed, or as TGS's production job) takes
-      // the mean bound of the others.
-      double mean_bound = 0;
-      for (const auto& [model, bound] : bounds) {
-        mean_bound += bound / static_cast<double>(bounds.size());
-      }
-      for (const auto& [model, i] : index) {
-        const auto it = bounds.find(model);
-        table.model_mut(model, gpu.name).max_interference[mode_i] =
-            it != bounds.end() ? it->second : mean_bound;
-      }
+  // The parameters the cells identify, per GPU type.
+  std::vector<search_param> params;
+  auto add = [&](const std::string& gpu, const std::string& model, target_kind kind, double lo,
+                 double hi, bool log_scale, auto&& affects) {
+    search_param p{{gpu, model, std::string(name_of(kind)), 0}, kind, lo, hi, log_scale, !model.empty()};
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      if (cells[i].cell->gpu == gpu && affects(cells[i])) p.cells.push_back(i);
     }
-    // A model without measured pairs on this GPU takes the median of the measured models'
-    // parameters: a neutral prior (the median, because one model's poorly identified value must
-    // not set everyone's), better than assuming it neither suffers nor causes interference.
-    // Measure it (a pair with any profiled model) to replace the prior.
-    auto median = [&](auto field) {
-      std::vector<double> values;
-      for (const auto& [model, i] : index) values.push_back(field(table.model(model, gpu.name)));
-      std::sort(values.begin(), values.end());
-      const std::size_t n = values.size();
-      return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+    if (p.cells.empty()) return;
+    p.start_u = p.u = p.coordinate_of(get(work, p.id, kind));
+    params.push_back(std::move(p));
+  };
+  for (const auto& g : work.gpus) {
+    auto both_run = [](const fit_cell& f) {
+      return !f.cell->production_idle && !f.cell->opportunistic_model.empty();
     };
-    model_contention mean{};
+    add(g.name, "", target_kind::switch_loss, 0.0, 3.0, false, [&](const fit_cell& f) {
+      return f.mode == compute_mode::time_slicing && both_run(f);
+    });
+    add(g.name, "", target_kind::mps_switch_loss, 0.0, 3.0, false,
+        [&](const fit_cell& f) { return f.mode == compute_mode::mps && both_run(f); });
+    add(g.name, "", target_kind::mps_capacity, 1.0, 2.0, false,
+        [&](const fit_cell& f) { return f.mode == compute_mode::mps && both_run(f); });
+    const std::array thrash{target_kind::thrash_time_slicing, target_kind::thrash_mps, target_kind::thrash_mig};
     for (std::size_t k = 0; k < compute_mode_count; ++k) {
-      mean.sensitivity[k] = median([k](const model_contention& m) { return m.sensitivity[k]; });
-      mean.thrash[k] = median([k](const model_contention& m) { return m.thrash[k]; });
-      mean.slice_sensitivity[k] =
-          median([k](const model_contention& m) { return m.slice_sensitivity[k]; });
-      mean.max_interference[k] =
-          median([k](const model_contention& m) { return m.max_interference[k]; });
+      add(g.name, "", thrash[k], 0.0, 50.0, false, [&](const fit_cell& f) {
+        return static_cast<std::size_t>(f.mode) == k && overflows(work, f);
+      });
     }
-    for (const auto& m : c.models) {
-      if (m.gpu == gpu.name && !index.contains(m.model)) table.model_mut(m.model, gpu.name) = mean;
+    for (const auto& m : work.models) {
+      if (m.gpu != g.name) continue;
+      auto fitted = [&](profile_field f) { return m.origin_of(f) == provenance::fitted; };
+      auto with = [&](const fit_cell& f) { return involves(*f.cell, m.model); };
+      if (fitted(profile_field::busy_fraction)) {
+        add(g.name, m.model, target_kind::busy_fraction, 0.02, 1.0, false, with);
+      }
+      if (fitted(profile_field::blocks_per_iteration)) {
+        add(g.name, m.model, target_kind::blocks_per_iteration, 1e3, 1e9, true, [&](const fit_cell& f) {
+          return f.cell->opportunistic_model == m.model && f.cell->policy == "token-bucket";
+        });
+      }
+      if (fitted(profile_field::hot_set)) {
+        add(g.name, m.model, target_kind::hot_set, 0.0, std::max(m.footprint.gib(), 1e-3), false,
+            [&](const fit_cell& f) { return f.cell->opportunistic_model == m.model && f.memory_policy == "tgs"; });
+      }
+      if (fitted(profile_field::slice_sensitivity)) {
+        add(g.name, m.model, target_kind::slice_sensitivity, 0.0, 1.0, false, [&](const fit_cell& f) {
+          const bool opp = f.cell->opportunistic_model == m.model;
+          return with(f) && (f.mode == compute_mode::mig ||
+                             (f.mode == compute_mode::mps && opp &&
+                              setting_or(*f.cell, "mps.opportunistic-threads", 1.0) < 1.0));
+        });
+      }
     }
   }
-  return table;
+
+  // Squared error of each cell under the current parameters.
+  std::vector<double> error(cells.size(), 0.0);
+  std::size_t throughputs = 0;
+  auto evaluate = [&](std::size_t i) {
+    const fit_cell& f = cells[i];
+    const pair_result r = run_pair_request(work, f.request, steady);
+    double e = 0;
+    if (f.cell->production) e += std::pow(r.outcome.production - *f.cell->production, 2);
+    if (f.cell->opportunistic) e += std::pow(r.outcome.opportunistic - *f.cell->opportunistic, 2);
+    error[i] = e;
+  };
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    evaluate(i);
+    throughputs += (cells[i].cell->production ? 1U : 0U) + (cells[i].cell->opportunistic ? 1U : 0U);
+  }
+  auto penalty = [](const search_param& p) {
+    return p.profile ? prior_weight * (p.u - p.start_u) * (p.u - p.start_u) : 0.0;
+  };
+  // The part of the loss a parameter moves: its cells' errors and its own prior.
+  auto local = [&](const search_param& p) {
+    double sum = penalty(p);
+    for (std::size_t i : p.cells) sum += error[i];
+    return sum;
+  };
+  // Bounded coordinate search: each parameter in turn tries a step either way and keeps it if
+  // the loss falls; a sweep without progress halves the step.
+  double step = 0.125;
+  for (int sweep = 0; sweep < 400 && step > 1e-4; ++sweep) {
+    bool moved = false;
+    for (auto& p : params) {
+      const double before = local(p);
+      const double from = p.u;
+      std::vector<double> saved(p.cells.size());
+      for (std::size_t j = 0; j < p.cells.size(); ++j) saved[j] = error[p.cells[j]];
+      bool kept = false;
+      for (const double to : {std::min(1.0, from + step), std::max(0.0, from - step)}) {
+        if (to == from) continue;
+        p.u = to;
+        set(work, p.id, p.kind, p.value_at(to));
+        for (std::size_t i : p.cells) evaluate(i);
+        if (local(p) < before - 1e-12) {
+          kept = true;
+          break;
+        }
+        p.u = from;
+        set(work, p.id, p.kind, p.value_at(from));
+        for (std::size_t j = 0; j < p.cells.size(); ++j) error[p.cells[j]] = saved[j];
+      }
+      moved = moved || kept;
+    }
+    if (!moved) step /= 2;
+  }
+
+  fit_result out;
+  for (auto& p : params) {
+    p.id.value = p.value_at(p.u);
+    out.parameters.push_back(p.id);
+  }
+  double sum = 0;
+  for (double e : error) sum += e;
+  out.cells = throughputs;
+  out.rms_error = throughputs > 0 ? std::sqrt(sum / static_cast<double>(throughputs)) : 0.0;
+  return out;
+}
+
+void apply_fit(catalog& c, const fit_result& fit) {
+  for (const auto& p : fit.parameters) {
+    const auto kind = kind_named(p.name);
+    if (!kind) continue;
+    if (c.find_gpu(p.gpu) == nullptr) continue;
+    if (!p.model.empty() && c.find_model(p.model, p.gpu) == nullptr) continue;
+    set(c, p, *kind, p.value);
+  }
+}
+
+std::string render_fit_csv(const fit_result& fit) {
+  std::string out =
+      "# The global fit of the simulator's mechanism parameters (`tgs-sim fit --write "
+      "sim/data/fit.csv`):\n"
+      "# each GPU type's parameters and the profile fields marked f in models.csv, fitted to the\n"
+      "# measured cells of the policies that do not adapt. tgs-sim uses it while inputs_hash matches\n"
+      "# the tables (gpus.csv, models.csv, the measured pairs); otherwise it fits afresh.\n"
+      "gpu,model,parameter,value\n";
+  out += fmt::format("*,,inputs_hash,{:016x}\n*,,cells,{}\n*,,rms_error,{:.6f}\n", fit.inputs_hash,
+                     fit.cells, fit.rms_error);
+  for (const auto& p : fit.parameters) {
+    out += fmt::format("{},{},{},{:.9g}\n", p.gpu, p.model, p.name, p.value);
+  }
+  return out;
+}
+
+fit_result parse_fit_csv(std::string_view text, std::string_view origin) {
+  fit_result out;
+  std::size_t line_no = 0;
+  bool header = false;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || line.front() == '#') continue;
+    std::vector<std::string_view> f;
+    for (std::size_t start = 0;;) {
+      const std::size_t comma = line.find(',', start);
+      f.push_back(line.substr(start, comma == std::string_view::npos ? line.npos : comma - start));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    auto fail = [&](std::string_view what) {
+      return input_error(fmt::format("{}:{}: {}, got \"{}\"", origin, line_no, what, line));
+    };
+    if (!header) {
+      if (line != "gpu,model,parameter,value") throw fail("expected the header \"gpu,model,parameter,value\"");
+      header = true;
+      continue;
+    }
+    if (f.size() != 4) throw fail("expected 4 comma-separated fields");
+    if (f[0] == "*" && f[2] == "inputs_hash") {
+      const auto [ptr, ec] = std::from_chars(f[3].data(), f[3].data() + f[3].size(), out.inputs_hash, 16);
+      if (ec != std::errc{} || ptr != f[3].data() + f[3].size()) throw fail("expected a hexadecimal hash");
+      continue;
+    }
+    double v = 0;
+    const auto [ptr, ec] = std::from_chars(f[3].data(), f[3].data() + f[3].size(), v);
+    if (ec != std::errc{} || ptr != f[3].data() + f[3].size() || !std::isfinite(v)) throw fail("expected a number");
+    if (f[0] == "*") {
+      if (f[2] == "cells") out.cells = static_cast<std::size_t>(v);
+      if (f[2] == "rms_error") out.rms_error = v;
+      continue;
+    }
+    if (!kind_named(f[2])) throw fail("unknown parameter");
+    out.parameters.push_back({std::string(f[0]), std::string(f[1]), std::string(f[2]), v});
+  }
+  if (!header) throw input_error(fmt::format("{}: empty table (no header line)", origin));
+  return out;
 }
 
 }  // namespace tgs::sim

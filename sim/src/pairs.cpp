@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-// GPU-pair scenarios by name: builds the specs, picks the policies from their registries, runs.
+// GPU-pair scenarios by name: builds the specs, picks the policies from their registries, runs;
+// the calibrated model and the predictions of the measured cells.
 #include "tgs/sim/pairs.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <optional>
+#include <type_traits>
 #include <variant>
 
+#include "embedded_data.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
 
@@ -40,52 +43,134 @@ struct timeline_recorder {
   }
 };
 
+double parse_number(std::string_view key, std::string_view value) {
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc{} || ptr != value.data() + value.size() || !std::isfinite(v)) {
+    throw input_error(fmt::format("setting {}: expected a number, got \"{}\"", key, value));
+  }
+  return v;
+}
+
+/// Sets `key` ("<policy>.<flag>") in one registry's configs; false when no policy has it.
+template <typename Registry>
+bool set_in(typename Registry::configs& configs, std::string_view key, std::string_view value) {
+  bool found = false;
+  Registry::for_each_policy([&]<typename P>() {
+    if (found) return;
+    const std::string_view name = P::name;
+    if (key.size() <= name.size() + 1 || key.substr(0, name.size()) != name || key[name.size()] != '.') {
+      return;
+    }
+    const std::string_view flag = key.substr(name.size() + 1);
+    for (const auto& s : P::setting_table) {
+      if (s.flag != flag) continue;
+      found = true;
+      auto& cfg = configs.template of<P>();
+      std::visit(
+          [&](auto member) {
+            using T = std::remove_cvref_t<decltype(cfg.*member)>;
+            const double v = parse_number(key, value);
+            if constexpr (std::is_same_v<T, bool>) {
+              cfg.*member = v != 0;
+            } else if constexpr (std::is_same_v<T, duration>) {
+              cfg.*member = from_seconds(v / 1e3);
+            } else if constexpr (std::is_same_v<T, bytes> || std::is_same_v<T, std::optional<bytes>>) {
+              if (v < 0) throw input_error(fmt::format("setting {}: must not be negative", key));
+              cfg.*member = bytes{static_cast<std::uint64_t>(v * 1024.0 * 1024.0)};
+            } else {
+              if (std::is_unsigned_v<T> && v < 0) {
+                throw input_error(fmt::format("setting {}: must not be negative", key));
+              }
+              cfg.*member = static_cast<T>(v);
+            }
+          },
+          s.member);
+      return;
+    }
+  });
+  return found;
+}
+
 }  // namespace
+
+pair_options steady_state_options() {
+  pair_options o;
+  o.run_for = std::chrono::seconds{30};
+  o.warmup = std::chrono::seconds{20};
+  return o;
+}
+
+void apply_setting(any_rate_controller::configs& rate, any_memory_policy::configs& memory,
+                   std::string_view key, std::string_view value) {
+  constexpr std::string_view memory_prefix = "memory.";
+  const bool is_memory = key.substr(0, memory_prefix.size()) == memory_prefix;
+  const bool found = is_memory
+                         ? set_in<any_memory_policy>(memory, key.substr(memory_prefix.size()), value)
+                         : set_in<any_rate_controller>(rate, key, value);
+  if (!found) {
+    throw input_error(fmt::format("unknown setting \"{}\" (a policy's flag without dashes, e.g. "
+                                  "tgs.dead-band or memory.tgs.reserve-mib)",
+                                  key));
+  }
+}
 
 rate_policy_traits policy_traits(std::string_view policy) {
   if (const auto t = any_rate_controller::traits_of_policy(policy)) return *t;
   throw input_error(fmt::format("unknown policy \"{}\" (known: {})", policy, rate_controller_list()));
 }
 
-std::vector<pair_request> paper_pair_requests(const catalog& c, const std::string& gpu,
-                                              const std::vector<std::string>& policies) {
+pair_request request_of(const measured_pair& m) {
+  pair_request r{m.scenario, m.gpu, m.production_model, m.opportunistic_model, m.policy};
+  r.memory_policy = m.memory_policy;
+  r.memory_budget = m.memory_budget;
+  r.production_idle = m.production_idle;
+  r.settings = m.settings;
+  r.target = m;
+  return r;
+}
+
+std::vector<pair_request> measured_pair_requests(const catalog& c, const std::string& gpu,
+                                                 const std::vector<std::string>& policies) {
   std::vector<pair_request> out;
+  auto wanted = [&](const std::string& p) {
+    return policies.empty() || std::find(policies.begin(), policies.end(), p) != policies.end();
+  };
+  // Pairs in file order, each with its first cell (the scenario label and the jobs it names).
+  std::vector<const measured_pair*> pairs;
   for (const auto& m : c.measurements) {
     if (m.gpu != gpu) continue;
-    if (!policies.empty() && std::find(policies.begin(), policies.end(), m.policy) == policies.end()) {
-      continue;
-    }
-    out.push_back({m.scenario, m.gpu, m.production_model, m.opportunistic_model, m.policy});
-  }
-  // Requested policies without a measured cell still run, once per scenario.
-  std::vector<std::string> scenarios;
-  for (const auto& m : c.measurements) {
-    if (m.gpu == gpu && std::find(scenarios.begin(), scenarios.end(), m.scenario) == scenarios.end()) {
-      scenarios.push_back(m.scenario);
-    }
+    if (wanted(m.policy)) out.push_back(request_of(m));
+    const bool seen = std::any_of(pairs.begin(), pairs.end(), [&](const measured_pair* p) {
+      return p->scenario == m.scenario && p->pair_key() == m.pair_key();
+    });
+    if (!seen) pairs.push_back(&m);
   }
   for (const auto& policy : policies) {
-    for (const auto& scenario : scenarios) {
-      const bool have = std::any_of(out.begin(), out.end(), [&](const auto& r) {
-        return r.scenario == scenario && r.policy == policy;
+    for (const measured_pair* p : pairs) {
+      const bool have = std::any_of(out.begin(), out.end(), [&](const pair_request& r) {
+        return r.scenario == p->scenario && r.policy == policy && r.target &&
+               r.target->pair_key() == p->pair_key();
       });
-      if (have) continue;
-      const auto cell = std::find_if(c.measurements.begin(), c.measurements.end(),
-                                     [&](const auto& m) { return m.scenario == scenario && m.gpu == gpu; });
-      out.push_back({scenario, gpu, cell->production_model, cell->opportunistic_model, policy});
+      if (!have && !p->opportunistic_model.empty()) {
+        out.push_back({p->scenario, gpu, p->production_model, p->opportunistic_model, policy});
+      }
     }
   }
-  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) {
-    auto rank = [&](const std::string& s) {
-      return std::find(scenarios.begin(), scenarios.end(), s) - scenarios.begin();
+  std::stable_sort(out.begin(), out.end(), [&](const pair_request& a, const pair_request& b) {
+    auto rank = [&](const pair_request& r) {
+      return std::find_if(pairs.begin(), pairs.end(), [&](const measured_pair* p) {
+               return p->scenario == r.scenario && p->production_model == r.production_model &&
+                      p->opportunistic_model == r.opportunistic_model;
+             }) - pairs.begin();
     };
-    return rank(a.scenario) < rank(b.scenario);
+    return rank(a) < rank(b);
   });
   return out;
 }
 
-pair_result run_pair_request(const catalog& c, const contention_table& t, const pair_request& r,
-                             const pair_options& options, std::vector<timeline_row>* timeline) {
+pair_result run_pair_request(const catalog& c, const pair_request& r, const pair_options& options,
+                             std::vector<timeline_row>* timeline) {
   const gpu_profile* gpu = c.find_gpu(r.gpu);
   if (gpu == nullptr) {
     std::vector<std::string> names;
@@ -93,21 +178,24 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
     throw input_error(fmt::format("unknown gpu \"{}\" (known: {})", r.gpu, join(names)));
   }
   const model_profile& prod = model_or_throw(c, r.production_model, r.gpu);
-  const model_profile& opp = model_or_throw(c, r.opportunistic_model, r.gpu);
-  // The policy's settings as the command line gave them, as tgs-node builds its controller:
-  // validation errors are bad input.
+  const model_profile* opp =
+      r.opportunistic_model.empty() ? nullptr : &model_or_throw(c, r.opportunistic_model, r.gpu);
+  // The policy's settings as the command line gave them, then the cell's own, as tgs-node
+  // builds its controller: validation errors are bad input.
   const rate_policy_traits traits = policy_traits(r.policy);
+  any_rate_controller::configs rate_settings = options.rate_settings;
+  any_memory_policy::configs memory_settings = options.memory_settings;
+  for (const auto& [key, value] : r.settings) apply_setting(rate_settings, memory_settings, key, value);
   std::optional<any_rate_controller> controller;
   try {
-    controller.emplace(*options.rate_settings.find(r.policy));
+    controller.emplace(*rate_settings.find(r.policy));
   } catch (const config_error& e) {
     throw input_error(e.what());
   }
-  const std::string memory_name = options.memory_policy.empty()
-                                      ? std::string(traits.default_memory_policy)
-                                      : options.memory_policy;
-  const std::optional<any_memory_policy::config> memory_cfg =
-      options.memory_settings.find(memory_name);
+  const std::string memory_name = !r.memory_policy.empty()         ? r.memory_policy
+                                  : !options.memory_policy.empty() ? options.memory_policy
+                                                                   : std::string(traits.default_memory_policy);
+  const std::optional<any_memory_policy::config> memory_cfg = memory_settings.find(memory_name);
   if (!memory_cfg) {
     std::vector<std::string> names(memory_policy_names().begin(), memory_policy_names().end());
     throw input_error(fmt::format("unknown memory policy \"{}\" (known: {})", memory_name, join(names)));
@@ -120,11 +208,11 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
   }
 
   pair_spec spec;
-  spec.production = {&prod, &t.model(prod.model, r.gpu), epoch, std::nullopt, {}};
-  spec.opportunistic = {&opp, &t.model(opp.model, r.gpu), epoch, std::nullopt, {}};
+  spec.production = {&prod, epoch, std::nullopt, {}};
+  if (r.production_idle) spec.production.idle = {{epoch, never}};
+  spec.opportunistic = {opp, epoch, std::nullopt, {}};
   spec.gpu = *gpu;
-  spec.gpu_params = t.gpu(r.gpu);
-  spec.memory_budget = options.memory_budget.value_or(gpu->memory);
+  spec.memory_budget = r.memory_budget.value_or(options.memory_budget.value_or(gpu->memory));
   spec.interposed = traits.enforced_by == enforcement::interposer;
   spec.run_for = options.run_for;
   spec.warmup = options.warmup;
@@ -132,159 +220,68 @@ pair_result run_pair_request(const catalog& c, const contention_table& t, const 
   spec.seed = options.seed;
   spec.production_drift = options.production_drift;
 
-  pair_result result{r, memory_name, {}, std::nullopt};
+  pair_result result{r, memory_name, {}, r.target};
   if (timeline != nullptr) {
     result.outcome = run_pair(spec, std::move(*controller), std::move(*memory),
                               timeline_recorder{timeline, &r});
   } else {
     result.outcome = run_pair(spec, std::move(*controller), std::move(*memory));
   }
-  for (const auto& m : c.measurements) {
-    if (m.scenario == r.scenario && m.gpu == r.gpu && m.policy == r.policy &&
-        m.production_model == r.production_model && m.opportunistic_model == r.opportunistic_model) {
-      result.target = m;
-    }
-  }
   return result;
 }
 
-namespace {
-
-/// Squared throughput error of every measured cell that involves `model` on `gpu`.
-double cell_error(const catalog& c, const contention_table& t, const std::string& model,
-                  const std::string& gpu, const pair_options& options) {
-  double sum = 0;
-  for (const auto& m : c.measurements) {
-    if (m.gpu != gpu || (m.production_model != model && m.opportunistic_model != model)) continue;
-    if (policy_traits(m.policy).mechanism != sharing_mechanism::time_slicing) continue;
-    const pair_result r = run_pair_request(
-        c, t, {m.scenario, m.gpu, m.production_model, m.opportunistic_model, m.policy}, options);
-    const double dp = r.outcome.production - m.production;
-    const double dopp = r.outcome.opportunistic - m.opportunistic;
-    sum += dp * dp + dopp * dopp;
-  }
-  return sum;
-}
-
-/// Golden-section search of one parameter in log space over [lo, hi].
-template <typename Objective>
-double golden_search(double lo, double hi, Objective&& f) {
-  constexpr double ratio = 0.6180339887498949;
-  double a = std::log(lo);
-  double b = std::log(hi);
-  double x1 = b - ratio * (b - a);
-  double x2 = a + ratio * (b - a);
-  double f1 = f(std::exp(x1));
-  double f2 = f(std::exp(x2));
-  for (int i = 0; i < 40; ++i) {
-    if (f1 <= f2) {
-      b = x2;
-      x2 = x1;
-      f2 = f1;
-      x1 = b - ratio * (b - a);
-      f1 = f(std::exp(x1));
-    } else {
-      a = x1;
-      x1 = x2;
-      f1 = f2;
-      x2 = a + ratio * (b - a);
-      f2 = f(std::exp(x2));
+calibrated_model calibrate(const catalog_sources& sources) {
+  calibrated_model m;
+  catalog_inputs inputs;
+  m.unfitted = load_catalog(sources, &inputs);
+  const bool embedded = sources.gpus.empty() && sources.models.empty() && sources.measurements.empty();
+  if (embedded) {
+    fit_result cached = parse_fit_csv(embedded::fit_csv, "fit.csv");
+    if (cached.inputs_hash == inputs.hash()) {
+      m.fit = std::move(cached);
+      m.fit_from_cache = true;
     }
   }
-  return std::exp(0.5 * (a + b));
+  if (!m.fit_from_cache) {
+    m.fit = fit_catalog(m.unfitted);
+    m.fit.inputs_hash = inputs.hash();
+  }
+  m.data = m.unfitted;
+  apply_fit(m.data, m.fit);
+  return m;
 }
 
-}  // namespace
-
-void fit_interposer_overhead(const catalog& c, contention_table& t, const pair_options& options) {
-  // TGS paper §7: the interposer costs the production job up to 4.5% of its throughput.
-  constexpr double max_overhead = 0.045;
-  std::map<std::pair<std::string, std::string>, std::pair<double, int>> gaps;
-  for (const auto& m : c.measurements) {
-    if (policy_traits(m.policy).enforced_by != enforcement::interposer) continue;
-    model_contention& params = t.model_mut(m.production_model, m.gpu);
-    const double saved = params.interposer_overhead;
-    params.interposer_overhead = 0;
-    const pair_result r = run_pair_request(
-        c, t, {m.scenario, m.gpu, m.production_model, m.opportunistic_model, m.policy}, options);
-    params.interposer_overhead = saved;
-    // x = 1/(u + o): the overhead o that turns the simulated x into the measured one.
-    const double target = std::max(m.production, 1e-3);
-    const double simulated = std::max(r.outcome.production, 1e-3);
-    auto& [sum, n] = gaps[{m.production_model, m.gpu}];
-    sum += 1.0 / target - 1.0 / simulated;
-    ++n;
-  }
-  std::map<std::string, std::pair<double, int>> per_gpu;
-  for (const auto& [key, acc] : gaps) {
-    const double overhead = std::clamp(acc.first / acc.second, 0.0, max_overhead);
-    t.model_mut(key.first, key.second).interposer_overhead = overhead;
-    per_gpu[key.second].first += overhead;
-    ++per_gpu[key.second].second;
-  }
-  // Models without a TGS cell take the mean overhead of those with one on the same GPU.
-  for (const auto& m : c.models) {
-    const auto it = per_gpu.find(m.gpu);
-    if (it == per_gpu.end() || gaps.contains({m.model, m.gpu})) continue;
-    t.model_mut(m.model, m.gpu).interposer_overhead = it->second.first / it->second.second;
-  }
-}
-
-void refine_by_simulation(const catalog& c, contention_table& t, const pair_options& options) {
-  // Production models of TGS cells: their time-slicing sensitivity sets where the controller
-  // settles, which the steady-state equations of stage one only approximate.
-  std::vector<std::pair<std::string, std::string>> tuned;
-  for (const auto& m : c.measurements) {
-    const std::pair<std::string, std::string> key{m.production_model, m.gpu};
-    if (policy_traits(m.policy).adaptive && std::find(tuned.begin(), tuned.end(), key) == tuned.end()) {
-      tuned.push_back(key);
+std::vector<prediction> predict_measured(const calibrated_model& model, const std::string& gpu,
+                                         bool leave_one_out) {
+  pair_options adaptive;  // 600 s, averages over 60-600 s: how the cells were measured
+  const pair_options steady = steady_state_options();
+  auto predict = [&](const catalog& c, const measured_pair& cell) {
+    const bool adapts = policy_traits(cell.policy).adaptive;
+    const pair_result r = run_pair_request(c, request_of(cell), adapts ? adaptive : steady);
+    prediction p{cell, {}, {}, false};
+    if (cell.production) p.production = r.outcome.production;
+    if (cell.opportunistic) p.opportunistic = r.outcome.opportunistic;
+    return p;
+  };
+  std::vector<prediction> out;
+  std::map<std::string, catalog> refitted;  // per left-out pair
+  for (const auto& cell : model.data.measurements) {
+    if (!gpu.empty() && cell.gpu != gpu) continue;
+    if (!leave_one_out) {
+      out.push_back(predict(model.data, cell));
+      continue;
     }
-  }
-  constexpr auto ts = static_cast<std::size_t>(compute_mode::time_slicing);
-  for (int sweep = 0; sweep < 3; ++sweep) {
-    fit_interposer_overhead(c, t, options);
-    for (const auto& [model, gpu] : tuned) {
-      double& sensitivity = t.model_mut(model, gpu).sensitivity[ts];
-      const double start = std::max(sensitivity, 1e-3);
-      sensitivity = golden_search(start / 10, start * 10, [&](double value) {
-        sensitivity = value;
-        return cell_error(c, t, model, gpu, options);
-      });
+    auto it = refitted.find(cell.pair_key());
+    if (it == refitted.end()) {
+      catalog c = model.unfitted;
+      apply_fit(c, fit_catalog(model.unfitted, {.exclude = {cell.pair_key()}}));
+      it = refitted.emplace(cell.pair_key(), std::move(c)).first;
     }
+    prediction p = predict(it->second, cell);
+    p.left_out = true;
+    out.push_back(std::move(p));
   }
-  fit_interposer_overhead(c, t, options);
-}
-
-namespace {
-double total_error(const catalog& c, const contention_table& t, const pair_options& options) {
-  double sum = 0;
-  for (const auto& m : c.measurements) {
-    const pair_result r = run_pair_request(
-        c, t, {m.scenario, m.gpu, m.production_model, m.opportunistic_model, m.policy}, options);
-    sum += std::pow(r.outcome.production - m.production, 2) +
-           std::pow(r.outcome.opportunistic - m.opportunistic, 2);
-  }
-  return sum;
-}
-}  // namespace
-
-calibrated_model calibrate(const catalog_sources& sources, const pair_options& options) {
-  calibrated_model best{load_catalog(sources), {}};
-  double best_error = std::numeric_limits<double>::infinity();
-  // The occupancy exponent of time slicing shapes where TGS's controller settles; it is chosen
-  // on a grid by the whole fit's simulated error (docs/simulator/contention-model.md).
-  for (const double exponent : {1.0, 1.25, 1.5, 1.75, 2.0}) {
-    fit_settings settings;
-    settings.time_slicing_occupancy_exponent = exponent;
-    contention_table t = fit_contention(best.data, settings);
-    refine_by_simulation(best.data, t, options);
-    const double error = total_error(best.data, t, options);
-    if (error < best_error) {
-      best_error = error;
-      best.params = std::move(t);
-    }
-  }
-  return best;
+  return out;
 }
 
 }  // namespace tgs::sim

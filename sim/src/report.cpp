@@ -14,9 +14,15 @@ namespace {
 std::string number(double v) { return fmt::format("{:.4f}", v); }
 
 bool within(const pair_result& r, double tolerance) {
-  return r.target && std::abs(r.outcome.production - r.target->production) <= tolerance + 1e-12 &&
-         std::abs(r.outcome.opportunistic - r.target->opportunistic) <= tolerance + 1e-12;
+  if (!r.target) return false;
+  auto close = [&](const std::optional<double>& measured, double simulated) {
+    return !measured || std::abs(simulated - *measured) <= tolerance + 1e-12;
+  };
+  return close(r.target->production, r.outcome.production) &&
+         close(r.target->opportunistic, r.outcome.opportunistic);
 }
+
+std::string maybe(const std::optional<double>& v) { return v ? number(*v) : std::string(); }
 
 }  // namespace
 
@@ -34,8 +40,8 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
     case output_format::json: {
       std::vector<json> records;
       for (const auto& r : results) {
-        const auto target_p = r.target ? std::optional<double>(r.target->production) : std::nullopt;
-        const auto target_o = r.target ? std::optional<double>(r.target->opportunistic) : std::nullopt;
+        const auto target_p = r.target ? r.target->production : std::nullopt;
+        const auto target_o = r.target ? r.target->opportunistic : std::nullopt;
         records.push_back({{"scenario", r.request.scenario},
                            {"gpu", r.request.gpu},
                            {"production_model", r.request.production_model},
@@ -45,8 +51,9 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
                            {"production", json_number(r.outcome.production)},
                            {"opportunistic", json_number(r.outcome.opportunistic)},
                            {"opportunistic_refused", r.outcome.opportunistic_refused},
-                           {"paper_production", json_number(target_p)},
-                           {"paper_opportunistic", json_number(target_o)},
+                           {"measured_production", json_number(target_p)},
+                           {"measured_opportunistic", json_number(target_o)},
+                           {"measured_source", r.target ? json(r.target->source) : json(nullptr)},
                            {"evicted_gib", json_number(r.outcome.evicted.gib())},
                            {"restored_gib", json_number(r.outcome.restored.gib())}});
       }
@@ -54,7 +61,7 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
     }
     case output_format::csv: {
       out += "scenario,gpu,production_model,opportunistic_model,policy,memory_policy,production,"
-             "opportunistic,opportunistic_refused,paper_production,paper_opportunistic,"
+             "opportunistic,opportunistic_refused,measured_production,measured_opportunistic,"
              "evicted_gib,restored_gib\n";
       for (const auto& r : results) {
         out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.request.scenario,
@@ -62,32 +69,37 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
                            r.request.opportunistic_model, r.request.policy, r.memory_policy,
                            number(r.outcome.production), number(r.outcome.opportunistic),
                            r.outcome.opportunistic_refused ? 1 : 0,
-                           r.target ? number(r.target->production) : "",
-                           r.target ? number(r.target->opportunistic) : "",
+                           r.target ? maybe(r.target->production) : "",
+                           r.target ? maybe(r.target->opportunistic) : "",
                            number(r.outcome.evicted.gib()), number(r.outcome.restored.gib()));
       }
       return out;
     }
     case output_format::table: {
       out += fmt::format("{:<31} {:<14} {:>21} {:>13} {}\n", "scenario (production/opp.)",
-                         "policy", "production / opp.", "paper", "");
+                         "policy", "production / opp.", "measured", "");
       std::string last;
       for (const auto& r : results) {
-        const std::string label = r.request.scenario == last
-                                      ? ""
-                                      : fmt::format("{} ({}/{})", r.request.scenario,
-                                                    r.request.production_model,
-                                                    r.request.opportunistic_model);
-        last = r.request.scenario;
-        const std::string paper =
-            r.target ? fmt::format("{:.2f} / {:.2f}", r.target->production, r.target->opportunistic)
-                     : "";
+        const std::string pair = fmt::format("{} ({}/{})", r.request.scenario, r.request.production_model,
+                                             r.request.opportunistic_model.empty() ? "-" : r.request.opportunistic_model);
+        const std::string label = pair == last ? "" : pair;
+        last = pair;
+        auto shown = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : std::string("-"); };
+        const std::string measured =
+            r.target ? fmt::format("{} / {}", shown(r.target->production), shown(r.target->opportunistic)) : "";
         const std::string verdict = !r.target ? "" : within(r, tolerance) ? "ok" : "off";
+        std::string what = r.request.policy;
+        if (r.request.production_idle) what += " (production idle)";
         if (!label.empty() && label.size() > 31) out += label + "\n";
-        out += fmt::format("{:<31} {:<14} {:>9.3f} / {:<9.3f} {:>13} {}{}\n",
-                           label.size() > 31 ? "" : label, r.request.policy,
-                           r.outcome.production, r.outcome.opportunistic, paper, verdict,
-                           r.outcome.opportunistic_refused ? " (opportunistic refused)" : "");
+        out += fmt::format("{:<31} {:<14} {:>9.3f} / {:<9.3f} {:>13} {}{}{}\n",
+                           label.size() > 31 ? "" : label, what, r.outcome.production,
+                           r.outcome.opportunistic, measured, verdict,
+                           r.outcome.opportunistic_refused ? " (opportunistic refused)" : "",
+                           r.request.settings.empty() ? "" : "  " + [&] {
+                             std::string s;
+                             for (const auto& [k, v] : r.request.settings) s += (s.empty() ? "" : " ") + k + "=" + v;
+                             return s;
+                           }());
       }
       std::size_t with_target = 0;
       std::size_t ok = 0;
@@ -96,7 +108,7 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
         ok += within(r, tolerance) ? 1U : 0U;
       }
       if (with_target > 0) {
-        out += fmt::format("\n{} of {} measured cells within ±{:.2f} of the paper "
+        out += fmt::format("\n{} of {} measured cells within ±{:.2f} of the measurement "
                            "(throughput normalized to the job alone)\n",
                            ok, with_target, tolerance);
       }
@@ -117,101 +129,184 @@ std::string render_timeline(const std::vector<timeline_row>& rows) {
   return out;
 }
 
-std::string render_fit(const catalog& c, const contention_table& t, output_format format) {
-  std::string out;
-  const auto modes = {compute_mode::time_slicing, compute_mode::mps, compute_mode::mig};
+std::string render_fit(const calibrated_model& model, output_format format) {
+  const fit_result& fit = model.fit;
   if (format == output_format::json) {
-    json gpus = json::array();
-    for (const auto& g : t.gpus()) {
-      json gpu = {{"gpu", g.gpu}};
-      for (auto m : modes) {
-        const auto k = static_cast<std::size_t>(m);
-        gpu[std::string(to_string(m))] = {
-            {"aggressor_exponent", json_number(g.params.aggressor_exponent[k])},
-            {"occupancy_exponent", json_number(g.params.occupancy_exponent[k])}};
-      }
-      gpus.push_back(std::move(gpu));
+    json params = json::array();
+    for (const auto& p : fit.parameters) {
+      params.push_back({{"gpu", p.gpu}, {"model", p.model}, {"parameter", p.name}, {"value", p.value}});
     }
-    json models = json::array();
-    for (const auto& e : t.models()) {
-      json model = {{"model", e.model},
-                    {"gpu", e.gpu},
-                    {"interposer_overhead", json_number(e.params.interposer_overhead)}};
-      for (auto m : modes) {
-        const auto k = static_cast<std::size_t>(m);
-        model[std::string(to_string(m))] = {
-            {"sensitivity", json_number(e.params.sensitivity[k])},
-            {"thrash", json_number(e.params.thrash[k])},
-            {"slice_sensitivity", json_number(e.params.slice_sensitivity[k])}};
-      }
-      models.push_back(std::move(model));
-    }
-    return json_text(json{{"gpus", std::move(gpus)}, {"models", std::move(models)}}) + "\n";
+    return json_text(json{{"inputs_hash", fmt::format("{:016x}", fit.inputs_hash)},
+                          {"from_cache", model.fit_from_cache},
+                          {"cells", fit.cells},
+                          {"rms_error", json_number(fit.rms_error)},
+                          {"parameters", std::move(params)}}) +
+           "\n";
   }
-  const char sep = format == output_format::csv ? ',' : ' ';
-  auto row = [&](const std::vector<std::string>& cells) {
-    for (std::size_t i = 0; i < cells.size(); ++i) {
-      out += format == output_format::csv ? cells[i] : fmt::format("{:>12}", cells[i]);
-      out += i + 1 < cells.size() ? std::string(1, sep) : "\n";
-    }
-  };
-  row({"model", "gpu", "ts_sens", "mps_sens", "mig_sens", "ts_thrash", "mps_thrash",
-       "mig_thrash", "mps_slice", "mig_slice", "overhead"});
-  for (const auto& e : t.models()) {
-    if (c.find_model(e.model, e.gpu) == nullptr) continue;
-    const auto& p = e.params;
-    row({e.model, e.gpu, number(p.sensitivity[0]), number(p.sensitivity[1]),
-         number(p.sensitivity[2]), number(p.thrash[0]), number(p.thrash[1]), number(p.thrash[2]),
-         number(p.slice_sensitivity[1]), number(p.slice_sensitivity[2]),
-         number(p.interposer_overhead)});
+  if (format == output_format::csv) return render_fit_csv(fit);
+  std::string out = fmt::format(
+      "global fit over {} measured throughputs of policies that do not adapt: rms error {:.3f} ({})\n\n",
+      fit.cells, fit.rms_error, model.fit_from_cache ? "cached in sim/data/fit.csv" : "fitted now");
+  out += fmt::format("{:<11} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "gpu",
+                     "switch_loss", "mps_switch", "mps_capacity", "thrash_ts", "thrash_mps", "thrash_mig",
+                     "interposer", "switch_us", "exposure");
+  for (const auto& g : model.data.gpus) {
+    const auto& c = g.contention;
+    out += fmt::format("{:<11} {:>12.4f} {:>12.4f} {:>12.4f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.4f} {:>10.1f} {:>10.2f}\n",
+                       g.name, c.switch_loss, c.mps_switch_loss, c.mps_capacity, c.thrash[0],
+                       c.thrash[1], c.thrash[2], c.interposer_overhead, c.context_switch_s * 1e6,
+                       c.gap_exposure);
   }
-  if (format == output_format::table) {
-    out += "\n";
-    for (const auto& g : t.gpus()) {
-      out += fmt::format("{}: aggressor exponent ts/mps/mig {:.2f}/{:.2f}/{:.2f}, occupancy "
-                         "exponent ts/mps/mig {:.2f}/{:.2f}/{:.2f}\n",
-                         g.gpu, g.params.aggressor_exponent[0], g.params.aggressor_exponent[1],
-                         g.params.aggressor_exponent[2], g.params.occupancy_exponent[0],
-                         g.params.occupancy_exponent[1], g.params.occupancy_exponent[2]);
-    }
+  out += "\nprofile fields inferred from the measured pairs (provenance f in models.csv):\n";
+  for (const auto& p : fit.parameters) {
+    if (!p.model.empty()) out += fmt::format("  {:<11} {:<16} {:<22} {:.4g}\n", p.gpu, p.model, p.name, p.value);
   }
   return out;
 }
 
 std::string render_profiles(const catalog& c, output_format format) {
+  auto letters = [](const model_profile& m) {
+    std::string s;
+    for (const provenance p : m.origin) s += provenance_letter(p);
+    return s;
+  };
   std::string out;
   if (format == output_format::json) {
     std::vector<json> records;
     for (const auto& m : c.models) {
+      json provenance_of = json::object();
+      for (std::size_t f = 0; f < profile_field_count; ++f) {
+        provenance_of[std::string(to_string(static_cast<profile_field>(f)))] = std::string(to_string(m.origin[f]));
+      }
       records.push_back({{"model", m.model},
                          {"gpu", m.gpu},
                          {"batch_size", m.batch_size},
                          {"iteration_ms", json_number(to_seconds(m.iteration_time) * 1e3)},
                          {"busy_fraction", json_number(m.busy_fraction)},
+                         {"kernels_per_iteration", json_number(m.kernels_per_iteration)},
                          {"blocks_per_iteration", json_number(m.blocks_per_iteration)},
+                         {"gaps_per_iteration", json_number(m.gaps_per_iteration)},
+                         {"jitter", json_number(m.jitter)},
+                         {"slice_sensitivity", json_number(m.slice_sensitivity)},
                          {"footprint_gib", json_number(m.footprint.gib())},
                          {"hot_gib", json_number(m.hot_set.gib())},
+                         {"provenance", std::move(provenance_of)},
                          {"source", m.source}});
     }
     return json_records(records);
   }
   if (format == output_format::csv) {
-    out += "model,gpu,batch_size,iteration_ms,busy_fraction,blocks_per_iteration,footprint_gib,hot_gib\n";
+    out += "model,gpu,batch_size,iteration_ms,busy_fraction,kernels_per_iteration,blocks_per_iteration,"
+           "gaps_per_iteration,jitter,slice_sensitivity,footprint_gib,hot_gib,provenance\n";
     for (const auto& m : c.models) {
-      out += fmt::format("{},{},{},{},{},{},{},{}\n", m.model, m.gpu, m.batch_size,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m.model, m.gpu, m.batch_size,
                          number(to_seconds(m.iteration_time) * 1e3), number(m.busy_fraction),
-                         number(m.blocks_per_iteration), number(m.footprint.gib()),
-                         number(m.hot_set.gib()));
+                         number(m.kernels_per_iteration), number(m.blocks_per_iteration),
+                         number(m.gaps_per_iteration), number(m.jitter), number(m.slice_sensitivity),
+                         number(m.footprint.gib()), number(m.hot_set.gib()), letters(m));
     }
     return out;
   }
-  out += fmt::format("{:<14} {:<11} {:>6} {:>9} {:>6} {:>12} {:>9} {:>7}  {}\n", "model", "gpu",
-                     "batch", "iter ms", "busy", "blocks/iter", "mem GiB", "hot GiB", "source");
+  // Each value is followed by its provenance letter: m measured, p paper, e estimate, f fitted.
+  out += fmt::format("{:<15} {:<11} {:>5} {:>10} {:>7} {:>8} {:>11} {:>8} {:>7} {:>7} {:>9} {:>8}\n", "model", "gpu",
+                     "batch", "iter ms", "busy", "kernels", "blocks/iter", "gaps", "jitter", "slice",
+                     "mem GiB", "hot GiB");
   for (const auto& m : c.models) {
-    out += fmt::format("{:<14} {:<11} {:>6} {:>9.1f} {:>6.2f} {:>12.0f} {:>9.1f} {:>7.1f}  {}\n",
-                       m.model, m.gpu, m.batch_size, to_seconds(m.iteration_time) * 1e3,
-                       m.busy_fraction, m.blocks_per_iteration, m.footprint.gib(),
-                       m.hot_set.gib(), m.source);
+    auto v = [&](profile_field f, double x, int precision) {
+      return fmt::format("{:.{}f}{}", x, precision, provenance_letter(m.origin_of(f)));
+    };
+    out += fmt::format("{:<15} {:<11} {:>5} {:>10} {:>7} {:>8} {:>11} {:>8} {:>7} {:>7} {:>9} {:>8}\n", m.model,
+                       m.gpu, m.batch_size, v(profile_field::iteration_time, to_seconds(m.iteration_time) * 1e3, 1),
+                       v(profile_field::busy_fraction, m.busy_fraction, 2),
+                       v(profile_field::kernels_per_iteration, m.kernels_per_iteration, 0),
+                       v(profile_field::blocks_per_iteration, m.blocks_per_iteration, 0),
+                       v(profile_field::gaps_per_iteration, m.gaps_per_iteration, 0),
+                       v(profile_field::jitter, m.jitter, 3), v(profile_field::slice_sensitivity, m.slice_sensitivity, 2),
+                       v(profile_field::footprint, m.footprint.gib(), 2), v(profile_field::hot_set, m.hot_set.gib(), 2));
+  }
+  out += "\nm measured on that GPU, p the TGS paper, e estimate (docs/simulator/profiles.md), f fitted "
+         "from the measured pairs (tgs-sim fit)\n";
+  return out;
+}
+
+std::string render_predictions(const std::vector<prediction>& predictions,
+                               const std::vector<prediction>* left_out, bool markdown) {
+  std::string out;
+  auto shown = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : std::string("–"); };
+  auto error = [](const std::optional<double>& measured, const std::optional<double>& predicted) {
+    return measured && predicted ? std::optional<double>(*predicted - *measured) : std::nullopt;
+  };
+  auto signed_error = [](const std::optional<double>& e) { return e ? fmt::format("{:+.2f}", *e) : std::string("–"); };
+  auto ok = [](const std::optional<double>& a, const std::optional<double>& b) {
+    return (!a || std::abs(*a) <= 0.10 + 1e-12) && (!b || std::abs(*b) <= 0.10 + 1e-12);
+  };
+  struct tally {
+    std::size_t within = 0;
+    double sum = 0;
+    std::size_t throughputs = 0;
+    void add(const std::optional<double>& ep, const std::optional<double>& eo, bool inside) {
+      within += inside ? 1U : 0U;
+      for (const auto& e : {ep, eo}) {
+        if (e) {
+          sum += *e * *e;
+          ++throughputs;
+        }
+      }
+    }
+    [[nodiscard]] double rms() const { return throughputs > 0 ? std::sqrt(sum / static_cast<double>(throughputs)) : 0.0; }
+  };
+  tally all;
+  tally out_of_sample;
+  if (markdown) {
+    out += left_out ? "| gpu | production / opportunistic | policy | settings | measured | predicted | error | "
+                      "pair left out: predicted | error |\n|---|---|---|---|---|---|---|---|---|\n"
+                    : "| gpu | production / opportunistic | policy | settings | measured | predicted | error |\n"
+                      "|---|---|---|---|---|---|---|\n";
+  }
+  for (std::size_t i = 0; i < predictions.size(); ++i) {
+    const prediction& p = predictions[i];
+    const auto& c = p.cell;
+    const auto ep = error(c.production, p.production);
+    const auto eo = error(c.opportunistic, p.opportunistic);
+    all.add(ep, eo, ok(ep, eo));
+    std::string settings = c.memory_policy.empty() ? "" : "memory " + c.memory_policy;
+    if (c.memory_budget) settings += fmt::format(" {:.1f} GiB", c.memory_budget->gib());
+    if (c.production_idle) settings += (settings.empty() ? "" : "; ") + std::string("production idle");
+    for (const auto& [k, v] : c.settings) {
+      if (k.starts_with("memory.")) continue;
+      settings += (settings.empty() ? "" : "; ") + k + "=" + v;
+    }
+    const std::string pair = fmt::format("{} / {}", c.production_model,
+                                         c.opportunistic_model.empty() ? "–" : c.opportunistic_model);
+    std::string loo;
+    if (left_out != nullptr && i < left_out->size()) {
+      const prediction& q = (*left_out)[i];
+      const auto lp = error(c.production, q.production);
+      const auto lo = error(c.opportunistic, q.opportunistic);
+      out_of_sample.add(lp, lo, ok(lp, lo));
+      loo = markdown ? fmt::format(" {} / {} | {} / {}{} |", shown(q.production), shown(q.opportunistic),
+                                   signed_error(lp), signed_error(lo), ok(lp, lo) ? "" : " **off**")
+                     : fmt::format("  left out {} / {} {}", shown(q.production), shown(q.opportunistic),
+                                   ok(lp, lo) ? "" : "off");
+    }
+    if (markdown) {
+      out += fmt::format("| {} | {} | {} | {} | {} / {} | {} / {} | {} / {}{} |{}\n", c.gpu, pair, c.policy,
+                         settings, shown(c.production), shown(c.opportunistic), shown(p.production),
+                         shown(p.opportunistic), signed_error(ep), signed_error(eo), ok(ep, eo) ? "" : " **off**", loo);
+    } else {
+      out += fmt::format("{:<11} {:<30} {:<13} {:>11} {:>11} {:>13}{}{}  {}\n", c.gpu, pair, c.policy,
+                         shown(c.production) + " / " + shown(c.opportunistic),
+                         shown(p.production) + " / " + shown(p.opportunistic),
+                         signed_error(ep) + " / " + signed_error(eo), ok(ep, eo) ? "   " : " off", loo, settings);
+    }
+  }
+  out += fmt::format("\n{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs "
+                     "(one fit over all pairs)\n",
+                     all.within, predictions.size(), all.rms(), all.throughputs);
+  if (left_out != nullptr) {
+    out += fmt::format("{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs "
+                       "(each pair predicted by a fit without it)\n",
+                       out_of_sample.within, predictions.size(), out_of_sample.rms(), out_of_sample.throughputs);
   }
   return out;
 }

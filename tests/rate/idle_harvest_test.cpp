@@ -63,9 +63,8 @@ TEST(IdleHarvest, AnArrivalHoldsTheOpportunisticJobWhileTheReferenceIsMeasured) 
   EXPECT_EQ(f.last.opportunistic_budget, std::optional<std::uint64_t>{0});
   EXPECT_FALSE(f.last.fill_gaps) << "held: no gap launches during the reference";
   EXPECT_EQ(f.last.revisit_at, epoch + period);
-  // One window drains the opportunistic job's queued work, two measure the speed.
-  f.window(200'000);
-  f.window(200'000);
+  // One window drains the opportunistic job's queued work, three measure the speed.
+  for (int i = 0; i < 3; ++i) f.window(200'000);
   EXPECT_EQ(f.c.phase(), harvest_phase::reference);
   f.window(200'000);
   EXPECT_EQ(f.c.phase(), harvest_phase::harvesting);
@@ -73,6 +72,16 @@ TEST(IdleHarvest, AnArrivalHoldsTheOpportunisticJobWhileTheReferenceIsMeasured) 
   ASSERT_TRUE(f.last.fill_gaps);
   EXPECT_EQ(f.last.fill_gaps->holdoff, cfg_t{}.initial_holdoff);
   EXPECT_EQ(f.last.fill_gaps->max_inflight, cfg_t{}.initial_inflight);
+}
+
+TEST(IdleHarvest, TheReferenceIsTheMedianSoOneOutlyingWindowDoesNotSetIt) {
+  harvest_feed f;
+  f.window(200'000);  // drained
+  f.window(200'000, 0.97 * alone_speed);
+  f.window(200'000, 1.5 * alone_speed);  // one window far off
+  f.window(200'000, 1.01 * alone_speed);
+  ASSERT_EQ(f.c.phase(), harvest_phase::harvesting);
+  EXPECT_NEAR(f.c.reference_speed(), 1.01 * alone_speed, 1.0);
 }
 
 TEST(IdleHarvest, IdleProductionWindowsDoNotCountTowardsTheReference) {
@@ -98,6 +107,28 @@ TEST(IdleHarvest, HostJitterOfTenPercentNeitherTightensNorStarves) {
   // 100,000 opportunistic blocks per 500 ms are 2,000 per 10 ms budget window: the share grows to
   // three times that.
   EXPECT_EQ(f.c.budget(), 6'000u) << "the share grows with demand";
+}
+
+TEST(IdleHarvest, BlocksBetweenSynchronisationsOutweighAWindowsBurstyCount) {
+  // A job that launches each iteration in a burst: a window's launched blocks swing by an
+  // iteration (here ±20%) with where the bursts fall, while the blocks between its
+  // synchronisations, over the busy time between them, stay the job's true speed.
+  harvest_feed f;
+  splitmix64 rng{11};
+  const auto bursty = [&](double speed) {
+    const double swing = 0.8 + 0.4 * static_cast<double>(rng.below(1000)) / 1000.0;
+    job_activity a = production(200'000 * swing, speed * swing);  // busy time is the true one
+    a.synced_blocks = 180'000;
+    a.synced_gpu_busy = from_seconds(180'000 / speed);
+    f.now += period;
+    f.last = f.c.step({f.now, period, a, opportunistic(100'000)});
+  };
+  for (int i = 0; i < 40; ++i) bursty(alone_speed);
+  ASSERT_EQ(f.c.phase(), harvest_phase::harvesting);
+  EXPECT_NEAR(f.c.reference_speed(), alone_speed, 1.0);
+  EXPECT_EQ(f.c.budget(), 6'000u) << "no swing read as a slowdown: the share grew with demand";
+  bursty(0.9 * alone_speed);
+  EXPECT_LT(f.c.budget(), 6'000u) << "a real slowdown between synchronisations still backs off";
 }
 
 TEST(IdleHarvest, ARealSlowdownBacksOffWithinOneWindow) {
@@ -127,11 +158,22 @@ TEST(IdleHarvest, TheShareIsBoundedByWhatTheOpportunisticJobLaunches) {
   EXPECT_LE(f.c.budget(), std::max<std::uint64_t>(cfg_t{}.initial_budget, 12));
 }
 
-TEST(IdleHarvest, AFasterProductionJobRaisesTheReferenceAtOnce) {
+TEST(IdleHarvest, OneFastWindowDoesNotRaiseTheReference) {
+  // Were S0 raised by every window above it, it would climb to the top of the window-to-window
+  // spread and every ordinary window after would read as a slowdown.
   harvest_feed f;
   f.reach_harvesting();
   f.window(200'000, 1.2 * alone_speed);
-  EXPECT_GT(f.c.reference_speed(), alone_speed);
+  f.window(200'000);
+  EXPECT_DOUBLE_EQ(f.c.reference_speed(), alone_speed);
+}
+
+TEST(IdleHarvest, AProductionJobFasterWindowAfterWindowRaisesTheReference) {
+  harvest_feed f;
+  f.reach_harvesting();
+  for (int i = 0; i < 6; ++i) f.window(200'000, 1.2 * alone_speed);
+  EXPECT_GT(f.c.reference_speed(), 1.1 * alone_speed);
+  EXPECT_LE(f.c.reference_speed(), 1.2 * alone_speed);
 }
 
 TEST(IdleHarvest, TheReferenceIsMeasuredAgainAfterTheRefreshPeriod) {
@@ -147,7 +189,7 @@ TEST(IdleHarvest, TheReferenceIsMeasuredAgainAfterTheRefreshPeriod) {
   EXPECT_FALSE(f.last.fill_gaps);
   // The refresh measures a production job that is now 20% slower on its own (another phase of
   // its training): the new reference makes that its normal speed, not a slowdown.
-  for (int i = 0; i < 3; ++i) f.window(160'000, 0.8 * alone_speed);
+  for (int i = 0; i < 4; ++i) f.window(160'000, 0.8 * alone_speed);
   EXPECT_EQ(f.c.phase(), harvest_phase::harvesting);
   EXPECT_DOUBLE_EQ(f.c.reference_speed(), 0.8 * alone_speed);
 }
@@ -187,6 +229,10 @@ TEST(IdleHarvest, DescribeNamesThePhaseTheSpeedsAndTheGate) {
   EXPECT_NE(r.find("holdoff_us"), nullptr);
   EXPECT_NE(r.find("max_inflight"), nullptr);
   EXPECT_NE(r.find("budget_blocks"), nullptr);
+  ASSERT_NE(r.find("window_blocks_per_busy_s"), nullptr) << "the latest window's own speed, for diagnosis";
+  EXPECT_NEAR(std::get<double>(r.find("window_blocks_per_busy_s")->value), 0.95 * alone_speed, 1.0);
+  ASSERT_NE(r.find("production_busy_fraction"), nullptr);
+  EXPECT_NEAR(std::get<double>(r.find("production_busy_fraction")->value), 200'000 / (0.95 * alone_speed) / 0.5, 1e-6);
 }
 
 /// The config error for `cfg`, or "" when it is accepted.

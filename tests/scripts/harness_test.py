@@ -179,6 +179,10 @@ class TrainWindows(unittest.TestCase):
         self.assertEqual((lines[0]["iterations"], lines[0]["iter_per_s"]), (3, 4.0))  # 2 steps after the first
         self.assertEqual((lines[0]["event"], lines[0]["t"], lines[0]["window_s"]), ("window", 0.5, 0.5))
 
+    def test_kernel_spans_give_busy_time_kernels_and_gaps(self):  # 2 steps; 100-300 and 250-400 us overlap
+        self.assertEqual(train.span_stats([(600, 700), (100, 300), (250, 400)], 2, 0.0008), {
+            "event": "kernels", "busy_fraction": 0.5, "kernels_per_step": 1.5, "gaps_per_step": 1.0})
+
 
 class FakeGpu(unittest.TestCase):
     """Whole calls through the code a GPU runs: tgs-fake-train jobs on the fake driver, a real
@@ -209,18 +213,18 @@ class FakeGpu(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertTrue(r.stdout.rstrip().splitlines()[-1].startswith("summary: "))
             cells = {(c["scenario"], c["mode"]): c for c in harness.read_json(f"{t}/a/summary.json")["cells"]}
-            self.assertEqual(set(cells), {("fake", m) for m in ("alone", "mps", "tgs")}
+            self.assertEqual(set(cells), {("fake", m) for m in ("alone", "mps", "tgs", "idle-harvest")}
                              | {("fake-memory", "alone"), ("fake-memory", "tgs")})
             for key, c in cells.items():
                 self.assertEqual((c["runs"], c["unsteady_runs"]), (2, 0), c)
                 self.assertGreater(c["production"]["min"], 0, c)
                 if key != ("fake-memory", "tgs"):  # beside a tgs-node only (the memory pair's slow job may not)
-                    self.assertEqual(c["convergence_s"] is not None, key[1] == "tgs", c)
+                    self.assertEqual(c["convergence_s"] is not None, key[1] in ("tgs", "idle-harvest"), c)
             self.assertAlmostEqual(cells[("fake", "alone")]["opportunistic"]["median"], 1.0)
             self.assertNotIn(None, cells[("fake", "mps")]["per_run"]["recovery_s"])
             self.assertIn("--memory-budget-mib 5547", cells[("fake-memory", "tgs")]["setting"])  # 8320 / 1.5
             runs = harness.read_jsonl(f"{t}/a/runs.jsonl")
-            self.assertEqual([x["round"] for x in runs], [1] * 5 + [2] * 5)  # interleaved rounds
+            self.assertEqual([x["round"] for x in runs], [1] * 6 + [2] * 6)  # interleaved rounds
             sampled = {x["run"] for x in harness.read_jsonl(f"{t}/a/status-samples.jsonl")}
             self.assertEqual(sampled, {x["run"] for x in runs if x["node"]})
 

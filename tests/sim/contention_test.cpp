@@ -1,158 +1,165 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests of the GPU-pair contention model's properties (independent of fitted values).
+// Tests of the GPU-pair model's mechanisms: time slicing's max-min shares and collision loss, MPS's
+// thread floor and capacity, MIG slices, launch budgets, memory streaming and thrashing, and gap
+// filling, each against a value worked out by hand from the equations of contention.hpp.
 #include "tgs/sim/contention.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace tgs::sim {
 namespace {
 
 using namespace tgs::literals;
 
-model_profile profile(double busy, double iteration_ms = 100, bytes footprint = 4_GiB,
-                      bytes hot = 4_GiB) {
-  model_profile p;
-  p.model = "m";
-  p.gpu = "g";
-  p.iteration_time = from_seconds(iteration_ms / 1e3);
-  p.busy_fraction = busy;
-  p.blocks_per_iteration = 1e5;
-  p.footprint = footprint;
-  p.hot_set = hot;
-  return p;
+model_profile job(double busy, double iteration_ms = 10, double blocks = 1000) {
+  model_profile m;
+  m.model = "m";
+  m.iteration_time = from_seconds(iteration_ms / 1e3);
+  m.busy_fraction = busy;
+  m.kernels_per_iteration = 100;
+  m.blocks_per_iteration = blocks;
+  m.gaps_per_iteration = 50;
+  m.footprint = 4_GiB;
+  m.hot_set = 1_GiB;
+  return m;
 }
 
-model_contention params(double sensitivity) {
-  model_contention c;
-  c.sensitivity = {sensitivity, sensitivity, sensitivity};
-  c.thrash = {10, 10, 10};
-  c.slice_sensitivity = {0, 0.5, 0.5};
-  c.max_interference = {100, 100, 100};
-  return c;
+gpu_contention gpu(double switch_loss = 0.0) {
+  gpu_contention g;
+  g.switch_loss = switch_loss;
+  g.mps_switch_loss = 0.0;
+  g.mps_capacity = 1.2;
+  return g;
 }
 
 TEST(PairModel, AJobAloneRunsAtFullSpeed) {
-  const auto p = profile(0.8);
-  const auto c = params(2);
-  const pair_side alone{.profile = &p, .params = &c, .running = true};
-  const auto r = solve_pair(compute_mode::time_slicing, {}, alone, {});
-  EXPECT_DOUBLE_EQ(r.production, 1.0);
-  EXPECT_DOUBLE_EQ(r.opportunistic, 0.0);
-  EXPECT_DOUBLE_EQ(r.production_occupancy, 0.8);
-}
-
-TEST(PairModel, BusierCoRunnerSlowsTheJobMore) {
-  const auto victim = profile(0.5);
-  const auto light = profile(0.2);
-  const auto heavy = profile(0.9);
-  const auto c = params(2);
-  const pair_side v{.profile = &victim, .params = &c, .running = true};
-  const auto with_light = solve_pair(compute_mode::time_slicing, {}, v,
-                                     {.profile = &light, .params = &c, .running = true});
-  const auto with_heavy = solve_pair(compute_mode::time_slicing, {}, v,
-                                     {.profile = &heavy, .params = &c, .running = true});
-  EXPECT_LT(with_light.production, 1.0);
-  EXPECT_LT(with_heavy.production, with_light.production);
-}
-
-TEST(PairModel, SolutionIsAFixedPoint) {
-  const auto a = profile(0.7);
-  const auto b = profile(0.4);
-  const auto ca = params(3);
-  const auto cb = params(1.5);
-  gpu_contention g;
-  g.aggressor_exponent = {2, 2, 2};
-  g.occupancy_exponent = {1.5, 1, 1};
-  const pair_side pa{.profile = &a, .params = &ca, .running = true};
-  const pair_side pb{.profile = &b, .params = &cb, .running = true};
-  const auto r = solve_pair(compute_mode::time_slicing, g, pa, pb);
-  // Recompute each side from the other's solved occupancy: it must reproduce the solution.
-  const double pressure_on_a = std::pow(0.4, 2) * std::pow(r.opportunistic_occupancy, 1.5);
-  const double stretch_a = 1 + 3 * pressure_on_a;
-  EXPECT_NEAR(r.production, 1 / ((1 - 0.7) + 0.7 * stretch_a), 1e-9);
-  EXPECT_NEAR(r.production_occupancy, 0.7 * stretch_a * r.production, 1e-9);
-}
-
-TEST(PairModel, BudgetCapsTheOpportunisticJob) {
-  const auto p = profile(0.9);
-  const auto o = profile(0.4, 50);
-  const auto c = params(2);
-  pair_side opp{.profile = &o, .params = &c, .running = true};
-  opp.max_blocks_per_second = 0.25 * o.blocks_per_second();
-  const auto r = solve_pair(compute_mode::time_slicing, {},
-                            {.profile = &p, .params = &c, .running = true}, opp);
-  EXPECT_NEAR(r.opportunistic, 0.25, 1e-12);
-  opp.max_blocks_per_second = 0;
-  const auto held = solve_pair(compute_mode::time_slicing, {},
-                               {.profile = &p, .params = &c, .running = true}, opp);
-  EXPECT_EQ(held.opportunistic, 0);
-  EXPECT_DOUBLE_EQ(held.production, 1.0);
-}
-
-TEST(PairModel, SmallerSliceIsSlower) {
-  const auto p = profile(0.9);
-  const auto c = params(0);
-  pair_side side{.profile = &p, .params = &c, .running = true};
-  side.sm_fraction = 4.0 / 7.0;
-  const double four = solve_pair(compute_mode::mig, {}, side, {}).production;
-  side.sm_fraction = 3.0 / 7.0;
-  const double three = solve_pair(compute_mode::mig, {}, side, {}).production;
-  EXPECT_LT(three, four);
-  EXPECT_LT(four, 1.0);
-}
-
-TEST(MemoryModel, NoCostWhileEverythingFits) {
-  const auto p = profile(0.9, 100, 10_GiB, 10_GiB);
-  const auto o = profile(0.3, 100, 10_GiB, 2_GiB);
-  const auto c = params(1);
-  const pair_side ps{.profile = &p, .params = &c, .running = true};
-  const pair_side os{.profile = &o, .params = &c, .running = true};
-  for (auto placement : {memory_placement::production_pinned, memory_placement::shared_unified}) {
-    const auto e = memory_cost(compute_mode::time_slicing, placement, 40_GiB, 25, ps, os,
-                               bytes::max());
-    EXPECT_EQ(e.production_extra, 0);
-    EXPECT_EQ(e.opportunistic_extra, 0);
+  const model_profile p = job(0.7);
+  const pair_side alone{.profile = &p, .running = true};
+  for (auto mode : {compute_mode::time_slicing, compute_mode::mps, compute_mode::mig}) {
+    const pair_rates r = solve_pair(mode, gpu(0.5), alone, {});
+    EXPECT_DOUBLE_EQ(r.production, 1.0);
+    EXPECT_DOUBLE_EQ(r.opportunistic, 0.0);
+    EXPECT_DOUBLE_EQ(r.production_share, 0.7);
   }
 }
 
-TEST(MemoryModel, PinnedProductionStreamsOnlyTheMissingHotSet) {
-  const auto p = profile(0.9, 100, 30_GiB, 30_GiB);
-  const auto o = profile(0.3, 100, 20_GiB, 12_GiB);  // 10 GiB room: 2 GiB of hot set streamed
-  const auto c = params(1);
-  const auto e = memory_cost(compute_mode::time_slicing, memory_placement::production_pinned,
-                             40_GiB, 25, {.profile = &p, .params = &c, .running = true},
-                             {.profile = &o, .params = &c, .running = true}, bytes::max());
-  EXPECT_EQ(e.production_extra, 0);
-  EXPECT_EQ(e.opportunistic_resident, 10_GiB);
-  const double seconds = 2.0 * (1ULL << 30) / 25e9;
-  EXPECT_NEAR(e.opportunistic_extra, seconds / 0.1, 1e-9);
+TEST(PairModel, TimeSlicingSplitsABusyGpuInHalves) {
+  // Two GPU-bound jobs: half the GPU each, so half their speed.
+  const model_profile a = job(1.0);
+  const model_profile b = job(1.0);
+  const pair_rates r = solve_pair(compute_mode::time_slicing, gpu(), {.profile = &a, .running = true},
+                                  {.profile = &b, .running = true});
+  EXPECT_DOUBLE_EQ(r.production, 0.5);
+  EXPECT_DOUBLE_EQ(r.opportunistic, 0.5);
 }
 
-TEST(MemoryModel, SharedUnifiedMemoryThrashesBothJobs) {
-  const auto p = profile(0.9, 100, 30_GiB, 30_GiB);
-  const auto o = profile(0.3, 100, 20_GiB, 20_GiB);
-  const auto c = params(1);
-  const auto e = memory_cost(compute_mode::time_slicing, memory_placement::shared_unified, 40_GiB,
-                             25, {.profile = &p, .params = &c, .running = true},
-                             {.profile = &o, .params = &c, .running = true}, bytes::max());
-  // 10 GiB over a 40 GiB budget is past the LRU cliff: full thrash cost for both.
-  EXPECT_DOUBLE_EQ(e.production_extra, 10);
-  EXPECT_DOUBLE_EQ(e.opportunistic_extra, 10);
-  EXPECT_DOUBLE_EQ(thrash_pressure(thrash_knee / 2), 0.5);
+TEST(PairModel, ALightJobKeepsItsNeedAndTheHeavyOneGetsTheRest) {
+  // Max-min fairness: 0.3 < 1/2 is served in full; the 0.97 job gets 0.7 of the GPU.
+  const model_profile heavy = job(0.97);
+  const model_profile light = job(0.3);
+  const pair_rates r = solve_pair(compute_mode::time_slicing, gpu(), {.profile = &heavy, .running = true},
+                                  {.profile = &light, .running = true});
+  EXPECT_NEAR(r.production, 0.7 / 0.97, 1e-12);
+  EXPECT_DOUBLE_EQ(r.opportunistic, 1.0);
 }
 
-TEST(MemoryModel, MigSlicesOnlyHurtTheJobThatOverflowsItsOwnSlice) {
-  const auto p = profile(0.9, 100, 10_GiB, 10_GiB);
-  const auto o = profile(0.3, 100, 30_GiB, 30_GiB);
-  const auto c = params(1);
-  pair_side ps{.profile = &p, .params = &c, .running = true};
-  pair_side os{.profile = &o, .params = &c, .running = true};
-  ps.sm_fraction = 4.0 / 7.0;
-  os.sm_fraction = 3.0 / 7.0;
-  const auto e = memory_cost(compute_mode::mig, memory_placement::shared_unified, 40_GiB, 25, ps,
-                             os, bytes::max());
-  EXPECT_EQ(e.production_extra, 0);
-  EXPECT_DOUBLE_EQ(e.opportunistic_extra, 10);
+TEST(PairModel, CollisionsCostInProportionToBothJobsBusyTime) {
+  // Both fit (0.3 + 0.3 < 1), so only the collision loss remains: 1 / (1 + 0.5 x 0.3 x 0.3).
+  const model_profile a = job(0.3);
+  const model_profile b = job(0.3);
+  const pair_rates r = solve_pair(compute_mode::time_slicing, gpu(0.5), {.profile = &a, .running = true},
+                                  {.profile = &b, .running = true});
+  EXPECT_NEAR(r.production, 1.0 / (1.0 + 0.5 * 0.3 * 0.3), 1e-12);
+  EXPECT_NEAR(r.opportunistic, r.production, 1e-12);
+}
+
+TEST(PairModel, ALaunchBudgetCapsTheOpportunisticJob) {
+  // 1000 blocks per 10 ms iteration alone = 100k blocks/s; a budget of 25k blocks/s caps it at 0.25.
+  const model_profile p = job(0.97);
+  const model_profile o = job(0.6);
+  pair_side opp{.profile = &o, .running = true};
+  opp.max_blocks_per_second = 25000.0;
+  const pair_rates r = solve_pair(compute_mode::time_slicing, gpu(), {.profile = &p, .running = true}, opp);
+  EXPECT_NEAR(r.opportunistic, 0.25, 1e-12);
+  // It takes 0.15 of the GPU; the production job's 0.97 gets the other 0.85.
+  EXPECT_NEAR(r.production, 0.85 / 0.97, 1e-12);
+}
+
+TEST(PairModel, MpsKeepsTheOpportunisticJobsThreadShareOfItsNeed) {
+  // Demands 0.97 and 0.6 exceed the capacity 1.2: the opportunistic job keeps half its need (0.3),
+  // more than the 0.23 the production job leaves, which gets the other 0.9.
+  const model_profile p = job(0.97);
+  const model_profile o = job(0.6);
+  pair_side opp{.profile = &o, .running = true, .sm_fraction = 0.5};
+  const pair_rates r = solve_pair(compute_mode::mps, gpu(), {.profile = &p, .running = true}, opp);
+  EXPECT_NEAR(r.production, 0.9 / 0.97, 1e-12);
+  EXPECT_NEAR(r.opportunistic, 0.3 / 0.6, 1e-12);
+}
+
+TEST(PairModel, MigSlicesStretchOnlyTheSlicesOwnJob) {
+  model_profile p = job(0.8);
+  p.slice_sensitivity = 1.0;
+  model_profile o = job(0.5);
+  o.slice_sensitivity = 0.0;
+  const pair_side ps{.profile = &p, .running = true, .sm_fraction = 4.0 / 7.0};
+  const pair_side os{.profile = &o, .running = true, .sm_fraction = 3.0 / 7.0};
+  const pair_rates r = solve_pair(compute_mode::mig, gpu(3.0), ps, os);
+  // 1 / (0.2 + 0.8 x (1 + (7/4 - 1))): the SM-bound job slows, the one with small kernels not.
+  EXPECT_NEAR(r.production, 1.0 / (0.2 + 0.8 * 1.75), 1e-12);
+  EXPECT_DOUBLE_EQ(r.opportunistic, 1.0);
+}
+
+TEST(PairModel, AnOpportunisticJobStreamsTheShareOfItsHotSetLeftOnHost) {
+  // Production pinned (4 GiB of 10): the opportunistic job (4 GiB, 1 GiB hot per 10 ms iteration)
+  // keeps 3 GiB resident under its limit; a quarter of its hot set crosses a 25 GB/s link.
+  model_profile p = job(0.5);
+  model_profile o = job(0.5);
+  const pair_side ps{.profile = &p, .running = true};
+  const pair_side os{.profile = &o, .running = true};
+  const memory_effect e = memory_cost(compute_mode::time_slicing, memory_placement::production_pinned,
+                                      10_GiB, 25, gpu(), ps, os, 3_GiB);
+  EXPECT_EQ(e.opportunistic_resident, 3_GiB);
+  EXPECT_NEAR(e.opportunistic_extra, 0.25 * 1073741824.0 / 25e9 / 0.01, 1e-9);
+  EXPECT_DOUBLE_EQ(e.production_extra, 0.0);
+}
+
+TEST(PairModel, OversubscribedSharedUnifiedMemoryThrashesBothJobs) {
+  gpu_contention g = gpu();
+  g.thrash = {2.0, 3.0, 4.0};
+  model_profile p = job(0.5);
+  model_profile o = job(0.5);
+  p.footprint = 6_GiB;
+  o.footprint = 6_GiB;
+  const pair_side ps{.profile = &p, .running = true};
+  const pair_side os{.profile = &o, .running = true};
+  const memory_effect e = memory_cost(compute_mode::time_slicing, memory_placement::shared_unified,
+                                      10_GiB, 25, g, ps, os, bytes::max());
+  EXPECT_DOUBLE_EQ(e.production_extra, 2.0);  // 20% over: far past the knee
+  EXPECT_DOUBLE_EQ(e.opportunistic_extra, 2.0);
+  const memory_effect fits = memory_cost(compute_mode::time_slicing, memory_placement::shared_unified,
+                                         16_GiB, 25, g, ps, os, bytes::max());
+  EXPECT_DOUBLE_EQ(fits.production_extra, 0.0);
+}
+
+TEST(PairModel, GapFillingUsesTheIdleTimePastTheHoldoff) {
+  // Production busy 0.5 of a 10 ms iteration in 50 gaps: gaps of 100 us. With no holdoff the
+  // opportunistic job (busy 0.5) gets all 0.5 of idle time: its full speed.
+  const model_profile p = job(0.5);
+  const model_profile o = job(0.5);
+  const pair_side ps{.profile = &p, .running = true};
+  const pair_side os{.profile = &o, .running = true};
+  const gap_effect open = gap_fill_effect(gpu(), ps, os, 0.5, duration::zero(), 1);
+  EXPECT_NEAR(open.opportunistic, 1.0, 1e-12);
+  // A holdoff of one mean gap keeps e^-1 of the idle time.
+  const gap_effect held = gap_fill_effect(gpu(), ps, os, 0.5, std::chrono::microseconds{100}, 1);
+  EXPECT_NEAR(held.opportunistic, std::exp(-1.0), 1e-9);
+  // Each gap entered costs the production job half an opportunistic kernel (50 us) and a switch.
+  const gpu_contention g = gpu();
+  const double entered_per_s = 0.5 / 100e-6;
+  EXPECT_NEAR(open.production_wait, g.gap_exposure * entered_per_s * (0.5 * 50e-6 + g.context_switch_s),
+              1e-9);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Golden runs of the GPU-pair simulator: the paper's table, TGS's convergence times, and the
-// paper's analytic JCT model (Figure 4c), all from the real policy objects.
+// Golden runs of the GPU-pair simulator: measured H100 pairs, host jitter starving the released
+// controller, TGS's convergence times and the paper's analytic JCT model (Figure 4c), all from
+// the real policy objects.
 #include "tgs/sim/pairs.hpp"
 
 #include <gtest/gtest.h>
@@ -18,25 +19,25 @@ namespace {
 using namespace std::chrono_literals;
 using testing::default_model;
 
-/// The tolerance for reproducing the paper's cells.
-constexpr double paper_tolerance = 0.05;
+/// The tolerance a prediction of a measured cell is held to.
+constexpr double tolerance = 0.10;
 
 struct segment_log {
   std::vector<pair_segment>* segments;
   void on_segment(const pair_segment& s) { segments->push_back(s); }
 };
 
-pair_spec spec_for(const std::string& production, const std::string& opportunistic) {
+/// A pair on the A100 with the paper's steady rates (no host jitter: the paper's cells are means).
+pair_spec spec_for(const std::string& production, const std::string& opportunistic,
+                   const std::string& gpu = "a100-40gb") {
   const auto& m = default_model();
   pair_spec spec;
-  const auto* p = m.data.find_model(production, "a100-40gb");
-  const auto* o = m.data.find_model(opportunistic, "a100-40gb");
-  spec.production = {p, &m.params.model(production, "a100-40gb"), epoch, {}, {}};
-  spec.opportunistic = {o, &m.params.model(opportunistic, "a100-40gb"), epoch, {}, {}};
-  spec.gpu = *m.data.find_gpu("a100-40gb");
-  spec.gpu_params = m.params.gpu("a100-40gb");
+  spec.production = {m.data.find_model(production, gpu), epoch, {}, {}};
+  spec.opportunistic = {m.data.find_model(opportunistic, gpu), epoch, {}, {}};
+  spec.gpu = *m.data.find_gpu(gpu);
   spec.memory_budget = spec.gpu.memory;
   spec.interposed = true;
+  spec.observation_noise = 0.0;
   return spec;
 }
 
@@ -64,43 +65,60 @@ std::optional<double> seconds_until(const std::vector<pair_segment>& log, instan
   return std::nullopt;
 }
 
-TEST(PairSimulator, ReproducesEveryCellOfThePapersTable) {
+TEST(PairSimulator, PredictsTheH100PairsOfRateControl) {
+  // docs/results/rate-control.json: the high pair on an H100 under co-execution, MPS and the
+  // released controller, and the low pair under the released controller.
   const auto& m = default_model();
-  const auto requests = paper_pair_requests(m.data, "a100-40gb", {});
-  ASSERT_EQ(requests.size(), 16U);
-  for (const auto& r : requests) {
-    const pair_result result = run_pair_request(m.data, m.params, r, {});
-    ASSERT_TRUE(result.target.has_value());
-    EXPECT_NEAR(result.outcome.production, result.target->production, paper_tolerance)
-        << r.scenario << " " << r.policy;
-    EXPECT_NEAR(result.outcome.opportunistic, result.target->opportunistic, paper_tolerance)
-        << r.scenario << " " << r.policy;
+  std::size_t checked = 0;
+  for (const auto& r : measured_pair_requests(m.data, "h100-80gb", {})) {
+    if (!r.scenario.starts_with("rate-control-")) continue;
+    if (r.production_model == "mobilenet" && r.policy != "tgs") continue;  // a 10% noisy baseline
+    const pair_options options = policy_traits(r.policy).adaptive ? pair_options{} : steady_state_options();
+    const pair_result out = run_pair_request(m.data, r, options);
+    ASSERT_TRUE(out.target.has_value());
+    EXPECT_NEAR(out.outcome.production, *out.target->production, tolerance) << r.scenario << " " << r.policy;
+    EXPECT_NEAR(out.outcome.opportunistic, *out.target->opportunistic, tolerance) << r.scenario << " " << r.policy;
+    ++checked;
   }
+  EXPECT_EQ(checked, 4U);
 }
 
-TEST(PairSimulator, TgsKeepsProductionAboveEveryBaselineUnderContention) {
-  // The paper's qualitative claim: TGS protects the production job far better than
-  // co-execution in every contended or oversubscribed scenario.
+TEST(PairSimulator, HostJitterStarvesTheReleasedControllerButNotIdleHarvest) {
+  // The low pair on an H100: both jobs are host-bound and their launch rates move 6-8% from window
+  // to window (their profiles). The released controller reads that as slowdowns beyond its 3%
+  // dead band and holds the opportunistic job near 0, as it did on the GPU (0.00); idle-harvest
+  // decides from the GPU-side speed, which the jitter does not move.
   const auto& m = default_model();
-  for (const char* scenario : {"high-contention", "memory-oversubscribed",
-                               "oversubscribed-high-contention"}) {
-    double tgs = 0;
-    double co = 0;
-    for (const auto& r : paper_pair_requests(m.data, "a100-40gb", {"tgs", "co-execution"})) {
-      if (r.scenario != scenario) continue;
-      (r.policy == "tgs" ? tgs : co) = run_pair_request(m.data, m.params, r, {}).outcome.production;
-    }
-    EXPECT_GT(tgs, co + 0.2) << scenario;
-  }
+  const pair_request tgs{"custom", "h100-80gb", "mobilenet", "shufflenet", "tgs"};
+  const pair_request harvest{"custom", "h100-80gb", "mobilenet", "shufflenet", "idle-harvest"};
+  const pair_result released = run_pair_request(m.data, tgs, {});
+  const pair_result ours = run_pair_request(m.data, harvest, {});
+  EXPECT_LT(released.outcome.opportunistic, 0.05);
+  EXPECT_GT(ours.outcome.opportunistic, 0.25);
+  EXPECT_GT(ours.outcome.production, 0.9);
+  // Without the jitter the released controller gives the opportunistic job its share.
+  pair_options steady;
+  steady.observation_noise = 0.0;
+  EXPECT_GT(run_pair_request(m.data, tgs, steady).outcome.opportunistic, 0.5);
+}
+
+TEST(PairSimulator, TgsKeepsProductionAboveCoExecutionUnderContention) {
+  // The paper's qualitative claim, on the H100 high pair: TGS protects the production job far
+  // better than co-execution.
+  const auto& m = default_model();
+  const pair_request co{"custom", "h100-80gb", "resnet50-b256", "shufflenet-b128", "co-execution"};
+  const pair_request tgs{"custom", "h100-80gb", "resnet50-b256", "shufflenet-b128", "tgs"};
+  EXPECT_GT(run_pair_request(m.data, tgs, {}).outcome.production,
+            run_pair_request(m.data, co, {}).outcome.production + 0.2);
 }
 
 TEST(PairSimulator, RunsAreDeterministic) {
   const auto& m = default_model();
-  const pair_request r{"high-contention", "a100-40gb", "resnet50", "shufflenet", "tgs"};
+  const pair_request r{"high-contention", "h100-80gb", "resnet50-b256", "shufflenet-b128", "tgs"};
   std::vector<timeline_row> first;
   std::vector<timeline_row> second;
-  const auto a = run_pair_request(m.data, m.params, r, {}, &first);
-  const auto b = run_pair_request(m.data, m.params, r, {}, &second);
+  const auto a = run_pair_request(m.data, r, {}, &first);
+  const auto b = run_pair_request(m.data, r, {}, &second);
   EXPECT_EQ(a.outcome.production, b.outcome.production);
   EXPECT_EQ(a.outcome.opportunistic, b.outcome.opportunistic);
   ASSERT_EQ(first.size(), second.size());
@@ -152,8 +170,7 @@ TEST(PairSimulator, ExclusiveHoldsTheOpportunisticJob) {
   auto spec = spec_for("resnet50", "shufflenet");
   const auto out = run_pair(spec, exclusive{{}}, transparent_unified_memory{{}});
   EXPECT_EQ(out.opportunistic, 0);
-  EXPECT_NEAR(out.production, 1 / (1 + default_model().params.model("resnet50", "a100-40gb")
-                                            .interposer_overhead), 1e-9);
+  EXPECT_NEAR(out.production, 1 / (1 + spec.gpu.contention.interposer_overhead), 1e-9);
 }
 
 TEST(PairSimulator, ProductionDriftSlowsTheJobAlongALine) {
@@ -236,22 +253,23 @@ namespace tgs::sim {
 namespace {
 
 TEST(PairSimulator, PairsNeverMeasuredStayPhysical) {
-  // Two heavy jobs were never measured together: the model must neither let them crawl (it is
-  // not extrapolated past its data) nor let them do more kernel work than the GPU can.
+  // Two heavy jobs were never measured together: time slicing and MPS can give them no more GPU
+  // time together than the mechanism has, and time slicing shares a busy GPU about evenly.
   const auto& m = default_model();
-  const auto& gpu = m.params.gpu("a100-40gb");
-  for (const char* policy : {"co-execution", "mps"}) {
-    for (const auto& [p, o] : {std::pair{"resnet50", "resnet50"}, std::pair{"bert-base", "resnet50"},
-                               std::pair{"gpt-350m", "bert-base"}}) {
-      const auto r = run_pair_request(m.data, m.params, {"custom", "a100-40gb", p, o, policy}, {});
-      const double work = m.data.find_model(p, "a100-40gb")->busy_fraction * r.outcome.production +
-                          m.data.find_model(o, "a100-40gb")->busy_fraction * r.outcome.opportunistic;
-      const auto mode = static_cast<std::size_t>(policy_traits(policy).mechanism);
-      EXPECT_LE(work, gpu.max_pair_work[mode] + 1e-9) << policy << " " << p << "/" << o;
-      if (std::string_view(policy) == "co-execution") {
-        // Time slicing shares a busy GPU roughly evenly.
-        EXPECT_GT(r.outcome.production, 0.3) << p << "/" << o;
-        EXPECT_GT(r.outcome.opportunistic, 0.3) << p << "/" << o;
+  for (const char* gpu : {"a100-40gb", "h100-80gb"}) {
+    const auto& c = m.data.find_gpu(gpu)->contention;
+    for (const char* policy : {"co-execution", "mps"}) {
+      for (const auto& [p, o] : {std::pair{"resnet50", "resnet50"}, std::pair{"bert-base", "resnet50"},
+                                 std::pair{"gpt-350m", "bert-base"}}) {
+        const auto r = run_pair_request(m.data, {"custom", gpu, p, o, policy}, steady_state_options());
+        const double work = m.data.find_model(p, gpu)->busy_fraction * r.outcome.production +
+                            m.data.find_model(o, gpu)->busy_fraction * r.outcome.opportunistic;
+        const double capacity = std::string_view(policy) == "mps" ? c.mps_capacity : 1.0;
+        EXPECT_LE(work, capacity + 1e-9) << gpu << " " << policy << " " << p << "/" << o;
+        if (std::string_view(policy) == "co-execution") {
+          EXPECT_GT(r.outcome.production, 0.2) << gpu << " " << p << "/" << o;
+          EXPECT_GT(r.outcome.opportunistic, 0.2) << gpu << " " << p << "/" << o;
+        }
       }
     }
   }

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
+#include <optional>
 #include <type_traits>
 
 namespace tgs::cuda::abi {
@@ -23,10 +24,14 @@ namespace tgs::cuda::abi {
 /// memory lines, memory_request / memory_reply). 3: a registration reports the memory the job
 /// holds (a job registering again with a restarted node), and memory requests carry a sequence
 /// number their reply echoes (a reply that came too late is never taken for the next one's).
-inline constexpr std::uint32_t version = 3;
+/// 4: gap filling: a registration reply carries a second descriptor, the GPU's page
+/// (`gpu_page`), and the segment gains the gap gate and the production job's busy time.
+inline constexpr std::uint32_t version = 4;
 
 /// "TGSJOBSG" read as a little-endian integer: the first eight bytes of a job segment.
 inline constexpr std::uint64_t segment_magic = 0x4753424f4a534754ULL;
+/// "TGSGPUPG": the first eight bytes of a GPU page.
+inline constexpr std::uint64_t gpu_page_magic = 0x4750555047534754ULL;
 /// "TGSN": the first four bytes of every socket message.
 inline constexpr std::uint32_t message_magic = 0x4e534754U;
 
@@ -93,10 +98,35 @@ struct counter_delta {
   return ((has_slack ? used_blocks : allowance) + budget_blocks) & block_mask;
 }
 
+/// The allowance the node sets at a budget refill under gap filling. Every launch before the
+/// furthest position known passed (through the allowance, or in a gap up to `gap_passed_to`)
+/// ran; the window grants `budget_blocks` from there, whatever passed in gaps before. A launch
+/// still waiting has its blocks in `used_blocks` but not before that position, so a zero budget
+/// keeps it waiting.
+[[nodiscard]] constexpr std::uint64_t gap_fill_allowance(std::uint64_t allowance, std::uint64_t used_blocks,
+                                                         std::uint64_t gap_passed_to,
+                                                         std::uint64_t budget_blocks) noexcept;
+
 /// The blocks of `used_blocks` that have passed the gate under `allowance`.
 [[nodiscard]] constexpr std::uint64_t passed_blocks(std::uint64_t used_blocks, std::uint64_t allowance) noexcept {
   const std::uint64_t d = block_distance(used_blocks, allowance);
   return d < half_block_range ? used_blocks : allowance;
+}
+
+/// The furthest block position known passed: through `allowance`, or in a gap up to
+/// `gap_passed_to`. The job writes the latter, so only a position between those passed through
+/// the allowance and those launched counts.
+[[nodiscard]] constexpr std::uint64_t passed_position(std::uint64_t used_blocks, std::uint64_t allowance,
+                                                      std::uint64_t gap_passed_to) noexcept {
+  const std::uint64_t through_allowance = passed_blocks(used_blocks, allowance);
+  const bool gap_ahead =
+      block_distance(through_allowance, gap_passed_to) <= block_distance(through_allowance, used_blocks);
+  return gap_ahead ? gap_passed_to : through_allowance;
+}
+
+constexpr std::uint64_t gap_fill_allowance(std::uint64_t allowance, std::uint64_t used_blocks,
+                                           std::uint64_t gap_passed_to, std::uint64_t budget_blocks) noexcept {
+  return (passed_position(used_blocks, allowance, gap_passed_to) + budget_blocks) & block_mask;
 }
 
 // --- the job segment ----------------------------------------------------------------------------
@@ -138,6 +168,15 @@ struct job_segment {
   /// change: an interposer built before it keeps no window (pacing, not a limit: nothing is
   /// oversubscribed).
   std::atomic<std::uint32_t> max_inflight_launches;
+  /// Gap filling (`tgs::gap_fill`), for an opportunistic job: 1 while a launch may also pass,
+  /// over its allowance, once the production job has left the GPU idle for `gap_holdoff_ns`
+  /// (read from the GPU's page). 0, the zero-filled default: allowance only.
+  std::atomic<std::uint32_t> gap_fill;
+  /// For a production job: the period, in microseconds, at which the node wants its GPU activity
+  /// sampled while an opportunistic job shares its GPU (0: not sampled); the sampler then writes
+  /// the GPU page and `gpu_busy_ns`.
+  std::atomic<std::uint32_t> sample_activity;
+  std::atomic<std::uint64_t> gap_holdoff_ns;
 
   // Written by the job's slow paths (allocation, throttling); read by the node for status.
   alignas(64) std::atomic<std::uint64_t> device_bytes;
@@ -186,7 +225,7 @@ struct job_segment {
   // Written by the job at its synchronisation calls (cuStreamSynchronize, cuEventSynchronize):
   // where a job waits for its GPU work anyway, its completion is known for free. Time blocked
   // there grows with GPU contention and not with the job's own CPU-side work
-  // (docs/results/gpu-rate-control.md); `tgs_rate_control`'s `sync_wait_correction` reads it.
+  // (docs/results/rate-control.md); tgs-node status reports it.
   alignas(64) std::atomic<std::uint64_t> sync_calls;
   std::atomic<std::uint64_t> sync_wait_ns;  ///< time blocked in those calls
   std::atomic<std::uint64_t> last_sync_ns;  ///< CLOCK_MONOTONIC when the latest one returned
@@ -202,6 +241,34 @@ struct job_segment {
   // host side with and without a co-runner. Diagnostics: no policy reads them.
   std::atomic<std::uint64_t> timed_launches;
   std::atomic<std::uint64_t> timed_launch_ns;
+
+  // Written by a production job's activity sampler while `sample_activity` is set; read by the
+  // node. The controller's GPU-side signal (`tgs::job_activity::gpu_busy`).
+  /// Time the job had unfinished GPU work, as its samples saw it (ns).
+  alignas(64) std::atomic<std::uint64_t> gpu_busy_ns;
+  /// Samples taken, and those that found unfinished work (for status).
+  std::atomic<std::uint64_t> activity_samples;
+  std::atomic<std::uint64_t> busy_samples;
+  // Written by an opportunistic job's gate: launches that passed over its allowance because the
+  // production job left the GPU idle (gap filling), and the time its launches waited for a gap
+  // or an allowance under gap filling.
+  std::atomic<std::uint64_t> gap_launches;
+  /// The block position just past the latest launch that passed in a gap: the node starts the
+  /// job's next budget window there (`gap_fill_allowance`), so what passed in gaps is no debt and
+  /// a launch still waiting is not taken for one that passed.
+  std::atomic<std::uint64_t> gap_passed_to;
+
+  // Written by a production job at its synchronisation calls while `sample_activity` is set: a
+  // mark of where its GPU work is known complete. `sync_mark_blocks` counts the blocks launched
+  // before the call (`launch_counter`'s block part), all complete when it returned, and
+  // `sync_mark_busy_ns` the job's `gpu_busy_ns` then. Between two marks the blocks per busy
+  // second are exact whole iterations of a job that synchronises once per iteration, where a
+  // fixed window's launched blocks move by an iteration with where its bursts fall (the
+  // controller's GPU-side speed; docs/cuda-backend.md, "Gap filling"). A sequence count guards
+  // the pair: odd while a mark is written (`read_sync_mark`).
+  alignas(64) std::atomic<std::uint64_t> sync_mark_seq;
+  std::atomic<std::uint64_t> sync_mark_blocks;
+  std::atomic<std::uint64_t> sync_mark_busy_ns;
 };
 
 /// `resident_limit` when the job may keep all of its memory on the GPU.
@@ -218,9 +285,42 @@ static_assert(offsetof(job_segment, device_bytes) == 192);
 static_assert(offsetof(job_segment, resident_limit) == 256);
 static_assert(offsetof(job_segment, managed_resident_bytes) == 320);
 static_assert(offsetof(job_segment, sync_calls) == 448);
+static_assert(offsetof(job_segment, gpu_busy_ns) == 512);
+static_assert(offsetof(job_segment, sync_mark_seq) == 576);
 
-static_assert(offsetof(job_segment, max_inflight_launches) + sizeof(std::uint32_t) <= 192, "the refill line's spare bytes");
+static_assert(offsetof(job_segment, gap_holdoff_ns) + sizeof(std::uint64_t) <= 192, "the refill line's spare bytes");
 static_assert(offsetof(job_segment, timed_launch_ns) + sizeof(std::uint64_t) <= 512, "the sync line's spare bytes");
+
+/// A production job's latest synchronisation mark (`job_segment::sync_mark_seq`).
+struct sync_mark {
+  std::uint64_t seq = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t busy_ns = 0;
+};
+
+/// Writes a mark unless another thread of the job is writing one (that thread's mark stands).
+inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_t busy_ns) noexcept {
+  std::uint64_t seq = seg.sync_mark_seq.load(std::memory_order_relaxed);
+  if ((seq & 1) != 0 || !seg.sync_mark_seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) return;
+  std::atomic_thread_fence(std::memory_order_release);
+  seg.sync_mark_blocks.store(blocks, std::memory_order_relaxed);
+  seg.sync_mark_busy_ns.store(busy_ns, std::memory_order_relaxed);
+  seg.sync_mark_seq.store(seq + 2, std::memory_order_release);
+}
+
+/// The latest mark, or nothing when none was read whole in a few tries (a writer mid-mark, or
+/// one that died mid-mark and left the count odd: the job's own signal, lost to it alone).
+[[nodiscard]] inline std::optional<sync_mark> read_sync_mark(const job_segment& seg) noexcept {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const std::uint64_t before = seg.sync_mark_seq.load(std::memory_order_acquire);
+    if ((before & 1) != 0) continue;
+    sync_mark m{before, seg.sync_mark_blocks.load(std::memory_order_relaxed),
+                seg.sync_mark_busy_ns.load(std::memory_order_relaxed)};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (seg.sync_mark_seq.load(std::memory_order_relaxed) == before) return m;
+  }
+  return std::nullopt;
+}
 
 /// One launch in this many (every one whose `launch_counter` count before it is a multiple) is
 /// timed into `timed_launches` / `timed_launch_ns`: two clock reads and two atomic adds on every
@@ -256,6 +356,62 @@ inline constexpr std::uint64_t window_wait_limit_ns = 1'000'000'000;
 /// Bytes the node maps per job (one page; the layout uses the first `sizeof(job_segment)`).
 inline constexpr std::uint32_t segment_bytes = 4096;
 static_assert(sizeof(job_segment) <= segment_bytes);
+
+// --- the GPU page -------------------------------------------------------------------------------
+
+/// One GPU's shared page: whether its production job has unfinished work on the GPU, which the
+/// opportunistic jobs' gates read on every launch that is over its allowance (gap filling), with
+/// no daemon on the path. The node creates one per GPU and sends it with every registration on
+/// that GPU: writable to the production job it chose as the writer, read-only to every other job,
+/// so no opportunistic job can open a gap for itself or hold another's. The node clears the line
+/// when the writer leaves.
+struct gpu_page {
+  // Identity: written by the node before any job sees the page.
+  std::uint64_t magic;
+  std::uint32_t abi_version;
+  std::uint32_t size_bytes;
+  std::uint32_t gpu;
+  /// The job the node lets write the activity line (0: none).
+  std::atomic<std::uint32_t> writer_job_id;
+
+  // Written by the writer's activity sampler; read by the opportunistic gates and the node.
+  /// 1 while the latest sample found unfinished work (or a launch since the one before).
+  alignas(64) std::atomic<std::uint32_t> pending;
+  /// CLOCK_MONOTONIC of the latest sample that found work, in ns: the production job has been
+  /// idle since then.
+  std::atomic<std::uint64_t> last_pending_ns;
+  /// CLOCK_MONOTONIC of the latest sample, in ns. A gate trusts a sample at most
+  /// `gap_sample_fresh_ns` old: a sampler that stopped (its job stopped, or died before the node
+  /// noticed) opens no gap.
+  std::atomic<std::uint64_t> sample_ns;
+};
+
+static_assert(std::is_standard_layout_v<gpu_page>);
+static_assert(offsetof(gpu_page, pending) == 64);
+
+/// Bytes of a GPU page's mapping (one page).
+inline constexpr std::uint32_t gpu_page_bytes = 4096;
+static_assert(sizeof(gpu_page) <= gpu_page_bytes);
+
+/// The node's default period of a production job's activity samples (`job_segment::sample_activity`),
+/// in microseconds. Our choice: a query per 50 us is a few percent of one driver lock's time for a
+/// job that launches every 10 us, and still sees the gaps worth filling (docs/cuda-backend.md).
+inline constexpr std::uint32_t default_sample_period_us = 50;
+
+/// How old the latest sample may be for a gate to open a gap on it.
+inline constexpr std::uint64_t gap_sample_fresh_ns = 5'000'000;
+
+/// Whether an opportunistic launch may pass in a gap at `now_ns`: the production job's latest
+/// sample is fresh and found no work, and it found none for `holdoff_ns`. A sample time in the
+/// future (the writer's to set) counts as now, so a writer can only close gaps, never open one
+/// early.
+[[nodiscard]] constexpr bool gap_open(std::uint32_t pending, std::uint64_t last_pending_ns,
+                                      std::uint64_t sample_ns, std::uint64_t holdoff_ns,
+                                      std::uint64_t now_ns) noexcept {
+  if (pending != 0 || sample_ns > now_ns || now_ns - sample_ns > gap_sample_fresh_ns) return false;
+  if (last_pending_ns > now_ns) return false;
+  return now_ns - last_pending_ns >= holdoff_ns;
+}
 
 // --- socket messages ------------------------------------------------------------------------------
 // SOCK_SEQPACKET keeps message boundaries. The node replies to `register_job` with `registered`
@@ -300,7 +456,8 @@ struct register_request {
   job_holdings holdings;                           ///< version 3
 };
 
-/// The node's acceptance; the segment's descriptor travels with it.
+/// The node's acceptance; the segment's descriptor travels with it, and the GPU page's after it
+/// (writable to the page's writer, read-only otherwise).
 struct register_reply {
   message_header header{message_magic, version, message_type::registered, sizeof(register_reply)};
   std::uint32_t job_id = 0;

@@ -773,6 +773,19 @@ FAKE_EXPORT CUresult cuStreamSynchronize(CUstream s) {
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { return cuStreamSynchronize(s); }
+/// Whether the stream's queued kernels have all ended. A capturing stream cannot say (as the real
+/// driver answers).
+FAKE_EXPORT CUresult cuStreamQuery(CUstream s) {
+  fake_stream& stream = stream_of(s);
+  if (stream.capturing.load(std::memory_order_acquire)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  std::uint64_t end = 0;
+  {
+    std::lock_guard lock(stream.mutex);
+    end = stream.last_end;
+  }
+  return now_ns() >= end ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+FAKE_EXPORT CUresult cuStreamQuery_ptsz(CUstream s) { return cuStreamQuery(s); }
 FAKE_EXPORT CUresult cuCtxSynchronize() {
   sleep_until_ns(context_last_end.load(std::memory_order_relaxed));
   return CUDA_SUCCESS;
@@ -1262,6 +1275,8 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuStreamSynchronize, cuStreamSynchronize, false, 2000),
     FAKE_SYMBOL(cuStreamSynchronize_ptsz, cuStreamSynchronize, true, 7000),
     FAKE_SYMBOL(cuCtxSynchronize, cuCtxSynchronize, false, 2000),
+    FAKE_SYMBOL(cuStreamQuery, cuStreamQuery, false, 2000),
+    FAKE_SYMBOL(cuStreamQuery_ptsz, cuStreamQuery, true, 7000),
     FAKE_SYMBOL(cuEventCreate, cuEventCreate, false, 2000),
     FAKE_SYMBOL(cuEventDestroy_v2, cuEventDestroy, false, 4000),
     FAKE_SYMBOL(cuEventRecord, cuEventRecord, false, 2000),

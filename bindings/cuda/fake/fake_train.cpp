@@ -18,6 +18,7 @@
 // activations and workspaces come after its weights); out of memory ends the job with status 3, as a PyTorch job dies
 // on its OOM exception. `--fail-at` with `--fail segv|abort|oom` makes the job die. The memory
 // calls are direct calls of the linked driver functions, so a preloaded interposer sees them.
+#include <csignal>
 #include <dlfcn.h>
 
 #include <CLI/CLI.hpp>
@@ -175,6 +176,14 @@ int capture_graph(launch_kernel launch, CUstream stream, unsigned kernels, unsig
 
 }  // namespace
 
+namespace {
+/// Set by SIGUSR1, cleared by SIGUSR2: an idle phase of the training loop (its process and every
+/// thread keep running; it launches nothing), as bench/gpu/train.py idles.
+volatile std::sig_atomic_t idle_phase = 0;
+void on_idle(int) { idle_phase = 1; }
+void on_resume(int) { idle_phase = 0; }
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"A fake training job for the fake CUDA driver"};
   unsigned kernels = 20;
@@ -328,24 +337,30 @@ int main(int argc, char** argv) {
   std::mt19937_64 jitter_engine{42};
   double host_factor = 1.0;
   auto next_draw = start;
+  std::signal(SIGUSR1, on_idle);
+  std::signal(SIGUSR2, on_resume);
   for (;;) {
-    if (host_jitter > 0 && clock::now() >= next_draw) {
-      const double u = static_cast<double>(jitter_engine() >> 11) * 0x1.0p-53;
-      host_factor = 1.0 + host_jitter * (2.0 * u - 1.0);
-      next_draw = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(jitter_period_s));
+    if (idle_phase != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // idle: progress lines go on
+    } else {
+      if (host_jitter > 0 && clock::now() >= next_draw) {
+        const double u = static_cast<double>(jitter_engine() >> 11) * 0x1.0p-53;
+        host_factor = 1.0 + host_jitter * (2.0 * u - 1.0);
+        next_draw = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(jitter_period_s));
+      }
+      const auto host_time = std::chrono::duration<double, std::milli>(host_ms * host_factor);
+      if (use_graph) {
+        if (const CUresult r = launch_graph(exec, stream); r != CUDA_SUCCESS) return fail("cuGraphLaunch", r);
+      }
+      for (unsigned k = 0; !use_graph && k < kernels; ++k) {
+        const CUresult r = (k % 4 == 3) ? cuLaunchKernelEx(&config, kernel, nullptr, nullptr)
+                                        : launch(kernel, blocks, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
+        if (r != CUDA_SUCCESS) return fail("launch", r);
+      }
+      if (const CUresult r = cuStreamSynchronize(stream); r != CUDA_SUCCESS) return fail("cuStreamSynchronize", r);
+      if (host_ms > 0) std::this_thread::sleep_for(host_time);
+      ++iterations;
     }
-    const auto host_time = std::chrono::duration<double, std::milli>(host_ms * host_factor);
-    if (use_graph) {
-      if (const CUresult r = launch_graph(exec, stream); r != CUDA_SUCCESS) return fail("cuGraphLaunch", r);
-    }
-    for (unsigned k = 0; !use_graph && k < kernels; ++k) {
-      const CUresult r = (k % 4 == 3) ? cuLaunchKernelEx(&config, kernel, nullptr, nullptr)
-                                      : launch(kernel, blocks, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
-      if (r != CUDA_SUCCESS) return fail("launch", r);
-    }
-    if (const CUresult r = cuStreamSynchronize(stream); r != CUDA_SUCCESS) return fail("cuStreamSynchronize", r);
-    if (host_ms > 0) std::this_thread::sleep_for(host_time);
-    ++iterations;
     const auto now = clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     const double since_report = std::chrono::duration<double>(now - last_report).count();

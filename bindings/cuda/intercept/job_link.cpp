@@ -19,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "activity_sampler.hpp"
 #include "allocations.hpp"
 #include "registration.hpp"
 
@@ -72,6 +73,7 @@ void publish(const registration& r) noexcept {
     case register_outcome::registered:
       current_link.store(r.link, std::memory_order_release);
       rehome_allocations(*r.link->segment);
+      if (r.link->writable_page != nullptr) start_activity_sampler();
       return;
     case register_outcome::absent:
       if (!said_absent.exchange(true)) {
@@ -213,10 +215,12 @@ std::optional<std::uint8_t> ask_memory(const link_state& link, std::uint64_t byt
     req.bytes = bytes;
     req.path = path;
     req.sequence = next_sequence++;
-    if (!wait_ready(link.socket, POLLOUT, abi::monotonic_ns() + abi::job_socket_timeout_ns) ||
-        ::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(req))) {
-      return std::nullopt;
+    // The socket's buffer has room unless the node stopped reading: wait (bounded) only then.
+    ssize_t sent = ::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0 && errno == EAGAIN && wait_ready(link.socket, POLLOUT, abi::monotonic_ns() + abi::job_socket_timeout_ns)) {
+      sent = ::send(link.socket, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
+    if (sent != static_cast<ssize_t>(sizeof(req))) return std::nullopt;
     const std::optional<std::uint8_t> verdict = await_memory_reply(link, req.sequence);
     if (!verdict) log(log_level::warn, "no answer from tgs-node to a memory request; allocating as asked");
     return verdict;
@@ -225,14 +229,46 @@ std::optional<std::uint8_t> ask_memory(const link_state& link, std::uint64_t byt
   }
 }
 
-void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept {
+namespace {
+
+/// Whether the production job has left the GPU idle long enough for an opportunistic launch
+/// (gap filling): the node turned it on for this job, and the GPU page says so.
+bool in_gap(const link_state& link) noexcept {
+  const abi::job_segment& seg = *link.segment;
+  if (link.page == nullptr || seg.gap_fill.load(std::memory_order_relaxed) == 0) return false;
+  const abi::gpu_page& p = *link.page;
+  return abi::gap_open(p.pending.load(std::memory_order_acquire), p.last_pending_ns.load(std::memory_order_relaxed),
+                       p.sample_ns.load(std::memory_order_acquire),
+                       seg.gap_holdoff_ns.load(std::memory_order_relaxed), abi::monotonic_ns());
+}
+
+}  // namespace
+
+void wait_for_allowance(const link_state& link, std::uint64_t position, std::uint64_t end) noexcept {
   abi::job_segment& seg = *link.segment;
   const std::uint64_t start = abi::monotonic_ns();
   for (;;) {
     const std::uint32_t generation = seg.refill_generation.load(std::memory_order_acquire);
     if (abi::within_allowance(position, seg.allowance.load(std::memory_order_acquire))) break;
+    if (in_gap(link)) {
+      seg.gap_launches.fetch_add(1, std::memory_order_relaxed);
+      seg.gap_passed_to.store(end, std::memory_order_release);  // where the node's next window starts
+      if (abi::monotonic_ns() - start < 1'000) return;  // passed at once: it was never throttled
+      break;
+    }
     if (current_link.load(std::memory_order_acquire) != &link) break;  // node gone or replaced
     if (node_silent(seg)) break;                                        // node wedged: fail open
+    if (seg.gap_fill.load(std::memory_order_relaxed) != 0 && link.page != nullptr) {
+      // A gap can open at any sample of the production job (every ~20 us): look that often for
+      // the first 20 us without giving the core away, then every 50 us (a gap worth filling
+      // lasts longer), so a waiting job does not take the CPU its co-runner's host side needs.
+      if (abi::monotonic_ns() - start < 20'000) {
+        std::this_thread::yield();
+      } else {
+        futex_wait(&seg.refill_generation, generation, 50'000);
+      }
+      continue;
+    }
     // Sleep until the next refill wakes us; the timeout bounds the time to notice a dead node.
     futex_wait(&seg.refill_generation, generation, 2'000'000);
   }

@@ -22,6 +22,10 @@ struct link_state {
   abi::job_segment* segment = nullptr;  ///< nullptr: not managed, launches pass untouched
   bool opportunistic = false;           ///< only opportunistic launches wait for allowance
   int socket = -1;                      ///< the registration's connection (memory requests use it)
+  /// The GPU's page (read-only unless this job writes it); nullptr: no gap filling.
+  const abi::gpu_page* page = nullptr;
+  /// The same page where this job is its writer (a production job): its activity sampler writes it.
+  abi::gpu_page* writable_page = nullptr;
 };
 
 /// The published registration; never null.
@@ -38,9 +42,10 @@ extern const link_state unregistered_link;
 [[nodiscard]] std::optional<std::uint8_t> ask_memory(const link_state& link, std::uint64_t bytes,
                                                      abi::allocation_path path) noexcept;
 
-/// Blocks a launch whose blocks begin at `position` until the node's allowance covers it, the
+/// Blocks a launch whose blocks begin at `position` (and end before `end`) until the node's
+/// allowance covers it, the production job leaves the GPU idle long enough (gap filling), the
 /// node goes silent for `abi::stale_after_ns`, or the link changes (fail open).
-void wait_for_allowance(const link_state& link, std::uint64_t position) noexcept;
+void wait_for_allowance(const link_state& link, std::uint64_t position, std::uint64_t end) noexcept;
 
 /// The result of a launch gate: what the account step must undo if the driver refuses the launch.
 struct launch_token {
@@ -66,7 +71,7 @@ struct launch_token {
     const std::uint64_t position = before & abi::block_mask;
     if (!abi::within_allowance(position, link->segment->allowance.load(std::memory_order_acquire)))
         [[unlikely]] {
-      wait_for_allowance(*link, position);
+      wait_for_allowance(*link, position, (position + (packed & abi::block_mask)) & abi::block_mask);
     }
   }
   const bool timed = ((before >> abi::block_bits) % abi::launch_time_sample_every) == 0;

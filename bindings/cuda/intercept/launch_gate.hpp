@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 
+#include "activity_sampler.hpp"
 #include "cuda_subset.hpp"
 #include "job_link.hpp"
 
@@ -77,16 +78,27 @@ void record_in_window(const paced_launch_token& t) noexcept;
 [[gnu::cold]] void end_launch_sample(abi::job_segment* seg) noexcept;
 
 /// The launch gate of every launch path: the rate gate, then, for an opportunistic job with a
-/// window, room in the window. `per_thread` is set for the `_ptsz` forms, whose null stream is
-/// the calling thread's default stream.
+/// window, room in the window. Under gap filling the window comes first: a launch that waited
+/// for its own earlier kernels must still find the production job idle when it goes. A
+/// production job notes the stream, for its activity sampler. `per_thread` is set for the
+/// `_ptsz` forms, whose null stream is the calling thread's default stream.
 inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream stream, bool per_thread) noexcept {
-  paced_launch_token t{gate_launch(blocks), nullptr, nullptr, {}};
+  paced_launch_token t{};
+  const link_state* link = current_link.load(std::memory_order_acquire);
+  abi::job_segment* early = link->segment;
+  if (early != nullptr && link->opportunistic && early->gap_fill.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    const std::uint32_t limit = early->max_inflight_launches.load(std::memory_order_relaxed);
+    if (limit != 0) enter_window(t, early, limit, stream, per_thread);
+  }
+  t.launch = gate_launch(blocks);
   abi::job_segment* seg = t.launch.segment;
   if (seg == nullptr) return t;
   // The class first (the rate gate read it): a production job never reads the node's refill line.
   if (t.launch.opportunistic) {
     const std::uint32_t limit = seg->max_inflight_launches.load(std::memory_order_relaxed);
-    if (limit != 0) [[unlikely]] enter_window(t, seg, limit, stream, per_thread);
+    if (limit != 0 && t.window == nullptr) [[unlikely]] enter_window(t, seg, limit, stream, per_thread);
+  } else if (link->writable_page != nullptr) {
+    note_launch_stream(stream, per_thread);
   }
   // Last, so the sample is the driver's call alone (not the gate's or the window's waits).
   if (t.launch.timed) [[unlikely]] begin_launch_sample();
@@ -101,16 +113,23 @@ inline void account_paced_launch(const paced_launch_token& t, CUresult r) noexce
   if (t.window != nullptr && r == CUDA_SUCCESS) [[unlikely]] record_in_window(t);
 }
 
-/// A synchronisation call's start, for the time it blocks.
+/// A synchronisation call's start, for the time it blocks, and for a production job whose
+/// activity is sampled, the blocks it had launched (complete once the call returns).
 struct sync_token {
   abi::job_segment* segment = nullptr;
   std::uint64_t start_ns = 0;
+  std::optional<std::uint64_t> blocks_before;
 };
 constexpr std::optional<CUresult> answer(const sync_token&) noexcept { return std::nullopt; }
 
 inline sync_token gate_sync() noexcept {
   abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
-  return {seg, seg != nullptr ? abi::monotonic_ns() : 0};
+  if (seg == nullptr) return {};
+  sync_token t{seg, abi::monotonic_ns(), std::nullopt};
+  if (seg->sample_activity.load(std::memory_order_relaxed) != 0) {
+    t.blocks_before = seg->launch_counter.load(std::memory_order_acquire) & abi::block_mask;
+  }
+  return t;
 }
 
 /// Counts a synchronisation that returned: all the job's work before it on that stream (or event)
@@ -121,6 +140,9 @@ inline void account_sync(const sync_token& t, CUresult r) noexcept {
   t.segment->sync_calls.fetch_add(1, std::memory_order_relaxed);
   t.segment->sync_wait_ns.fetch_add(now - t.start_ns, std::memory_order_relaxed);
   t.segment->last_sync_ns.store(now, std::memory_order_relaxed);
+  if (t.blocks_before) {
+    abi::write_sync_mark(*t.segment, *t.blocks_before, t.segment->gpu_busy_ns.load(std::memory_order_relaxed));
+  }
 }
 
 }  // namespace tgs::cuda::intercept

@@ -7,8 +7,7 @@
 /// a window the job's whole budget can sit in the GPU's queue, and a production kernel that
 /// arrives then waits behind it (time slicing hands the GPU to the other context for a whole
 /// slice while it has work). On the H100 the production job's loss was a step: none up to about
-/// 10 M opportunistic blocks/s, then 10-20% whatever the rate (`docs/results/gpu-memory.md`,
-/// "Fixed shares and the budget window"). A window of N launches keeps the opportunistic job's
+/// 10 M opportunistic blocks/s, then 10-20% whatever the rate (`docs/results/sharing-targets.md`). A window of N launches keeps the opportunistic job's
 /// backlog at N kernels, so the production job waits at most for those.
 ///
 /// Mechanism only, and driver-agnostic: the interposer supplies the events (`LaunchEvents`), the

@@ -54,15 +54,43 @@ abi::register_request make_request(const abi::job_holdings& holdings) noexcept {
   return req;
 }
 
-/// Why the segment behind `fd` cannot be used, or nullptr when it can: it must be at least a
-/// page long and sealed against shrinking, so no access to it can ever raise SIGBUS.
-const char* unusable_segment(int fd) noexcept {
+/// Why the shared file behind `fd` cannot be used, or nullptr when it can: it must be at least
+/// `bytes` long and sealed against shrinking, so no access to it can ever raise SIGBUS.
+const char* unusable_file(int fd, std::uint32_t bytes) noexcept {
   struct stat st{};
   if (::fstat(fd, &st) != 0) return "cannot stat the segment";
-  if (static_cast<std::uint64_t>(st.st_size) < abi::segment_bytes) return "the segment is shorter than a page";
+  if (static_cast<std::uint64_t>(st.st_size) < bytes) return "the segment is shorter than a page";
   const int seals = ::fcntl(fd, F_GET_SEALS);
   if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return "the segment is not sealed against shrinking";
   return nullptr;
+}
+
+/// Maps the GPU page behind `fd` (closing it), writable when the node opened it so for us, after
+/// the same checks as the segment, or returns nullptr and says why: without its page a job runs
+/// without gap filling (an opportunistic job only within its allowance; a production job's
+/// activity is not sampled), never unmanaged.
+abi::gpu_page* map_gpu_page(int fd, std::uint32_t gpu, bool& writable) noexcept {
+  writable = false;
+  if (fd < 0) return nullptr;
+  const int flags = ::fcntl(fd, F_GETFL);
+  writable = flags >= 0 && (flags & O_ACCMODE) == O_RDWR;
+  void* mapping = nullptr;
+  if (unusable_file(fd, abi::gpu_page_bytes) == nullptr) {
+    mapping = ::mmap(nullptr, abi::gpu_page_bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  }
+  ::close(fd);
+  if (mapping == nullptr || mapping == MAP_FAILED) {
+    log(log_level::warn, "the node's GPU page cannot be mapped: no gap filling for this job");
+    return nullptr;
+  }
+  auto* page = static_cast<abi::gpu_page*>(mapping);
+  if (page->magic != abi::gpu_page_magic || page->abi_version != abi::version || page->gpu != gpu ||
+      page->size_bytes < sizeof(abi::gpu_page) || page->size_bytes > abi::gpu_page_bytes) {
+    ::munmap(mapping, abi::gpu_page_bytes);
+    log(log_level::warn, "the node's GPU page is not one this interposer reads: no gap filling for this job");
+    return nullptr;
+  }
+  return page;
 }
 
 }  // namespace
@@ -121,10 +149,14 @@ registration register_with_node(const abi::job_holdings& holdings) noexcept {
   }
 
   alignas(8) char buffer[abi::max_message_bytes];
-  int segment_fd = -1;
-  const ssize_t n = wait_ready(fd, POLLIN, deadline) ? receive_with_fd(fd, buffer, sizeof(buffer), segment_fd) : -1;
+  int fds[2] = {-1, -1};  // the segment, the GPU page
+  const ssize_t n = wait_ready(fd, POLLIN, deadline) ? receive_with_fds(fd, buffer, sizeof(buffer), fds, 2) : -1;
+  int& segment_fd = fds[0];
   auto fail_fd = [&](register_outcome why) {
-    if (segment_fd >= 0) ::close(segment_fd);
+    for (int& f : fds) {
+      if (f >= 0) ::close(f);
+      f = -1;
+    }
     return fail(why);
   };
   if (n < static_cast<ssize_t>(sizeof(abi::message_header))) {
@@ -150,7 +182,7 @@ registration register_with_node(const abi::job_holdings& holdings) noexcept {
     std::snprintf(out.reason, sizeof(out.reason), "malformed reply from the node");
     return fail_fd(register_outcome::rejected);
   }
-  if (const char* why = unusable_segment(segment_fd)) {
+  if (const char* why = unusable_file(segment_fd, abi::segment_bytes)) {
     std::snprintf(out.reason, sizeof(out.reason), "%s", why);
     return fail_fd(register_outcome::rejected);
   }
@@ -159,7 +191,7 @@ registration register_with_node(const abi::job_holdings& holdings) noexcept {
   segment_fd = -1;
   if (mapping == MAP_FAILED) {
     std::snprintf(out.reason, sizeof(out.reason), "mmap: %s", std::strerror(errno));
-    return fail(register_outcome::rejected);
+    return fail_fd(register_outcome::rejected);
   }
   auto* segment = static_cast<abi::job_segment*>(mapping);
   // Read the identity while the mapping is in place: it is gone after munmap.
@@ -177,10 +209,15 @@ registration register_with_node(const abi::job_holdings& holdings) noexcept {
     return fail(magic == abi::segment_magic && version != abi::version ? register_outcome::mismatch
                                                                        : register_outcome::rejected);
   }
-  auto* link = new (std::nothrow)
-      link_state{segment, job_class == static_cast<std::uint8_t>(abi::class_code::opportunistic), fd};
+  bool page_writable = false;
+  abi::gpu_page* page = map_gpu_page(fds[1], segment->gpu, page_writable);
+  fds[1] = -1;
+  const bool opportunistic = job_class == static_cast<std::uint8_t>(abi::class_code::opportunistic);
+  auto* link = new (std::nothrow) link_state{segment, opportunistic, fd, page,
+                                             !opportunistic && page_writable ? page : nullptr};
   if (link == nullptr) {
     ::munmap(mapping, abi::segment_bytes);
+    if (page != nullptr) ::munmap(page, abi::gpu_page_bytes);
     return fail(register_outcome::rejected);
   }
   out.outcome = register_outcome::registered;

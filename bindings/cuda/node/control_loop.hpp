@@ -34,6 +34,9 @@ struct job_report {
   double blocks_per_s = 0;    ///< thread blocks launched, over the last rate period
   double launches_per_s = 0;  ///< kernel launches, over the last rate period
   double sync_wait_fraction = 0;  ///< of the last rate period, time blocked in synchronisation calls
+  /// Of the last rate period, the time it had unfinished GPU work (its activity sampler: a
+  /// production job beside an opportunistic one); empty while it was not sampled.
+  std::optional<double> gpu_busy_fraction;
   std::optional<std::uint64_t> budget_blocks;  ///< per budget window; empty = unthrottled
   /// Mean time inside the driver's launch call of the launches the job timed (one in
   /// `abi::launch_time_sample_every`) over the last rate period, in microseconds; empty when it
@@ -57,12 +60,22 @@ class gpu_control_loop {
   gpu_control_loop(Controller controller, instant now)
       : controller_(std::move(controller)), last_step_(now), rate_time_(now) {}
 
+  /// How many of an opportunistic job's launches may be unfinished at once when the decision
+  /// asks for no gap filling (the operator's `--max-inflight-launches`; 0: no bound). Under gap
+  /// filling the decision's bound applies, no larger than this one when it is set.
+  std::uint32_t operator_inflight_bound = 0;
+  /// The period, in microseconds, at which production jobs sample their GPU activity while an
+  /// opportunistic job shares the GPU (the operator's `--activity-sample-us`).
+  std::uint32_t sample_period_us = abi::default_sample_period_us;
+
   /// Adds a job (an arrival: the controller is stepped at once). `segment` must outlive the job.
   void add_job(std::uint32_t id, job_class cls, abi::job_segment* segment, instant now) {
     const std::uint64_t counter = segment->launch_counter.load(std::memory_order_acquire);
     job j{.id = id, .cls = cls, .segment = segment, .step_counter = counter,
           .passed = counter & abi::block_mask, .rate_counter = counter};
     j.sync_wait_ns = j.step_sync_wait_ns = segment->sync_wait_ns.load(std::memory_order_relaxed);
+    j.busy_ns = j.step_busy_ns = segment->gpu_busy_ns.load(std::memory_order_relaxed);
+    j.samples = j.step_samples = segment->activity_samples.load(std::memory_order_relaxed);
     j.timed_launches = segment->timed_launches.load(std::memory_order_relaxed);
     j.timed_launch_ns = segment->timed_launch_ns.load(std::memory_order_relaxed);
     if (cls == job_class::opportunistic) {
@@ -107,7 +120,8 @@ class gpu_control_loop {
     std::vector<job_report> out;
     out.reserve(jobs_.size());
     for (const job& j : jobs_) {
-      job_report r{j.id, j.cls, j.blocks_per_s, j.launches_per_s, j.sync_wait_fraction, std::nullopt, j.launch_call_us};
+      job_report r{j.id, j.cls, j.blocks_per_s, j.launches_per_s, j.sync_wait_fraction, j.gpu_busy_fraction,
+                   std::nullopt, j.launch_call_us};
       if (j.cls == job_class::opportunistic) r.budget_blocks = per_job_budget();
       out.push_back(r);
     }
@@ -130,7 +144,34 @@ class gpu_control_loop {
     std::uint64_t timed_launches = 0;     ///< the segment's timed launches at the previous rate update
     std::uint64_t timed_launch_ns = 0;    ///< and their driver time
     std::optional<double> launch_call_us = std::nullopt;
+    std::uint64_t busy_ns = 0;       ///< the segment's GPU busy time at the previous rate update
+    std::uint64_t samples = 0;       ///< and its activity samples
+    std::optional<double> gpu_busy_fraction = std::nullopt;
+    std::uint64_t step_busy_ns = 0;  ///< the segment's GPU busy time at the previous step
+    std::uint64_t step_samples = 0;  ///< and its activity samples
+    /// The latest synchronisation mark the controller saw (a production job's), and whether it
+    /// was made while the job was sampled (a start for the next).
+    std::optional<abi::sync_mark> mark = std::nullopt;
+    bool mark_sampled = false;
   };
+
+  /// The production job's blocks and busy time between its previous mark and its latest, when
+  /// it synchronised since the previous step. The job writes both: a forged pair misleads only
+  /// the controller's reading of the job itself, and is bounded to keep the sums finite.
+  static void add_synced(job& j, job_activity& side) noexcept {
+    const std::optional<abi::sync_mark> m = abi::read_sync_mark(*j.segment);
+    if (!m || (j.mark && m->seq == j.mark->seq)) return;
+    const std::optional<abi::sync_mark> previous = std::exchange(j.mark, m);
+    const bool from_sampled =
+        std::exchange(j.mark_sampled, j.segment->sample_activity.load(std::memory_order_relaxed) != 0);
+    // The first mark of a sampling is only a start.
+    if (!previous || !from_sampled || m->busy_ns < previous->busy_ns) return;
+    constexpr std::uint64_t longest_ns = 3'600'000'000'000;  // an hour between two marks
+    const std::uint64_t busy = std::min(m->busy_ns - previous->busy_ns, longest_ns);
+    side.synced_blocks = side.synced_blocks.value_or(0) + abi::block_distance(previous->blocks, m->blocks);
+    side.synced_gpu_busy = side.synced_gpu_busy.value_or(duration::zero()) +
+                           duration{static_cast<std::int64_t>(busy)};
+  }
 
   /// The time a job blocked in synchronisation calls between two readings of its counter,
   /// bounded by the time that passed: the counter is the job's to write, and a forged value must
@@ -163,9 +204,10 @@ class gpu_control_loop {
       const std::uint64_t counter = j.segment->launch_counter.load(std::memory_order_acquire);
       abi::counter_delta d = abi::unpack_delta(j.step_counter, counter);
       if (j.cls == job_class::opportunistic) {
-        // Blocks that passed the gate, not those still waiting for allowance.
+        // Blocks that passed the gate (through the allowance or in a gap), not those still waiting.
         const std::uint64_t passed =
-            abi::passed_blocks(counter & abi::block_mask, j.segment->allowance.load(std::memory_order_acquire));
+            abi::passed_position(counter & abi::block_mask, j.segment->allowance.load(std::memory_order_acquire),
+                                 j.segment->gap_passed_to.load(std::memory_order_acquire));
         d.blocks = abi::block_distance(j.passed, passed);
         j.passed = passed;
       }
@@ -178,11 +220,22 @@ class gpu_control_loop {
       side->blocks_launched += d.blocks;
       side->launches += d.launches;
       side->sync_wait = side->sync_wait.value_or(duration::zero()) + sync_wait;
+      // GPU busy time only from a job whose sampler ran in the window: a job that took no sample
+      // (not asked, an older interposer) says nothing, which is not the same as being idle.
+      const std::uint64_t busy = j.segment->gpu_busy_ns.load(std::memory_order_relaxed);
+      const std::uint64_t samples = j.segment->activity_samples.load(std::memory_order_relaxed);
+      if (samples != j.step_samples) {
+        side->gpu_busy = side->gpu_busy.value_or(duration::zero()) + bounded_wait(j.step_busy_ns, busy, obs.window);
+      }
+      j.step_busy_ns = busy;
+      j.step_samples = samples;
+      if (j.cls == job_class::production) add_synced(j, *side);
     }
     last_step_ = now;
     const rate_decision previous = decision_;
     decision_ = controller_.step(obs);
     if (decision_.budget_window <= duration::zero()) decision_.budget_window = std::chrono::milliseconds{50};
+    apply_gap_fill();
     if (decision_.opportunistic_budget != previous.opportunistic_budget ||
         decision_.budget_window != previous.budget_window || next_refill_ == never) {
       // A new budget applies now, not at the end of the current window.
@@ -191,7 +244,35 @@ class gpu_control_loop {
     }
   }
 
+  /// Carries the decision's gap filling to the jobs: the opportunistic jobs' gate and launch
+  /// window, and whether the production jobs sample their GPU activity (only while an
+  /// opportunistic job shares the GPU: alone, a production job's sampler stays asleep).
+  void apply_gap_fill() noexcept {
+    const bool shared = has_opportunistic();
+    for (job& j : jobs_) {
+      abi::job_segment& seg = *j.segment;
+      if (j.cls == job_class::production) {
+        // A mark made before the job was sampled counts blocks without their busy time: a
+        // sampling that (re)starts measures from its first new mark.
+        if (!shared) j.mark_sampled = false;
+        seg.sample_activity.store(shared ? sample_period_us : 0, std::memory_order_relaxed);
+        continue;
+      }
+      std::uint32_t bound = operator_inflight_bound;
+      if (decision_.fill_gaps) {
+        const std::uint32_t asked = std::clamp<std::uint32_t>(decision_.fill_gaps->max_inflight, 1, abi::max_launch_window);
+        bound = bound == 0 ? asked : std::min(bound, asked);
+        const auto holdoff = static_cast<std::uint64_t>(std::max(decision_.fill_gaps->holdoff, duration::zero()).count());
+        seg.gap_holdoff_ns.store(holdoff, std::memory_order_relaxed);
+      }
+      seg.max_inflight_launches.store(bound, std::memory_order_relaxed);
+      seg.gap_fill.store(decision_.fill_gaps ? 1 : 0, std::memory_order_release);
+    }
+  }
+
   /// Starts a new budget window for every opportunistic job and wakes its waiting launches.
+  /// Under gap filling the launches that passed in gaps ran beside no production work: they are
+  /// not a debt, so each window starts from the furthest launch known passed.
   void refill() noexcept {
     const std::optional<std::uint64_t> budget = per_job_budget();
     for (job& j : jobs_) {
@@ -199,7 +280,11 @@ class gpu_control_loop {
       abi::job_segment& seg = *j.segment;
       const std::uint64_t used = seg.launch_counter.load(std::memory_order_acquire) & abi::block_mask;
       const std::uint64_t allowance = seg.allowance.load(std::memory_order_relaxed);
-      seg.allowance.store(abi::refill_allowance(allowance, used, budget.value_or(abi::unthrottled_lead)),
+      const std::uint64_t grant = budget.value_or(abi::unthrottled_lead);
+      seg.allowance.store(decision_.fill_gaps
+                              ? abi::gap_fill_allowance(allowance, used,
+                                                        seg.gap_passed_to.load(std::memory_order_acquire), grant)
+                              : abi::refill_allowance(allowance, used, grant),
                           std::memory_order_release);
       seg.budget_blocks.store(budget.value_or(UINT64_MAX), std::memory_order_relaxed);
       seg.budget_window_ns.store(static_cast<std::uint64_t>(decision_.budget_window.count()), std::memory_order_relaxed);
@@ -232,6 +317,13 @@ class gpu_control_loop {
                              : std::nullopt;
       j.timed_launches = timed;
       j.timed_launch_ns = timed_ns;
+      const std::uint64_t busy = j.segment->gpu_busy_ns.load(std::memory_order_relaxed);
+      const std::uint64_t samples = j.segment->activity_samples.load(std::memory_order_relaxed);
+      j.gpu_busy_fraction = samples != j.samples ? std::optional<double>(
+                                                       to_seconds(bounded_wait(j.busy_ns, busy, now - rate_time_)) / seconds)
+                                                 : std::nullopt;
+      j.busy_ns = busy;
+      j.samples = samples;
     }
     rate_time_ = now;
   }

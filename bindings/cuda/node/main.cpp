@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tgs-node " TGS_VERSION);
   node_options options;
   std::string default_class = "opportunistic";
-  std::string policy = "tgs";
+  std::string policy = "idle-harvest";
   std::string level = "info";
   int liveness_ms = static_cast<int>(options.liveness_period.count());
   tgs::any_rate_controller::configs rate_settings;
@@ -201,6 +201,13 @@ int main(int argc, char** argv) {
                  "how many of an opportunistic job's launches may be unfinished on the GPU at once (its launch "
                  "window; 0: no bound, as without tgs)")
       ->check(CLI::Range(std::uint32_t{0}, tgs::cuda::abi::max_launch_window))
+      ->capture_default_str();
+  // Gap filling's signal: faster samples find shorter gaps and cost the production job's driver
+  // more queries (docs/cuda-backend.md, "Gap filling").
+  app.add_option("--activity-sample-us", options.activity_sample_us,
+                 "how often a production job's interposer queries its streams while an opportunistic job shares "
+                 "its GPU, microseconds")
+      ->check(CLI::Range(std::uint32_t{10}, std::uint32_t{1000}))
       ->capture_default_str();
   // Every policy's settings, from the tables tgs-sim shares: `--tgs.dead-band`, `--memory.tgs.reserve-mib`.
   const auto rate_flags = tgs::add_registry_flags<tgs::any_rate_controller, CLI::Option>(app, rate_settings, "");

@@ -99,7 +99,16 @@ class gpu_memory_loop {
     if (path == abi::allocation_path::managed && verdict == allocation_verdict::grant_device) {
       verdict = allocation_verdict::grant_managed;
     }
-    if (verdict != allocation_verdict::deny_out_of_memory) it->grants.push_back({now, size.count()});
+    if (verdict != allocation_verdict::deny_out_of_memory) {
+      // Grants within a second of each other share an entry: a job that allocates and frees
+      // thousands of times a second (between two observations) keeps a list of about ten, and
+      // a grant lives up to a second longer than `grant_window`.
+      if (!it->grants.empty() && now - it->grants.back().at < std::chrono::seconds{1}) {
+        it->grants.back().bytes = saturating_add(it->grants.back().bytes, size.count());
+      } else {
+        it->grants.push_back({now, size.count()});
+      }
+    }
     return verdict;
   }
 

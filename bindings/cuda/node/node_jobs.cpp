@@ -22,10 +22,10 @@ std::string errno_text() { return std::strerror(errno); }
 
 /// A memfd of one page, sealed so that nobody (the job holds the descriptor too) can shrink or
 /// grow it: a shrunk segment would raise SIGBUS in the node at its next read.
-int sealed_segment_fd() {
-  const int fd = ::memfd_create("tgs-job", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+int sealed_segment_fd(const char* name = "tgs-job", std::uint32_t bytes = abi::segment_bytes) {
+  const int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
-  if (::ftruncate(fd, abi::segment_bytes) != 0 ||
+  if (::ftruncate(fd, bytes) != 0 ||
       ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     ::close(fd);
     return -1;
@@ -170,11 +170,29 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   if (cls != job_class::production || listed_or_unknown(observer_.processes(j->gpu), j->pid)) enter_control(*j);
   if (memory_loop* m = gpu_memory(j->gpu)) m->add_job(j->id, cls, seg, now(), holdings);
 
+  // The GPU's page goes with the segment: writable to the production job that writes it (the
+  // first on the GPU while none does), read-only to every other job.
+  int page_fd = -1;
+  if (gpu_page_file* gp = gpu_page(j->gpu)) {
+    std::uint32_t none = 0;
+    const bool writer = cls == job_class::production &&
+                        gp->page->writer_job_id.compare_exchange_strong(none, j->id, std::memory_order_acq_rel);
+    page_fd = writer ? ::fcntl(gp->fd, F_DUPFD_CLOEXEC, 0)
+                     : ::open(fmt::format("/proc/self/fd/{}", gp->fd).c_str(), O_RDONLY | O_CLOEXEC);
+    if (page_fd < 0) {
+      log(log_level::warn, "job {}: cannot hand out GPU {}'s page ({}): no gap filling for it", j->id, j->gpu,
+          errno_text());
+      if (writer) gp->page->writer_job_id.store(0, std::memory_order_release);
+    }
+  }
+
   abi::register_reply reply;
   reply.job_id = j->id;
   reply.job_class = seg->job_class;
-  const bool sent = send_with_fd(c.fd, &reply, sizeof(reply), memfd);
+  const int fds[2] = {memfd, page_fd};
+  const bool sent = send_with_fds(c.fd, &reply, sizeof(reply), fds, page_fd >= 0 ? 2 : 1);
   ::close(memfd);
+  if (page_fd >= 0) ::close(page_fd);
   const std::uint32_t id = j->id;
   log(log_level::info, "job {} registered: pid {} uid {} {} ({}) on GPU {} ({}){}{}", id, j->pid, j->uid, to_string(cls),
       j->class_from, j->gpu, printable(j->name),
@@ -202,6 +220,12 @@ void node_server::remove_job(std::uint32_t id, const char* why) {
   job& j = *it->second;
   log(log_level::info, "job {} (pid {}, {}) left: {}", id, j.pid, to_string(j.cls), why);
   if (auto g = gpus_.find(j.gpu); g != gpus_.end() && j.in_control) g->second->remove_job(id, now());
+  // The page's writer gone, its samples no longer stand: no gap is open on them, and the next
+  // production job to register writes the page.
+  if (auto p = pages_.find(j.gpu); p != pages_.end() && p->second->page->writer_job_id.load() == id) {
+    p->second->clear_activity();
+    p->second->page->writer_job_id.store(0, std::memory_order_release);
+  }
   // Its memory no longer counts: the co-runner's limit rises (and its evicted memory returns).
   if (auto m = memory_gpus_.find(j.gpu); m != memory_gpus_.end()) m->second->remove_job(id, now());
   std::erase_if(pending_, [id](const pending_reply& p) { return p.job_id == id; });
@@ -228,6 +252,15 @@ void node_server::check_liveness() {
     if (listed_or_unknown(at->second, j->pid)) {
       log(log_level::info, "job {} (pid {}) holds a context on GPU {}: it steers the controller now", id, j->pid, j->gpu);
       enter_control(*j);
+    } else if (!j->said_unseen && clock::now() - j->since > std::chrono::seconds{10}) {
+      // A real training job holds a context within seconds; one that does not may be seen under
+      // another pid (the node outside the host's PID namespace) or not at all (some MPS setups).
+      log(log_level::warn,
+          "job {} (pid {}, production) is not listed by NVML on GPU {} after 10 s and does not steer the "
+          "controller; if the node runs in another PID namespace, or NVML does not list MPS clients here, "
+          "run it with --gpu-observer none",
+          id, j->pid, j->gpu);
+      j->said_unseen = true;
     }
   }
 }
@@ -294,10 +327,32 @@ node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) {
   return it->second.get();
 }
 
+node_server::gpu_page_file* node_server::gpu_page(std::uint32_t gpu) {
+  auto it = pages_.find(gpu);
+  if (it != pages_.end()) return it->second.get();
+  auto file = std::make_unique<gpu_page_file>();
+  file->fd = sealed_segment_fd("tgs-gpu", abi::gpu_page_bytes);
+  void* mapping = file->fd < 0 ? MAP_FAILED
+                               : ::mmap(nullptr, abi::gpu_page_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, file->fd, 0);
+  if (mapping == MAP_FAILED) {
+    log(log_level::warn, "cannot make GPU {}'s page ({}): its jobs run without gap filling", gpu, errno_text());
+    return nullptr;
+  }
+  auto* page = new (mapping) abi::gpu_page{};
+  page->magic = abi::gpu_page_magic;
+  page->abi_version = abi::version;
+  page->size_bytes = sizeof(abi::gpu_page);
+  page->gpu = gpu;
+  file->page = page;
+  return pages_.emplace(gpu, std::move(file)).first->second.get();
+}
+
 node_server::loop& node_server::gpu_loop(std::uint32_t gpu) {
   auto it = gpus_.find(gpu);
   if (it == gpus_.end()) {
     it = gpus_.emplace(gpu, std::make_unique<loop>(any_rate_controller{options_.controller}, now())).first;
+    it->second->operator_inflight_bound = options_.max_inflight_launches;
+    it->second->sample_period_us = options_.activity_sample_us;
   }
   return *it->second;
 }

@@ -92,7 +92,7 @@ struct node_options {
   /// GPUs on this node; a registration for a GPU index outside [0, gpus) is refused.
   std::uint32_t gpus = 8;
   /// The rate controller's configuration (its alternative picks the policy).
-  any_rate_controller::config controller = tgs_rate_control::config{};
+  any_rate_controller::config controller = idle_harvest::config{};
   /// The memory policy's configuration; empty: no memory policy (allocations are only counted).
   std::optional<any_memory_policy::config> memory_policy;
   /// The per-GPU memory budget the memory policy shares out (smaller than the card).
@@ -103,6 +103,9 @@ struct node_options {
   /// How many of an opportunistic job's launches may be unfinished on the GPU at once (its
   /// interposer's launch window); 0: no bound.
   std::uint32_t max_inflight_launches = 0;
+  /// How often a production job's interposer samples its GPU activity while an opportunistic job
+  /// shares its GPU, in microseconds (`--activity-sample-us`).
+  std::uint32_t activity_sample_us = abi::default_sample_period_us;
   /// How long a production allocation may wait for opportunistic memory to be evicted before
   /// the node lets it proceed anyway.
   std::chrono::milliseconds eviction_wait{5000};
@@ -147,6 +150,7 @@ class node_server {
   using clock = std::chrono::steady_clock;
   struct job;
   struct connection;
+  struct gpu_page_file;
   /// What a class socket grants every job that registers on it.
   struct grant {
     job_class cls;
@@ -223,6 +227,9 @@ class node_server {
   // node_metrics.cpp: the metrics snapshot.
   [[nodiscard]] metric_snapshot metrics_snapshot() const;
   loop& gpu_loop(std::uint32_t gpu);
+  /// The GPU's shared page, created on first use; null when it cannot be made (the GPU's jobs
+  /// then run without gap filling).
+  gpu_page_file* gpu_page(std::uint32_t gpu);
   // node_status.cpp: the status answer.
   struct job_numbers;
   [[nodiscard]] job_numbers numbers_of(const job& j, const std::vector<job_report>& reports, const memory_loop* m) const;
@@ -245,6 +252,7 @@ class node_server {
   std::map<std::uint32_t, std::unique_ptr<job>> jobs_;
   std::map<std::uint32_t, std::unique_ptr<loop>> gpus_;
   std::map<std::uint32_t, std::unique_ptr<memory_loop>> memory_gpus_;
+  std::map<std::uint32_t, std::unique_ptr<gpu_page_file>> pages_;
   std::vector<pending_reply> pending_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;

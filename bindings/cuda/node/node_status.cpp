@@ -158,6 +158,9 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["host_placed_bytes"] = seg.host_placed_bytes.load();
       line["sync_calls"] = seg.sync_calls.load();
       line["sync_wait_fraction"] = rounded(report.sync_wait_fraction, 3);
+      line["gpu_busy_fraction"] = report.gpu_busy_fraction ? json(rounded(*report.gpu_busy_fraction, 3)) : json(nullptr);
+      line["gap_fill"] = seg.gap_fill.load() != 0;
+      line["gap_launches"] = seg.gap_launches.load();
       line["max_inflight_launches"] = seg.max_inflight_launches.load();
       line["window_waits"] = seg.window_waits.load();
       line["window_wait_s"] = rounded(static_cast<double>(seg.window_wait_ns.load()) / 1e9, 3);

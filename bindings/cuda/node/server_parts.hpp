@@ -2,11 +2,12 @@
 /// @file
 /// The node server's private parts, shared by its source files (node_server.cpp: connections;
 /// node_jobs.cpp: registration and the job table; node_status.cpp: the status answer): the job
-/// and connection records, the log, and small system helpers.
+/// and connection records, the log, and small system functions.
 #pragma once
 
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -39,12 +40,35 @@ struct node_server::job {
   /// In its GPU's control loop. A production job enters once the node sees it hold a context on
   /// its GPU (with an observer), so a registration that does no GPU work steers nothing.
   bool in_control = false;
+  bool said_unseen = false;  ///< the node warned that NVML does not list it
 
   job() = default;
   job(const job&) = delete;
   job& operator=(const job&) = delete;
   ~job() {
     if (segment != nullptr) ::munmap(segment, abi::segment_bytes);
+  }
+};
+
+/// One GPU's shared page (`abi::gpu_page`): a sealed memfd the node maps read-write, and whose
+/// descriptor it sends with every registration on the GPU, read-write to the page's writer (its
+/// production job) and read-only to everyone else.
+struct node_server::gpu_page_file {
+  int fd = -1;
+  abi::gpu_page* page = nullptr;
+
+  gpu_page_file() = default;
+  gpu_page_file(const gpu_page_file&) = delete;
+  gpu_page_file& operator=(const gpu_page_file&) = delete;
+  ~gpu_page_file() {
+    if (page != nullptr) ::munmap(page, abi::gpu_page_bytes);
+    if (fd >= 0) ::close(fd);
+  }
+  /// Clears the activity line: no production job's samples stand in it any more.
+  void clear_activity() noexcept {
+    page->pending.store(0, std::memory_order_relaxed);
+    page->last_pending_ns.store(0, std::memory_order_relaxed);
+    page->sample_ns.store(0, std::memory_order_release);
   }
 };
 

@@ -21,6 +21,7 @@ struct fixed_budget {
     std::optional<std::uint64_t> budget;
     tgs::duration window = 10ms;
     tgs::duration period = 100ms;
+    std::optional<tgs::gap_fill> fill_gaps = std::nullopt;
   };
   static constexpr std::string_view name = "fixed-budget";
   explicit fixed_budget(const config& c) : cfg(c) {}
@@ -29,7 +30,9 @@ struct fixed_budget {
   tgs::rate_decision step(const tgs::rate_observation& obs) noexcept {
     last = obs;
     ++steps;
-    return {tgs::time_sliced{}, cfg.budget, cfg.window, obs.now + cfg.period};
+    tgs::rate_decision d{tgs::time_sliced{}, cfg.budget, cfg.window, obs.now + cfg.period};
+    d.fill_gaps = cfg.fill_gaps;
+    return d;
   }
   config cfg;
   tgs::rate_observation last{};
@@ -99,6 +102,50 @@ TEST(ControlLoop, ObservesTheTimeEachClassBlockedInSynchronisation) {
   EXPECT_EQ(loop.controller().last.production->sync_wait, std::optional<tgs::duration>{0ms});
 }
 
+TEST(ControlLoop, MeasuresTheProductionJobsSpeedBetweenItsSynchronisationMarks) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  cabi::write_sync_mark(*prod, 10, 1'000);  // before it was sampled: no start for a span
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  EXPECT_NE(prod->sync_mark_seq.load(), 0u);
+  ASSERT_NE(prod->sample_activity.load(), 0u) << "an opportunistic job shares the GPU: sampled";
+  cabi::write_sync_mark(*prod, 1'000, 5'000'000);  // the first mark of the sampling: a start
+  loop.run(t0 + 100ms, 0);
+  EXPECT_FALSE(loop.controller().last.production->synced_blocks);
+  cabi::write_sync_mark(*prod, 1'600, 9'000'000);
+  cabi::write_sync_mark(*prod, 3'000, 12'000'000);  // two marks in one window: the span of both
+  loop.run(t0 + 200ms, 0);
+  const tgs::rate_observation& obs = loop.controller().last;
+  EXPECT_EQ(obs.production->synced_blocks, std::optional<std::uint64_t>{2'000});
+  EXPECT_EQ(obs.production->synced_gpu_busy, std::optional<tgs::duration>{7ms});
+  loop.run(t0 + 300ms, 0);
+  EXPECT_FALSE(loop.controller().last.production->synced_blocks) << "no mark in this window";
+  EXPECT_FALSE(loop.controller().last.opportunistic->synced_blocks) << "an opportunistic job's marks are not read";
+}
+
+TEST(ControlLoop, AProductionJobsMarksSpanNoTimeItWasNotSampled) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  cabi::write_sync_mark(*prod, 100, 1'000'000);
+  loop.run(t0 + 100ms, 0);
+  loop.remove_job(2, t0 + 150ms);  // alone: no longer sampled, its busy time stops
+  EXPECT_EQ(prod->sample_activity.load(), 0u);
+  cabi::write_sync_mark(*prod, 90'000, 1'000'000);  // a sync that ended after sampling stopped
+  loop.run(t0 + 200ms, 0);
+  loop.add_job(3, tgs::job_class::opportunistic, opp.get(), t0 + 250ms);
+  cabi::write_sync_mark(*prod, 100'000, 2'000'000);  // the first mark of the new sampling
+  loop.run(t0 + 350ms, 0);  // the arrival stepped at 250 ms: the next step is due at 350 ms
+  EXPECT_FALSE(loop.controller().last.production->synced_blocks) << "not a span across the pause";
+  cabi::write_sync_mark(*prod, 100'500, 2'500'000);
+  loop.run(t0 + 450ms, 0);
+  EXPECT_EQ(loop.controller().last.production->synced_blocks, std::optional<std::uint64_t>{500});
+}
+
 TEST(ControlLoop, ReportsTheMeanDriverTimeOfTheLaunchesEachJobTimedPerRatePeriod) {
   gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
   auto prod = make_segment();
@@ -140,6 +187,27 @@ TEST(ControlLoop, RefillsTheOpportunisticAllowanceEveryBudgetWindow) {
   EXPECT_TRUE(cabi::within_allowance(120, opp->allowance.load()));
   EXPECT_GT(opp->refill_generation.load(), generation);
   EXPECT_EQ(opp->budget_blocks.load(), 100u);
+}
+
+TEST(ControlLoop, UnderGapFillingAWaitingLaunchWaitsForAGapOrABudget) {
+  gpu_control_loop<fixed_budget> loop{
+      fixed_budget{{.budget = 0, .window = 10ms, .period = 1s, .fill_gaps = tgs::gap_fill{1ms, 1}}}, t0};
+  auto prod = make_segment();
+  auto opp = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
+  ASSERT_EQ(opp->gap_fill.load(), 1u);
+  EXPECT_FALSE(launch(*opp, 40));  // blocks 0..39: no budget, no gap
+  for (int i = 1; i <= 5; ++i) {
+    loop.run(t0 + i * 10ms, 0);
+    EXPECT_FALSE(cabi::within_allowance(0, opp->allowance.load())) << "refill " << i << " let it through";
+  }
+  // It passes in a gap (its gate records where it ended), and two more launches follow there.
+  opp->gap_passed_to.store(40);
+  EXPECT_FALSE(launch(*opp, 30));  // blocks 40..69
+  loop.run(t0 + 60ms, 0);
+  EXPECT_EQ(opp->allowance.load(), 40u) << "what passed in the gap is no debt; the next launch still waits";
+  EXPECT_FALSE(cabi::within_allowance(40, opp->allowance.load()));
 }
 
 TEST(ControlLoop, SplitsTheBudgetAcrossOpportunisticJobs) {

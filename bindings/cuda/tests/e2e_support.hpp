@@ -214,10 +214,10 @@ class EndToEnd : public ::testing::Test {
     // test then runs with no node at all once the old one is gone.
     node_.reset();
     std::vector<std::string> argv{node_bin(), "--socket", socket_, "--liveness-ms", "100", "--log-level", "info"};
-    // tgs (the default policy) steps every 200 ms and profiles for 3-6 windows, so a test sees
-    // its phases within seconds; other policies have settings of their own.
+    // Unless a test names its policy, tgs, stepping every 200 ms and profiling for 3-6 windows,
+    // so a test sees its phases within seconds; other policies have settings of their own.
     if (std::find(extra.begin(), extra.end(), "--policy") == extra.end()) {
-      argv.insert(argv.end(), {"--tgs.production-window-ms", "200", "--tgs.profile-windows", "3",
+      argv.insert(argv.end(), {"--policy", "tgs", "--tgs.production-window-ms", "200", "--tgs.profile-windows", "3",
                                "--tgs.max-profile-windows", "6"});
     }
     argv.insert(argv.end(), extra.begin(), extra.end());

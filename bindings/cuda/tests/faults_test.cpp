@@ -197,10 +197,20 @@ TEST_P(BadSegment, TheJobFailsOpenInsteadOfCrashing) {
   EXPECT_NE(job.stderr_text().find("launches run unthrottled"), std::string::npos) << job.stderr_text();
 }
 
+/// A flaw's name, for the test's name and gtest's printout.
+const char* flaw_name(bad_node::flaw f) {
+  constexpr const char* names[] = {"WrongMagic", "WrongVersion", "ShortSizeField", "EmptyFile", "ShortFile",
+                                   "ShrinksLater"};
+  return names[static_cast<int>(f)];
+}
+void PrintTo(bad_node::flaw f, std::ostream* out) { *out << flaw_name(f); }
+std::string test_name(const ::testing::TestParamInfo<bad_node::flaw>& param) { return flaw_name(param.param); }
+
 INSTANTIATE_TEST_SUITE_P(Flaws, BadSegment,
                          ::testing::Values(bad_node::flaw::wrong_magic, bad_node::flaw::wrong_version,
                                            bad_node::flaw::short_size, bad_node::flaw::empty_file,
-                                           bad_node::flaw::short_file, bad_node::flaw::shrinks_later));
+                                           bad_node::flaw::short_file, bad_node::flaw::shrinks_later),
+                         test_name);
 
 // --- 3. memory accounting across a node restart --------------------------------------------------
 

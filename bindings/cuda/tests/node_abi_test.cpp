@@ -49,3 +49,55 @@ TEST(Allowance, PassedBlocksStopAtTheAllowance) {
   EXPECT_EQ(cabi::passed_blocks(100, 500), 100u);
   EXPECT_EQ(cabi::passed_blocks(800, 500), 500u);
 }
+
+TEST(SyncMark, ReadsTheLatestMarkWhole) {
+  cabi::job_segment seg{};
+  EXPECT_EQ(cabi::read_sync_mark(seg)->seq, 0u) << "no mark yet: the start of the count";
+  cabi::write_sync_mark(seg, 4'000, 9'000);
+  cabi::write_sync_mark(seg, 5'000, 11'000);
+  const auto m = cabi::read_sync_mark(seg);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->seq, 4u);
+  EXPECT_EQ(m->blocks, 5'000u);
+  EXPECT_EQ(m->busy_ns, 11'000u);
+}
+
+TEST(SyncMark, AMarkBeingWrittenIsNeitherReadNorOverwritten) {
+  cabi::job_segment seg{};
+  cabi::write_sync_mark(seg, 1, 2);
+  seg.sync_mark_seq.store(3);  // another thread mid-mark (or one that died there)
+  EXPECT_FALSE(cabi::read_sync_mark(seg));
+  cabi::write_sync_mark(seg, 7, 8);
+  EXPECT_EQ(seg.sync_mark_seq.load(), 3u) << "the writer already at work keeps its mark";
+  EXPECT_EQ(seg.sync_mark_blocks.load(), 1u);
+}
+
+TEST(GapFillAllowance, AWaitingLaunchIsNotTakenForOneThatPassed) {
+  // 500 blocks passed through the allowance, a 100-block launch waits (its blocks are counted).
+  const std::uint64_t used = 600;
+  const std::uint64_t a = cabi::gap_fill_allowance(/*allowance=*/500, used, /*gap_passed_to=*/0, /*budget=*/0);
+  EXPECT_EQ(a, 500u);
+  EXPECT_FALSE(cabi::within_allowance(500, a)) << "a zero budget keeps the waiting launch waiting";
+  EXPECT_TRUE(cabi::within_allowance(500, cabi::gap_fill_allowance(500, used, 0, 1)));
+}
+
+TEST(GapFillAllowance, WhatPassedInGapsIsNoDebt) {
+  // The allowance stopped at 500; launches to 900 passed in gaps; one from 900 waits.
+  EXPECT_EQ(cabi::gap_fill_allowance(500, 1'000, 900, 0), 900u);
+  EXPECT_EQ(cabi::gap_fill_allowance(500, 1'000, 900, 250), 1'150u);
+  EXPECT_EQ(cabi::passed_position(1'000, 500, 900), 900u);
+}
+
+TEST(GapFillAllowance, AGapPositionOutsideWhatWasLaunchedIsIgnored) {
+  // The job writes gap_passed_to: beyond its launches, or behind what passed, it counts for nothing.
+  EXPECT_EQ(cabi::gap_fill_allowance(500, 1'000, 5'000'000, 0), 500u);
+  EXPECT_EQ(cabi::gap_fill_allowance(500, 1'000, 100, 0), 500u);
+  EXPECT_EQ(cabi::gap_fill_allowance(2'000, 1'000, 900, 10), 1'010u) << "all passed: start from what was used";
+}
+
+TEST(GapFillAllowance, WorksAcrossTheWrapOfTheBlockSpace) {
+  const std::uint64_t near_end = cabi::block_mask - 99;  // 100 blocks before the wrap
+  const std::uint64_t used = 400;                         // 500 blocks later, past the wrap
+  const std::uint64_t gap_to = 300;
+  EXPECT_EQ(cabi::gap_fill_allowance(near_end, used, gap_to, 50), 350u);
+}

@@ -73,6 +73,14 @@ struct job_activity {
   /// its model. Blocks per such second is the job's GPU-side speed, which the job's host side
   /// does not move and an opportunistic kernel it waits for does (`idle_harvest`).
   std::optional<duration> gpu_busy{};
+  /// The same speed's two parts measured between the job's synchronisations instead of over the
+  /// window: the blocks it had launched before one synchronisation and not before an earlier one
+  /// (all complete when the later one returned), and its GPU busy time between the two. Empty
+  /// when the job did not synchronise in the window. A job launches an iteration's kernels in a
+  /// burst, so the blocks launched in a fixed window move by an iteration with where the bursts
+  /// fall; between synchronisations they are whole iterations.
+  std::optional<std::uint64_t> synced_blocks{};
+  std::optional<duration> synced_gpu_busy{};
 };
 
 /// Everything a rate controller may look at when it is stepped.

@@ -49,7 +49,11 @@ enum class harvest_phase : std::uint8_t {
 /// *GPU-side speed* instead: thread blocks per second of the time it had unfinished work on the
 /// GPU (`job_activity::gpu_busy`, which the production job's interposer samples by querying its
 /// streams). A slower host side launches fewer blocks but keeps the GPU just as busy per block;
-/// an opportunistic kernel the production job has to wait for makes each block take longer.
+/// an opportunistic kernel the production job has to wait for makes each block take longer. The
+/// blocks are counted between the production job's synchronisations where it makes any
+/// (`job_activity::synced_blocks`): a training job launches each iteration in a burst, so a
+/// fixed window's count moves by one iteration in the ten or twenty a window holds (±5–10% on an
+/// H100), more than the slowdown the controller must see.
 ///
 /// **Mechanism** (`rate_decision::fill_gaps`, carried out by the interposers): an opportunistic
 /// launch passes while the production job has had no unfinished GPU work for `holdoff`, with at
@@ -60,7 +64,7 @@ enum class harvest_phase : std::uint8_t {
 /// **Control**, once per `period` while both classes are present:
 /// 1. *Reference.* On an arrival the opportunistic job is held for `reference_windows` active
 ///    windows (after one that lets its queued work drain) and the production job's GPU-side
-///    speed S0 is measured. Windows in which the production job is idle do not count; the
+///    speed S0 is their median. Windows in which the production job is idle do not count; the
 ///    opportunistic job runs freely in them.
 /// 2. *Harvest.* Each active window gives a speed S (smoothed by `smoothing`). A slowdown
 ///    1 − S/S0 above `target_slowdown` tightens, first the share beside busy periods (halved,
@@ -68,10 +72,12 @@ enum class harvest_phase : std::uint8_t {
 ///    below half the target loosens in the opposite order, the share growing ×1.5 up to
 ///    `cap_demand_multiple` times what the opportunistic job launches. So the share grows in
 ///    proportion to demand within seconds and backs off within one window.
-/// 3. *Refresh.* Every `refresh_every_windows` windows the opportunistic job is held again for
-///    two windows and S0 measured anew; a speed above S0 also raises S0 at once. A production
-///    job's GPU-side speed can drift (another phase of training, clocks), and a stale S0 would
-///    read the drift as contention.
+/// 3. *Refresh.* Every `refresh_every_windows` windows the opportunistic job is held again and
+///    S0 measured anew, and a smoothed speed above S0 by more than the target for
+///    `reference_windows` windows in a row becomes S0. A production job's GPU-side speed can
+///    drift (another phase of training, clocks), and a stale S0 would read the drift as
+///    contention. One fast window does not raise S0: S0 would climb to the top of the
+///    window-to-window spread, and every ordinary window would then read as a slowdown.
 ///
 /// Without a GPU-side signal (`gpu_busy` empty: an interposer too old to sample it) the gate
 /// stays at its initial setting and no share is granted beside busy periods: gap filling alone,
@@ -90,8 +96,9 @@ class idle_harvest {
     /// of a typical training job (so the kernel mix of a window is representative) and lets a
     /// tightening act within one window of a slowdown.
     duration period = std::chrono::milliseconds{500};
-    /// Active windows the reference speed S0 is measured over (after one discarded window).
-    int reference_windows = 2;
+    /// Active windows the reference speed S0 is measured over (after one discarded window). Our
+    /// choice: 3, the fewest whose median ignores one outlying window.
+    int reference_windows = 3;
     /// The production job's largest tolerated loss of GPU-side speed. Our choice: 3%, so that
     /// with the interposer's cost and run-to-run spread the job stays at or above 0.95 of alone.
     double target_slowdown = 0.03;
@@ -196,8 +203,13 @@ class idle_harvest {
       return decision();
     }
     speed_ = speed_ > 0.0 ? cfg_.smoothing * speed_ + (1.0 - cfg_.smoothing) * *speed : *speed;
-    if (speed_ > reference_speed_) reference_speed_ = speed_;  // the reference was low
     const double slowdown = 1.0 - speed_ / reference_speed_;
+    // A reference that was low: the production job is faster than S0 window after window.
+    faster_windows_ = slowdown < -cfg_.target_slowdown ? faster_windows_ + 1 : 0;
+    if (faster_windows_ >= cfg_.reference_windows) {
+      reference_speed_ = speed_;
+      faster_windows_ = 0;
+    }
     if (slowdown > cfg_.target_slowdown) {
       tighten();
     } else if (slowdown < 0.5 * cfg_.target_slowdown) {
@@ -234,6 +246,8 @@ class idle_harvest {
     if (reference_speed_ > 0.0) r.add("reference_blocks_per_busy_s", reference_speed_);
     if (speed_ > 0.0) r.add("blocks_per_busy_s", speed_);
     if (reference_speed_ > 0.0 && speed_ > 0.0) r.add("slowdown", 1.0 - speed_ / reference_speed_);
+    if (window_speed_ > 0.0) r.add("window_blocks_per_busy_s", window_speed_);
+    if (busy_fraction_ >= 0.0) r.add("production_busy_fraction", busy_fraction_);
     r.add("holdoff_us", std::chrono::duration<double, std::micro>(holdoff_).count());
     r.add("max_inflight", static_cast<std::int64_t>(inflight_));
     r.add("budget_blocks", static_cast<std::int64_t>(budget_));
@@ -276,18 +290,28 @@ class idle_harvest {
 
   /// Blocks per busy second over the window, or empty when the window says nothing about the
   /// production job's speed (no GPU-side signal, or too little GPU work in it).
-  [[nodiscard]] std::optional<double> speed_of(const job_activity& a, duration window) const noexcept {
-    if (!a.gpu_busy || a.blocks_launched == 0) return std::nullopt;
+  [[nodiscard]] std::optional<double> speed_of(const job_activity& a, duration window) noexcept {
+    window_speed_ = 0.0;
+    busy_fraction_ = -1.0;
+    if (!a.gpu_busy) return std::nullopt;
     const double busy = to_seconds(std::clamp(*a.gpu_busy, duration::zero(), window));
-    if (busy < cfg_.min_busy_fraction * to_seconds(window) || busy <= 0.0) return std::nullopt;
-    return static_cast<double>(a.blocks_launched) / busy;
+    busy_fraction_ = busy / to_seconds(window);
+    if (a.blocks_launched == 0 || busy < cfg_.min_busy_fraction * to_seconds(window) || busy <= 0.0) {
+      return std::nullopt;
+    }
+    if (a.synced_blocks && a.synced_gpu_busy && *a.synced_blocks > 0 && *a.synced_gpu_busy > duration::zero()) {
+      window_speed_ = static_cast<double>(*a.synced_blocks) / to_seconds(*a.synced_gpu_busy);
+    } else {
+      window_speed_ = static_cast<double>(a.blocks_launched) / busy;
+    }
+    return window_speed_;
   }
 
   void start_reference(instant now) noexcept {
     stage_ = stage::reference;
     reference_seen_ = 0;
-    reference_blocks_ = 0.0;
-    reference_busy_ = 0.0;
+    reference_count_ = 0;
+    faster_windows_ = 0;
     since_refresh_ = 0;
     next_revisit_ = rate_detail::later(now, cfg_.period);
   }
@@ -297,10 +321,14 @@ class idle_harvest {
   void reference_window(std::optional<double> speed) noexcept {
     if (!speed) return;
     if (++reference_seen_ == 1) return;
-    reference_blocks_ += *speed;
-    reference_busy_ += 1.0;
-    if (reference_seen_ <= cfg_.reference_windows) return;
-    const double measured = reference_blocks_ / reference_busy_;
+    reference_speeds_[static_cast<std::size_t>(reference_count_++)] = *speed;
+    if (reference_count_ < cfg_.reference_windows) return;
+    const auto first = reference_speeds_.begin();
+    const auto last = first + reference_count_;
+    const auto middle = first + reference_count_ / 2;
+    std::nth_element(first, middle, last);
+    double measured = *middle;
+    if (reference_count_ % 2 == 0) measured = 0.5 * (measured + *std::max_element(first, middle));
     reference_speed_ = measured;
     speed_ = measured;
     stage_ = stage::harvesting;
@@ -363,8 +391,11 @@ class idle_harvest {
   double demand_ = 0.0;  // blocks the opportunistic job launched per budget window, latest window
   bool gpu_signal_ = true;
   int reference_seen_ = 0;
-  double reference_blocks_ = 0.0;  // the sum of the reference windows' speeds
-  double reference_busy_ = 0.0;    // their count
+  int reference_count_ = 0;                     // reference windows measured so far
+  std::array<double, 100> reference_speeds_{};  // their speeds (reference_windows <= 100)
+  int faster_windows_ = 0;                      // windows in a row faster than S0 beyond the target
+  double window_speed_ = 0.0;                   // the latest window's speed (0: none)
+  double busy_fraction_ = -1.0;                 // the production job's busy share of it (< 0: none)
   std::int64_t since_refresh_ = 0;
   instant next_revisit_ = never;
 };

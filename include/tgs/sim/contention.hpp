@@ -1,23 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// The GPU-pair contention model: given two jobs on one GPU, how they share its SMs and memory,
-/// and any rate cap, the throughput of each relative to running alone.
+/// The GPU-pair model: given two jobs' standalone profiles on one GPU, how the GPU's mechanism
+/// (time slicing, MPS, MIG, unified memory) shares it, and any rate cap, the throughput of each
+/// relative to running alone. No parameter belongs to a pair or to a job: a job is its profile,
+/// the GPU is its `gpu_contention` (docs/simulator/contention-model.md).
 ///
-/// The model (docs/simulator/contention-model.md) splits a job's standalone iteration into a GPU
-/// phase (busy fraction b) and the rest (1 - b). Sharing stretches the GPU phase by
-///   s_i = base_i + sensitivity_i * b_j^aggressor_exponent * occupancy_j^occupancy_exponent
-/// where occupancy_j = b_j * s_j * x_j is the share of wall time the co-runner's kernels hold the
-/// GPU, and base_i is 1 on the whole GPU or 1 + slice_sensitivity_i * (1/f - 1) on a fraction f
-/// of the SMs. Memory adds `extra` standalone iterations (thrashing, or pages streamed over the
-/// host link). The relative throughput is x_i = 1 / ((1 - b_i) + b_i s_i + extra_i + overhead_i),
-/// capped by a launch budget. The coupled equations are solved by damped fixed-point iteration.
-/// The interference stretch is bounded by the largest the fitted data implies for the model, and
-/// on shared SMs the pair's kernel work is bounded by the GPU's (work conservation).
+/// A job with busy fraction b needs b of the GPU's time per unit of its throughput: its kernels
+/// run while its host side prepares the next ones, so a job that gets less GPU time than it
+/// needs slows in proportion, and one that gets its need keeps its speed.
+///
+/// - **Time slicing** divides the GPU's time max-min fairly between the jobs' demands: a job that
+///   needs less than half gets what it needs, the other the rest; two that need more get half
+///   each. Each unit of GPU time a co-runner takes also costs a job `switch_loss` of its own
+///   (context switches, refilled caches).
+/// - **MPS** runs both jobs' kernels side by side with more room in all (`mps_capacity`); the
+///   opportunistic job keeps at least its thread share of what it needs, and the production job
+///   the rest; `mps_switch_loss` plays the part of the switch loss.
+/// - **MIG** gives each job its slice: no interaction, the slice's fewer SMs stretch its GPU time
+///   by 1 + slice_sensitivity x (1/f - 1).
+/// - **Memory** adds to a job's iteration, and to its GPU time (its kernels wait on the pages):
+///   pages streamed over the host link, or thrashing in oversubscribed shared unified memory.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "tgs/sim/profiles.hpp"
 
@@ -26,14 +35,15 @@ namespace tgs::sim {
 /// One side of a GPU pair at an instant.
 struct pair_side {
   const model_profile* profile = nullptr;  ///< null: no job on this side
-  const model_contention* params = nullptr;
   bool running = false;                     ///< present, not paused, allowed to run
   double sm_fraction = 1.0;                 ///< share of the SMs it may use (MIG slice, MPS threads)
-  double memory_extra = 0;                  ///< extra time per iteration from memory, in iterations
-  /// Extra time per iteration its kernels wait on the GPU for another job's unfinished launches
-  /// (gap filling), in standalone iterations: GPU busy time, unlike `overhead`.
+  /// Extra time per iteration from memory, in standalone iterations; the job's kernels hold the
+  /// GPU while they wait on the pages, so it is GPU time as well.
+  double memory_extra = 0;
+  /// Extra GPU time per iteration its kernels wait for another job's unfinished launches (gap
+  /// filling), in standalone iterations.
   double gpu_wait = 0;
-  double overhead = 0;                      ///< interposer overhead fraction
+  double overhead = 0;                      ///< interposer overhead fraction (host time)
   std::optional<double> max_blocks_per_second{};  ///< launch budget; empty: unthrottled
 };
 
@@ -41,91 +51,104 @@ struct pair_side {
 struct pair_rates {
   double production = 0;     ///< throughput relative to alone
   double opportunistic = 0;  ///< throughput relative to alone
-  double production_occupancy = 0;     ///< share of wall time its kernels hold the GPU
-  double opportunistic_occupancy = 0;  ///< share of wall time its kernels hold the GPU
+  /// Share of wall time the job has unfinished work on the GPU (running or waiting for it): what
+  /// an interposer that samples the job's streams reports as `job_activity::gpu_busy`.
+  double production_occupancy = 0;
+  double opportunistic_occupancy = 0;
+  /// Share of the GPU's time each job's kernels run.
+  double production_share = 0;
+  double opportunistic_share = 0;
 };
 
 namespace detail {
-inline double aggressor_weight(double busy, double exponent) noexcept {
-  return std::pow(std::clamp(busy, 0.0, 1.0), exponent);
-}
 
-inline double slice_base(const pair_side& side, compute_mode mode) noexcept {
-  const double f = std::clamp(side.sm_fraction, 1e-6, 1.0);
-  return 1.0 + side.params->slice_sensitivity[static_cast<std::size_t>(mode)] * (1.0 / f - 1.0);
-}
+/// What one side needs of the GPU, from its profile.
+struct side_need {
+  bool on = false;
+  double gpu_time = 0;  ///< GPU time per unit of throughput (standalone iterations)
+  double best = 0;      ///< throughput it reaches with all the GPU time it needs (caps included)
+  [[nodiscard]] double demand() const noexcept { return best * gpu_time; }
+};
 
-/// Throughput of `self` given the co-runner's weighted occupancy, and its own occupancy.
-inline std::pair<double, double> side_rate(const pair_side& self, compute_mode mode,
-                                           double co_runner_pressure) noexcept {
-  const double b = self.profile->busy_fraction;
-  const auto m = static_cast<std::size_t>(mode);
-  // Additive, as fitted: a slice's own slowdown and the co-runner's interference add up.
-  const double stretch =
-      slice_base(self, mode) +
-      std::min(self.params->sensitivity[m] * co_runner_pressure, self.params->max_interference[m]);
-  const double gpu_time = b * stretch + self.gpu_wait;
-  const double per_iteration = (1.0 - b) + gpu_time + self.memory_extra + self.overhead;
-  double x = 1.0 / per_iteration;
-  if (self.max_blocks_per_second) {
-    const double cap = *self.max_blocks_per_second / self.profile->blocks_per_second();
-    x = std::min(x, std::max(cap, 0.0));
+inline side_need need_of(const pair_side& s) noexcept {
+  side_need n;
+  if (s.profile == nullptr || !s.running) return n;
+  n.on = true;
+  const double b = std::clamp(s.profile->busy_fraction, 1e-6, 1.0);
+  const double f = std::clamp(s.sm_fraction, 1e-6, 1.0);
+  const double stretch = 1.0 + std::max(0.0, s.profile->slice_sensitivity) * (1.0 / f - 1.0);
+  n.gpu_time = b * stretch + s.memory_extra + s.gpu_wait;
+  // A slice's slowdown, memory stalls and host-side overhead lengthen the iteration itself.
+  n.best = 1.0 / ((1.0 - b) + n.gpu_time + s.overhead);
+  if (s.max_blocks_per_second) {
+    const double cap = *s.max_blocks_per_second / std::max(s.profile->blocks_per_second(), 1e-9);
+    n.best = std::min(n.best, std::max(cap, 0.0));
   }
-  return {x, gpu_time * x};
+  return n;
 }
+
+/// Max-min fair shares of a capacity between two demands.
+inline std::pair<double, double> fair_shares(double a, double b, double capacity) noexcept {
+  if (a + b <= capacity) return {a, b};
+  const double half = 0.5 * capacity;
+  if (a <= half) return {a, capacity - a};
+  if (b <= half) return {capacity - b, b};
+  return {half, half};
+}
+
 }  // namespace detail
 
-/// Solves the pair model. A side that is absent or not running has throughput 0 and exerts no
-/// pressure. Deterministic; allocation-free.
+/// Solves the pair model. A side that is absent or not running has throughput 0 and takes no GPU
+/// time. Deterministic; allocation-free.
 ///
 /// ```cpp
-/// auto r = tgs::sim::solve_pair(tgs::sim::compute_mode::time_slicing, gpu_params, prod, opp);
+/// auto r = tgs::sim::solve_pair(tgs::sim::compute_mode::time_slicing, gpu.contention, prod, opp);
 /// ```
 [[nodiscard]] inline pair_rates solve_pair(compute_mode mode, const gpu_contention& gpu,
                                            const pair_side& production,
                                            const pair_side& opportunistic) noexcept {
-  const bool p_on = production.running && production.profile != nullptr;
-  const bool o_on = opportunistic.running && opportunistic.profile != nullptr;
-  const double exponent = gpu.aggressor_exponent[static_cast<std::size_t>(mode)];
-  const double occupancy_exponent = gpu.occupancy_exponent[static_cast<std::size_t>(mode)];
-  pair_rates r;
-  double occ_p = 0;
-  double occ_o = 0;
-  // Damped fixed-point iteration: each side's rate falls as the other's occupancy rises, so the
-  // map is monotone and damping by 1/2 converges; 200 rounds reach 1e-12 for every profile seen.
-  for (int round = 0; round < 200; ++round) {
-    const double pressure_on_p =
-        o_on ? detail::aggressor_weight(opportunistic.profile->busy_fraction, exponent) *
-                   std::pow(occ_o, occupancy_exponent)
-             : 0;
-    const double pressure_on_o =
-        p_on ? detail::aggressor_weight(production.profile->busy_fraction, exponent) *
-                   std::pow(occ_p, occupancy_exponent)
-             : 0;
-    auto [xp, op] = p_on ? detail::side_rate(production, mode, pressure_on_p)
-                         : std::pair<double, double>{0, 0};
-    auto [xo, oo] = o_on ? detail::side_rate(opportunistic, mode, pressure_on_o)
-                         : std::pair<double, double>{0, 0};
-    const double next_p = round == 0 ? op : 0.5 * (occ_p + op);
-    const double next_o = round == 0 ? oo : 0.5 * (occ_o + oo);
-    const bool settled = std::abs(next_p - occ_p) < 1e-13 && std::abs(next_o - occ_o) < 1e-13;
-    occ_p = next_p;
-    occ_o = next_o;
-    r = {xp, xo, op, oo};
-    if (settled && round > 0) break;
-  }
-  // Work conservation: sharing one set of SMs (time slicing, MPS), the two jobs together cannot
-  // do more kernel work per second than one job keeping the GPU fully busy.
-  if (mode != compute_mode::mig && p_on && o_on) {
-    const double work = production.profile->busy_fraction * r.production +
-                        opportunistic.profile->busy_fraction * r.opportunistic;
-    const double limit = gpu.max_pair_work[static_cast<std::size_t>(mode)];
-    if (work > limit) {
-      const double scale = limit / work;
-      r = {r.production * scale, r.opportunistic * scale, r.production_occupancy * scale,
-           r.opportunistic_occupancy * scale};
+  const detail::side_need p = detail::need_of(production);
+  const detail::side_need o = detail::need_of(opportunistic);
+  double sp = p.on ? p.demand() : 0.0;
+  double so = o.on ? o.demand() : 0.0;
+  double loss = 0;
+  if (p.on && o.on) {
+    switch (mode) {
+      case compute_mode::time_slicing:
+        std::tie(sp, so) = detail::fair_shares(sp, so, 1.0);
+        loss = gpu.switch_loss;
+        break;
+      case compute_mode::mps: {
+        // The thread cap keeps the opportunistic job's kernels on a fraction of the SMs: it keeps
+        // that fraction of what it needs whatever the production job does, and more only where
+        // the production job leaves room.
+        const double floor = std::clamp(opportunistic.sm_fraction, 0.0, 1.0) * so;
+        so = std::min(so, std::max(floor, gpu.mps_capacity - sp));
+        sp = std::min(sp, gpu.mps_capacity - so);
+        loss = gpu.mps_switch_loss;
+        break;
+      }
+      case compute_mode::mig:
+        break;  // separate slices: nothing shared
     }
   }
+  pair_rates r;
+  // Two jobs collide where both want the GPU at once: in proportion to the co-runner's share and
+  // to the job's own busy fraction (a job with idle gaps leaves room the co-runner takes freely).
+  auto rate = [loss](const detail::side_need& n, double share, double other) {
+    if (!n.on) return 0.0;
+    return std::min(n.best, share / n.gpu_time) / (1.0 + loss * other * std::min(1.0, n.gpu_time));
+  };
+  r.production = rate(p, sp, so);
+  r.opportunistic = rate(o, so, sp);
+  r.production_share = p.on ? r.production * p.gpu_time : 0.0;
+  r.opportunistic_share = o.on ? r.opportunistic * o.gpu_time : 0.0;
+  // A job waiting for the GPU still has work on it: its pending time stretches with the
+  // co-runner's share (time slicing and MPS), and cannot pass the wall time.
+  const double wait = mode == compute_mode::mig ? 0.0 : 1.0;
+  r.production_occupancy = std::min(1.0, r.production_share * (1.0 + wait * r.opportunistic_share));
+  r.opportunistic_occupancy =
+      std::min(1.0, r.opportunistic_share * (1.0 + wait * r.production_share));
   return r;
 }
 
@@ -140,12 +163,13 @@ struct gap_effect {
 
 /// Gap filling under time slicing: the opportunistic job may launch once the production job has
 /// been idle for `holdoff`, with at most `max_inflight` launches unfinished. The production job
-/// holds the GPU `production_occupancy` of the time; its idle time comes in exponentially
-/// distributed gaps of mean g (`gpu_contention::gaps_per_iteration`), so the share of idle time
-/// past the holdoff is exp(-holdoff / g). The opportunistic job needs b_o of its own time on the
-/// GPU per unit of throughput. Each gap it entered ends with the production job waiting for its
-/// unfinished launches (`gap_kernel_wait_s` each, the last one half done on average), of which
-/// `gap_exposure` reaches the production job's iteration.
+/// has work on the GPU `production_occupancy` of the time; its idle time comes in exponentially
+/// distributed gaps whose mean is its profile's (`model_profile::gap_seconds`), so the share of
+/// idle time past the holdoff is exp(-holdoff / gap). The opportunistic job needs b_o of its own
+/// time on the GPU per unit of throughput. Each gap it entered ends with the production job
+/// waiting for its unfinished launches: the last one half done on average, the others whole, a
+/// kernel as long as the opportunistic job's mean kernel, plus a context switch; `gap_exposure`
+/// of that wait reaches the production job's iteration.
 [[nodiscard]] inline gap_effect gap_fill_effect(const gpu_contention& gpu, const pair_side& production,
                                                 const pair_side& opportunistic,
                                                 double production_occupancy, duration holdoff,
@@ -157,18 +181,17 @@ struct gap_effect {
     e.opportunistic = 1.0;  // the whole GPU is one long gap
     return e;
   }
-  const double bp = production.profile->busy_fraction;
   const double idle = std::clamp(1.0 - production_occupancy, 0.0, 1.0);
-  const double iteration_s = to_seconds(production.profile->iteration_time);
-  const double gap_s =
-      std::max((1.0 - bp) * iteration_s / std::max(gpu.gaps_per_iteration, 1e-9), 1e-9);
+  const double gap_s = std::max(production.profile->gap_seconds(), 1e-9);
   const double usable = idle * std::exp(-to_seconds(holdoff) / gap_s);
   e.opportunistic = std::min(1.0, usable / bo);
   // Gaps entered per second: the idle time used, over a gap's mean length past the holdoff
   // (memoryless: a gap that outlasted the holdoff lasts g more on average).
   const double used = e.opportunistic * bo;
   const double entered_per_s = used / gap_s;
-  const double wait_s = gpu.gap_kernel_wait_s * (static_cast<double>(std::max<std::uint32_t>(max_inflight, 1)) - 0.5);
+  const double inflight = static_cast<double>(std::max<std::uint32_t>(max_inflight, 1));
+  const double wait_s =
+      opportunistic.profile->kernel_seconds() * (inflight - 0.5) + gpu.context_switch_s;
   // Seconds of delay per second of production wall time, as standalone iterations per iteration.
   e.production_wait = gpu.gap_exposure * entered_per_s * wait_s;
   return e;
@@ -194,25 +217,26 @@ struct memory_effect {
 
 /// Memory placement as a memory policy's decision implies it.
 enum class memory_placement : std::uint8_t {
-  /// Production pinned; the opportunistic job keeps at most `resident_limit` on the GPU and
-  /// streams the rest of its hot set over the host link every iteration (TGS §5).
+  /// Production pinned; the opportunistic job keeps at most `resident_limit` on the GPU, and the
+  /// share of its hot set that lies in the rest of its footprint crosses the host link every
+  /// iteration (TGS §5: evicted pages are read where they are, not migrated back).
   production_pinned,
   /// Both jobs' pages compete in unified memory; under oversubscription both thrash.
   shared_unified,
 };
 
-/// Memory model: the extra time oversubscription costs each side (see the file comment).
-/// `production_fraction`/`opportunistic_fraction` are the jobs' memory shares under MIG (their
-/// slices' memory); 1 otherwise, where the jobs share `capacity`.
+/// Memory model: the extra time memory costs each side (see the file comment). Under MIG each
+/// job's memory is its slice's share of `capacity`; otherwise the jobs share `capacity`.
 [[nodiscard]] inline memory_effect memory_cost(compute_mode mode, memory_placement placement,
                                                bytes capacity, double link_gbps,
+                                               const gpu_contention& gpu,
                                                const pair_side& production,
                                                const pair_side& opportunistic,
                                                bytes opportunistic_resident_limit) noexcept {
   memory_effect e;
   const bool p_on = production.profile != nullptr;
   const bool o_on = opportunistic.profile != nullptr;
-  const auto m = static_cast<std::size_t>(mode);
+  const double tau = gpu.thrash[static_cast<std::size_t>(mode)];
   const double cap = static_cast<double>(capacity.count());
   if (cap <= 0) return e;
   if (mode == compute_mode::mig) {
@@ -221,7 +245,7 @@ enum class memory_placement : std::uint8_t {
       const double slice_cap = cap * s.sm_fraction;
       const double over =
           std::max(0.0, static_cast<double>(s.profile->footprint.count()) - slice_cap) / slice_cap;
-      return s.params->thrash[m] * thrash_pressure(over);
+      return tau * thrash_pressure(over);
     };
     if (p_on) e.production_extra = own(production);
     if (o_on) e.opportunistic_extra = own(opportunistic);
@@ -230,19 +254,23 @@ enum class memory_placement : std::uint8_t {
   if (placement == memory_placement::production_pinned) {
     if (!o_on) return e;
     const bytes room = p_on ? capacity - production.profile->footprint : capacity;
-    const bytes resident =
-        std::min({opportunistic.profile->footprint, room, opportunistic_resident_limit});
+    const bytes footprint = opportunistic.profile->footprint;
+    const bytes resident = std::min({footprint, room, opportunistic_resident_limit});
     e.opportunistic_resident = resident;
-    const bytes streamed = opportunistic.profile->hot_set - resident;
-    const double seconds = static_cast<double>(streamed.count()) / (link_gbps * 1e9);
+    const double away = footprint.count() > 0
+                            ? static_cast<double>((footprint - resident).count()) /
+                                  static_cast<double>(footprint.count())
+                            : 0.0;
+    const double seconds =
+        static_cast<double>(opportunistic.profile->hot_set.count()) * away / (link_gbps * 1e9);
     e.opportunistic_extra = seconds / to_seconds(opportunistic.profile->iteration_time);
     return e;
   }
   const double total = (p_on ? static_cast<double>(production.profile->footprint.count()) : 0) +
                        (o_on ? static_cast<double>(opportunistic.profile->footprint.count()) : 0);
   const double pressure = thrash_pressure(std::max(0.0, total - cap) / cap);
-  if (p_on) e.production_extra = production.params->thrash[m] * pressure;
-  if (o_on) e.opportunistic_extra = opportunistic.params->thrash[m] * pressure;
+  if (p_on) e.production_extra = tau * pressure;
+  if (o_on) e.opportunistic_extra = tau * pressure;
   return e;
 }
 

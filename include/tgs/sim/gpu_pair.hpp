@@ -26,7 +26,6 @@ namespace tgs::sim {
 /// A job of a pair run.
 struct pair_job {
   const model_profile* profile = nullptr;  ///< null: no job of this class
-  const model_contention* params = nullptr;
   instant arrival = epoch;
   /// Work in standalone iterations; empty: the job runs until the end of the run.
   std::optional<double> iterations{};
@@ -38,16 +37,18 @@ struct pair_job {
 struct pair_spec {
   pair_job production;
   pair_job opportunistic;
+  /// The GPU type, with its mechanism parameters (`gpu_profile::contention`).
   gpu_profile gpu;
-  gpu_contention gpu_params;
   /// The memory budget the memory policy enforces (the card's memory unless configured lower).
   bytes memory_budget{};
-  /// Whether the jobs run under tgs's interposer (they pay its per-model overhead).
+  /// Whether the jobs run under tgs's interposer (they pay the GPU type's interposer overhead).
   bool interposed = false;
-  /// Relative standard deviation of the launch counts a controller observes per step (real jobs
-  /// launch unevenly from window to window). Off by default: the paper's cells are steady-state
-  /// means, and the fit is done without it; studies of the controller's robustness turn it on.
-  double observation_noise = 0;
+  /// Relative standard deviation of the launch counts a controller observes per step, for both
+  /// jobs. Empty (the default): each job's own host jitter (`model_profile::jitter`, its 1 s
+  /// launch rate's spread alone), as a real controller sees it. Host jitter is not white noise
+  /// (a host-bound job's 4 s windows move as much as its 1 s ones,
+  /// docs/results/host-interference.md), so it is applied at every window length as measured.
+  std::optional<double> observation_noise{};
   /// Seed of the observation noise: a run is a pure function of its spec.
   std::uint64_t seed = 1;
   /// Fraction by which the production job's standalone speed falls, linearly from the start of
@@ -173,6 +174,7 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
   bytes opp_resident{};
   instant opp_stalled_until = epoch;
   std::mt19937_64 rng(spec.seed);
+  const gpu_contention& contention = spec.gpu.contention;
   constexpr duration drift_step = std::chrono::seconds{1};
 
   auto observe_memory = [&](std::optional<allocation_request> request) {
@@ -231,7 +233,8 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
         // it: a window with fewer launches also keeps the GPU busy for less time.
         // A job cannot keep the GPU busy for longer than the window, so its launches cannot
         // rise past what that allows either.
-        double jitter = std::max(0.0, 1.0 + spec.observation_noise * detail::standard_normal(rng));
+        const double sd = spec.observation_noise.value_or(s.job->profile->jitter);
+        double jitter = std::max(0.0, 1.0 + sd * detail::standard_normal(rng));
         if (s.window_busy > 0) jitter = std::min(jitter, window_s / s.window_busy);
         job_activity a{.blocks_launched =
                            static_cast<std::uint64_t>(s.window_blocks * jitter + 0.5)};
@@ -257,11 +260,11 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
     const compute_mode mode = detail::mode_of(decision.share);
     const auto* turn = std::get_if<exclusive_turn>(&decision.share);
     auto side = [&](const side_state& s) {
-      pair_side p{.profile = s.present ? s.job->profile : nullptr, .params = s.job->params};
+      pair_side p{.profile = s.present ? s.job->profile : nullptr};
       p.running = s.present && !detail::idle_at(*s.job, now) &&
                   (turn == nullptr || turn->holder == s.cls);
       p.sm_fraction = detail::sm_fraction(decision.share, s.cls);
-      p.overhead = spec.interposed && s.present ? s.job->params->interposer_overhead : 0;
+      p.overhead = spec.interposed && s.present ? contention.interposer_overhead : 0;
       return p;
     };
     pair_side ps = side(prod);
@@ -274,23 +277,25 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
     const memory_placement placement = mem.production_pinned ? memory_placement::production_pinned
                                                              : memory_placement::shared_unified;
     const memory_effect me = memory_cost(mode, placement, spec.memory_budget,
-                                         spec.gpu.host_link_gbps, ps, os,
+                                         spec.gpu.host_link_gbps, contention, ps, os,
                                          mem.opportunistic_resident_limit);
     ps.memory_extra = me.production_extra;
     os.memory_extra = me.opportunistic_extra;
-    pair_rates rates = solve_pair(mode, spec.gpu_params, ps, os);
+    pair_rates rates = solve_pair(mode, contention, ps, os);
     if (decision.fill_gaps && mode == compute_mode::time_slicing && opp.present && os.running) {
       // The budget bounds the share beside busy periods (solved above); gap filling adds what
       // the production job's idle time holds, and the waits its resumes cost it.
-      const gap_effect gap = gap_fill_effect(spec.gpu_params, ps, os, rates.production_occupancy,
+      const gap_effect gap = gap_fill_effect(contention, ps, os, rates.production_occupancy,
                                              decision.fill_gaps->holdoff,
                                              decision.fill_gaps->max_inflight);
       ps.gpu_wait = gap.production_wait;
-      rates = solve_pair(mode, spec.gpu_params, ps, os);
+      rates = solve_pair(mode, contention, ps, os);
       const double alone = 1.0 / (1.0 + os.memory_extra + os.overhead);
       const double gap_x = std::min(gap.opportunistic, std::max(0.0, alone - rates.opportunistic));
       rates.opportunistic += gap_x;
-      rates.opportunistic_occupancy += gap_x * opp.job->profile->busy_fraction;
+      const double gap_share = gap_x * (opp.job->profile->busy_fraction + os.memory_extra);
+      rates.opportunistic_share += gap_share;
+      rates.opportunistic_occupancy = std::min(1.0, rates.opportunistic_occupancy + gap_share);
     }
 
     // The segment ends at the next event.

@@ -1,19 +1,88 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// Standalone profiles of GPU types and training jobs, and the fitted contention parameters the
-/// GPU-pair model reads.
+/// Standalone profiles of GPU types and training jobs, with where each number comes from, and
+/// the mechanism parameters of a GPU type that the GPU-pair model reads.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "tgs/core/units.hpp"
 #include "tgs/rate/concepts.hpp"
 
 namespace tgs::sim {
+
+/// Where a number of a profile comes from.
+enum class provenance : std::uint8_t {
+  /// Measured on that GPU type (a harness profile row, or an alone rate of docs/results).
+  measured,
+  /// Stated in the TGS paper (NSDI'23).
+  paper,
+  /// Our estimate by a stated rule (docs/simulator/profiles.md), to be replaced by a measurement.
+  estimate,
+  /// Inferred by the global fit from the measured pairs of that GPU type (`tgs-sim fit`), until a
+  /// profile run measures it.
+  fitted,
+};
+
+/// The letter a table uses for each provenance: m, p, e, f.
+[[nodiscard]] constexpr char provenance_letter(provenance p) noexcept {
+  switch (p) {
+    case provenance::measured: return 'm';
+    case provenance::paper: return 'p';
+    case provenance::estimate: return 'e';
+    case provenance::fitted: return 'f';
+  }
+  return '?';
+}
+
+[[nodiscard]] constexpr std::string_view to_string(provenance p) noexcept {
+  switch (p) {
+    case provenance::measured: return "measured";
+    case provenance::paper: return "paper";
+    case provenance::estimate: return "estimate";
+    case provenance::fitted: return "fitted";
+  }
+  return "unknown";
+}
+
+/// How kernels of two jobs share the SMs. The same vocabulary the rate controllers state their
+/// mechanism in (`RegisteredRateController`).
+using compute_mode = sharing_mechanism;
+inline constexpr std::size_t compute_mode_count = 3;
+
+/// The mechanism parameters of one GPU type: what is left of the pair model once the jobs'
+/// profiles are known (docs/simulator/contention-model.md). Each is a property of the GPU and its
+/// driver, not of a job or a pair; `tgs-sim fit` fits the ones marked so globally, over all the
+/// measured pairs of the GPU type.
+struct gpu_contention {
+  /// Time slicing: each unit of GPU time the co-runner takes also costs a job this much of its
+  /// own time (context switches, refilled caches and TLBs). Fitted.
+  double switch_loss = 0.3;
+  /// MPS: the same for two clients whose kernels run side by side (shared caches, memory
+  /// bandwidth). Fitted.
+  double mps_switch_loss = 0.2;
+  /// MPS: the GPU time (in units of one job keeping the SMs busy) two clients can use together;
+  /// above 1 because one client's kernels fill SMs the other's leave idle. Fitted.
+  double mps_capacity = 1.2;
+  /// Shared unified memory oversubscribed (both jobs' pages compete): extra time per iteration,
+  /// in standalone iterations, of a job once the overflow passes `thrash_knee`, per compute mode.
+  /// Fitted where a measured pair oversubscribed the card (the paper's A100 pairs); 0 elsewhere.
+  std::array<double, compute_mode_count> thrash{};
+  /// The interposer's cost: extra iteration time, as a fraction, of a job under tgs's hooks.
+  /// Measured as 0.0% on an H100 and 0.3% on an H200 (docs/results/rate-control.md); the paper
+  /// reports up to 4.5% on its A100.
+  double interposer_overhead = 0;
+  /// What a context switch costs a job whose kernel waits behind the co-runner's, in seconds
+  /// (gap filling: the wait of a production job that resumes). Estimate.
+  double context_switch_s = 25e-6;
+  /// Share of a resuming production job's wait that reaches its iteration time (a job bound by
+  /// its host side hides a late kernel until its next synchronisation). Estimate until measured
+  /// idle-harvest pairs fit it.
+  double gap_exposure = 0.5;
+};
 
 /// A GPU type: what the contention and memory models need of the card.
 struct gpu_profile {
@@ -21,80 +90,77 @@ struct gpu_profile {
   bytes memory{};              ///< the card's memory
   double host_link_gbps = 25;  ///< host<->GPU bandwidth (GB/s) that evicted pages cross
   int mig_slices = 7;          ///< compute slices of a full MIG partition; 0: no MIG
+  gpu_contention contention{};
 };
+
+/// The fields of a model profile that carry a provenance, in table order.
+enum class profile_field : std::uint8_t {
+  iteration_time,
+  busy_fraction,
+  kernels_per_iteration,
+  blocks_per_iteration,
+  gaps_per_iteration,
+  jitter,
+  slice_sensitivity,
+  footprint,
+  hot_set,
+};
+inline constexpr std::size_t profile_field_count = 9;
+
+/// The column name of a profile field in models.csv.
+[[nodiscard]] constexpr std::string_view to_string(profile_field f) noexcept {
+  constexpr std::array<std::string_view, profile_field_count> names{
+      "iteration_ms", "busy_fraction", "kernels_per_iteration", "blocks_per_iteration",
+      "gaps_per_iteration", "jitter", "slice_sensitivity", "footprint_gib", "hot_gib"};
+  return names[static_cast<std::size_t>(f)];
+}
 
 /// A training job running alone on one GPU type.
 struct model_profile {
   std::string model;                 ///< e.g. "resnet50"
-  std::string gpu;                   ///< the GPU type this row was measured or estimated on
+  std::string gpu;                   ///< the GPU type this row describes
   int batch_size = 0;
   duration iteration_time{};         ///< standalone iteration time
-  double busy_fraction = 0;          ///< share of wall time its kernels keep the SMs busy, alone
+  /// Share of wall time the job has kernels running when it runs alone (its GPU demand).
+  double busy_fraction = 0;
+  double kernels_per_iteration = 0;  ///< kernel launches per iteration
   double blocks_per_iteration = 0;   ///< thread blocks launched per iteration (TGS's signal)
+  /// Idle gaps of the GPU per iteration when the job runs alone: its idle time, (1 - b) x the
+  /// iteration time, comes in this many gaps.
+  double gaps_per_iteration = 0;
+  /// Relative standard deviation of the job's launch rate over 1 s windows, alone: its host-side
+  /// jitter, which a controller that counts launches reads as contention.
+  double jitter = 0;
+  /// How the job's GPU time stretches on a fraction f of the SMs (a MIG slice, an MPS thread
+  /// cap): by 1 + slice_sensitivity x (1/f - 1). 1: its kernels fill the GPU; 0: they fit anywhere.
+  double slice_sensitivity = 0;
   bytes footprint{};                 ///< memory the job allocates
-  bytes hot_set{};                   ///< memory it touches every iteration
-  std::string source;                ///< provenance of the numbers
+  /// Bytes its steps read or write in its memory per iteration: what crosses the host link per
+  /// iteration for the share of its footprint that is not resident.
+  bytes hot_set{};
+  std::array<provenance, profile_field_count> origin{};  ///< each field's provenance
+  std::string source;                ///< where the numbers come from, in words
+
+  [[nodiscard]] provenance origin_of(profile_field f) const noexcept {
+    return origin[static_cast<std::size_t>(f)];
+  }
 
   /// Thread blocks per second when the job runs alone.
   [[nodiscard]] double blocks_per_second() const noexcept {
     return blocks_per_iteration / to_seconds(iteration_time);
   }
-};
-
-/// How kernels of two jobs share the SMs; each has its own fitted parameters. The same
-/// vocabulary the rate controllers state their mechanism in (`RegisteredRateController`).
-using compute_mode = sharing_mechanism;
-inline constexpr std::size_t compute_mode_count = 3;
-
-/// Fitted contention parameters of one model on one GPU type (docs/simulator/contention-model.md).
-struct model_contention {
-  /// Interference sensitivity per compute mode: how much the job's GPU phase stretches per unit
-  /// of the co-runner's weighted GPU occupancy.
-  std::array<double, compute_mode_count> sensitivity{};
-  /// Oversubscription (thrashing) sensitivity per compute mode, when pages are not pinned: extra
-  /// iteration time, in standalone iterations, per unit of relative memory overflow.
-  std::array<double, compute_mode_count> thrash{};
-  /// How much the GPU phase stretches when the job gets a fraction f of the SMs, per compute
-  /// mode (a MIG slice, an MPS active-thread share): stretch = 1 + slice_sensitivity * (1/f - 1).
-  /// MPS limits threads, not SMs, so its value differs from MIG's.
-  std::array<double, compute_mode_count> slice_sensitivity{};
-  /// The largest interference stretch (s - base) the measurements imply for this model, per
-  /// compute mode. The model is not extrapolated past the data it was fitted to: without this
-  /// bound, two heavy jobs (never measured together) would each be predicted to crawl.
-  std::array<double, compute_mode_count> max_interference{};
-  /// Interposer overhead: extra iteration time, as a fraction, when the job runs under tgs's
-  /// launch hooks (the TGS paper reports up to 4.5%).
-  double interposer_overhead = 0;
-};
-
-/// Fitted parameters shared by all models on one GPU type.
-struct gpu_contention {
-  /// Aggressor exponent per compute mode: a co-runner with busy fraction b weighs b^exponent.
-  /// Big-kernel jobs (high b) crowd a co-runner out far more than proportionally.
-  std::array<double, compute_mode_count> aggressor_exponent{1, 1, 1};
-  /// Occupancy exponent per compute mode: interference grows as occupancy^exponent. Above 1,
-  /// a co-runner that holds the GPU rarely (a throttled opportunistic job) collides with the
-  /// production job's kernels less than in proportion; a busy one collides more.
-  std::array<double, compute_mode_count> occupancy_exponent{1, 1, 1};
-  /// The most kernel work per second (Σ busy fraction × relative throughput) two jobs sharing
-  /// the SMs were measured to do, per compute mode: the pair model never exceeds it (work
-  /// conservation, with the measured slack: busy fractions are not exactly additive).
-  std::array<double, compute_mode_count> max_pair_work{1, 1, 1};
-
-  // Gap filling (`rate_decision::fill_gaps`, time slicing): the opportunistic job runs in the
-  // production job's idle gaps, and a production job that resumes waits for the opportunistic
-  // kernels still unfinished (docs/simulator/contention-model.md, "Gap filling"). Estimates until
-  // fitted to measured pairs.
-  /// Idle gaps per standalone iteration of a job: its idle time comes in this many gaps, so a
-  /// gap lasts (1 - b) x iteration time / gaps_per_iteration on average, exponentially
-  /// distributed.
-  double gaps_per_iteration = 20;
-  /// What one unfinished opportunistic launch costs a production job that resumes behind it:
-  /// the rest of a short kernel and a context switch, in seconds.
-  double gap_kernel_wait_s = 50e-6;
-  /// Share of that wait that reaches the production job's iteration time (a job bound by its
-  /// host side hides a late kernel until its next synchronisation).
-  double gap_exposure = 0.5;
+  /// Mean duration of one of its kernels, alone.
+  [[nodiscard]] double kernel_seconds() const noexcept {
+    return kernels_per_iteration > 0
+               ? busy_fraction * to_seconds(iteration_time) / kernels_per_iteration
+               : 0.0;
+  }
+  /// Mean length of one of its idle gaps, alone.
+  [[nodiscard]] double gap_seconds() const noexcept {
+    return gaps_per_iteration > 0
+               ? (1.0 - busy_fraction) * to_seconds(iteration_time) / gaps_per_iteration
+               : 0.0;
+  }
 };
 
 }  // namespace tgs::sim

@@ -4,10 +4,12 @@
 /// files (embedded defaults in `sim/data/`, or the user's own).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tgs/sim/profiles.hpp"
@@ -21,16 +23,36 @@ class input_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A throughput pair measured on real hardware: the targets the contention model is fitted to.
+/// A pair measured on real hardware under one policy: what the simulator predicts and the global
+/// fit learns the GPU's mechanism parameters from (`sim/data/paper_pairs.csv`,
+/// `sim/data/measured_pairs.csv`).
 struct measured_pair {
   std::string scenario;
   std::string gpu;
   std::string production_model;
+  /// Empty: the production job ran alone (an opportunistic throughput is then absent too).
   std::string opportunistic_model;
   std::string policy;
-  double production = 0;
-  double opportunistic = 0;
+  /// The memory policy it ran under; empty: the policy's own (`default_memory_policy`).
+  std::string memory_policy;
+  /// The memory budget it ran under; empty: the card's memory.
+  std::optional<bytes> memory_budget{};
+  /// The production job held its memory and launched nothing (the opportunistic job's ceiling).
+  bool production_idle = false;
+  /// Policy settings it ran with, as tgs-sim's flags name them without dashes
+  /// ("tgs.production-window-ms", "1000").
+  std::vector<std::pair<std::string, std::string>> settings;
+  /// Throughputs relative to alone; empty where that job's rate was not measured.
+  std::optional<double> production{};
+  std::optional<double> opportunistic{};
+  int runs = 0;        ///< runs behind the medians (0: not stated)
+  std::string source;  ///< where the measurement is recorded
   std::string origin;  ///< "file:line", for messages
+
+  /// The pair's identity: GPU, both models (the leave-one-pair-out unit).
+  [[nodiscard]] std::string pair_key() const {
+    return gpu + "/" + production_model + "/" + opportunistic_model;
+  }
 };
 
 /// Everything the simulator knows about hardware and jobs.
@@ -46,26 +68,37 @@ struct catalog {
   [[nodiscard]] std::vector<std::string> model_names(std::string_view gpu) const;
 };
 
-/// Parses the GPU table (`gpu,memory_gib,host_link_gbps,mig_slices`). `origin` names the input in
-/// error messages. Throws `input_error`.
+/// Parses the GPU table (see `sim/data/gpus.csv`). `origin` names the input in error messages.
+/// Throws `input_error`.
 std::vector<gpu_profile> parse_gpus(std::string_view text, std::string_view origin);
 /// Parses the model table (see `sim/data/models.csv`). Throws `input_error`.
 std::vector<model_profile> parse_models(std::string_view text, std::string_view origin);
-/// Parses measured pairs (see `sim/data/paper_pairs.csv`). Throws `input_error`.
+/// Parses measured pairs (see `sim/data/measured_pairs.csv`). Throws `input_error`.
 std::vector<measured_pair> parse_measurements(std::string_view text, std::string_view origin);
 
 /// Reads a whole file; throws `input_error` naming it when it cannot be read.
 std::string read_file(const std::string& path);
 
-/// Paths of user-supplied tables; an empty one selects the embedded default.
+/// Paths of user-supplied tables; an empty one selects the embedded default (for
+/// measurements: the paper's A100 pairs and our H100/H200 pairs).
 struct catalog_sources {
   std::string gpus;
   std::string models;
   std::string measurements;
 };
 
+/// The texts of the tables a catalog was loaded from, as read: what the fit cache is checked
+/// against.
+struct catalog_inputs {
+  std::string gpus;
+  std::string models;
+  std::string measurements;
+  /// A 64-bit FNV-1a hash of the three texts: equal inputs, equal hash.
+  [[nodiscard]] std::uint64_t hash() const noexcept;
+};
+
 /// Loads the catalog and checks it is consistent (every model's GPU exists, every measurement
-/// names known models). Throws `input_error`.
-catalog load_catalog(const catalog_sources& sources = {});
+/// names known models). Throws `input_error`. `inputs`, when given, receives the texts read.
+catalog load_catalog(const catalog_sources& sources = {}, catalog_inputs* inputs = nullptr);
 
 }  // namespace tgs::sim

@@ -1,72 +1,64 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// Fits the contention model's per-model and per-GPU parameters (Eigen least squares) to
-/// measured pair throughputs, and looks fitted parameters up.
+/// The global fit: each GPU type's mechanism parameters (and the profile fields still marked
+/// "fitted") from all the pairs measured on it, with no parameter belonging to one pair; its
+/// cache, checked against the tables it was fitted from; and leave-one-pair-out validation.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tgs/sim/catalog.hpp"
-#include "tgs/sim/profiles.hpp"
 
 namespace tgs::sim {
 
-/// Fitted parameters for every model and GPU type of a catalog.
-class contention_table {
- public:
-  /// Parameters of `model` on `gpu`; all-zero (no interference) for a model without data.
-  [[nodiscard]] const model_contention& model(std::string_view model, std::string_view gpu) const;
-  [[nodiscard]] const gpu_contention& gpu(std::string_view gpu) const;
-
-  model_contention& model_mut(std::string_view model, std::string_view gpu);
-  gpu_contention& gpu_mut(std::string_view gpu);
-
-  struct model_entry {
-    std::string model;
-    std::string gpu;
-    model_contention params;
-  };
-  struct gpu_entry {
-    std::string gpu;
-    gpu_contention params;
-  };
-  [[nodiscard]] const std::vector<model_entry>& models() const noexcept { return models_; }
-  [[nodiscard]] const std::vector<gpu_entry>& gpus() const noexcept { return gpus_; }
-
- private:
-  std::vector<model_entry> models_;
-  std::vector<gpu_entry> gpus_;
+/// One fitted number: a GPU type's mechanism parameter (`model` empty) or a profile field of a
+/// model on it.
+struct fit_parameter {
+  std::string gpu;
+  std::string model;  ///< empty: a parameter of the GPU type
+  std::string name;   ///< "switch_loss", "busy_fraction", ...
+  double value = 0;
 };
 
-/// Settings of the fit that come from the policies measured, not from the data.
-struct fit_settings {
-  fit_settings();
-
-  /// TGS keeps the production job within this band of its maximum rate (tgs_rate_control's
-  /// dead band); a TGS cell says how much opportunistic work the production job tolerates in it.
-  double tgs_dead_band = 0.03;
-  /// SM fractions the measurements ran with (production, opportunistic): the `mig` and `mps`
-  /// policies' defaults (fit.cpp reads them from the policies' configs).
-  double mig_production_fraction;
-  double mig_opportunistic_fraction;
-  double mps_production_fraction;
-  double mps_opportunistic_fraction;
-  /// A measured 0.00 is taken as this (the measurement's resolution).
-  double floor = 0.005;
-  /// Ridge weight that makes parameters without data zero instead of arbitrary.
-  double ridge = 1e-6;
-  /// Occupancy exponent of time slicing. Stage one takes it as given; `calibrate` chooses it by
-  /// simulating every time-slicing cell (it shapes TGS's equilibrium, a dynamic property).
-  double time_slicing_occupancy_exponent = 1.0;
+/// What a fit found.
+struct fit_result {
+  std::vector<fit_parameter> parameters;
+  /// `catalog_inputs::hash` of the tables it was fitted from.
+  std::uint64_t inputs_hash = 0;
+  /// Throughputs it was fitted to, and their root-mean-square error after the fit.
+  std::size_t cells = 0;
+  double rms_error = 0;
 };
 
+/// Settings of a fit.
+struct fit_options {
+  /// Leave out the measured cells of these pairs (`measured_pair::pair_key`).
+  std::vector<std::string> exclude;
+};
 
+/// Whether a measured cell enters the fit: a policy that does not adapt (its steady state is
+/// the mechanism's, not a controller's equilibrium), with at least one throughput.
+[[nodiscard]] bool fittable(const measured_pair& cell);
 
-/// Fits sensitivities, thrash and slice parameters per model and the aggressor exponent per GPU
-/// type and compute mode to `c.measurements` (stage one: the steady-state equations).
-/// The interposer overhead is fitted separately (it needs TGS's dynamics; see pairs.hpp).
-contention_table fit_contention(const catalog& c, const fit_settings& settings = {});
+/// Fits every GPU type of `c` that has fittable cells: its `switch_loss`, `mps_switch_loss`,
+/// `mps_capacity` and thrash per compute mode where cells exercise them, and the profile fields
+/// marked `provenance::fitted` of the models in those cells. Each cell is simulated with the real
+/// policy objects (`run_pair`); the squared error of the throughputs is minimized by a bounded
+/// coordinate search, deterministic. Throws `input_error` for a cell the simulator cannot run.
+fit_result fit_catalog(const catalog& c, const fit_options& options = {});
+
+/// Writes the fitted values into the catalog's GPU types and profiles.
+void apply_fit(catalog& c, const fit_result& fit);
+
+/// The fit as CSV (`sim/data/fit.csv`): a comment with the input hash, then gpu,model,parameter,value.
+std::string render_fit_csv(const fit_result& fit);
+
+/// Parses `render_fit_csv`'s output. Throws `input_error` naming `origin` and the line.
+fit_result parse_fit_csv(std::string_view text, std::string_view origin);
 
 }  // namespace tgs::sim

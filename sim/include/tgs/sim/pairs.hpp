@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// GPU-pair scenarios by name: the paper's co-location experiments (and any pair of profiled
-/// models) under any sharing policy, with the policy objects chosen at run time.
+/// GPU-pair scenarios by name: the measured pairs (the paper's A100 pairs, ours on H100/H200)
+/// and any pair of profiled models, under any sharing policy, with the policy objects chosen at
+/// run time; and the calibrated model every tgs-sim subcommand runs with.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tgs/memory/any_memory_policy.hpp"
@@ -22,9 +24,20 @@ struct pair_request {
   std::string scenario;  ///< a label ("high-contention", or "custom")
   std::string gpu;
   std::string production_model;
-  std::string opportunistic_model;
+  std::string opportunistic_model;  ///< empty: the production job alone
   std::string policy;  ///< a rate-controller registry name (`tgs::rate_controller_names()`)
+  /// What a measured cell ran with, over `pair_options`' defaults: its memory policy (empty:
+  /// the options' or the policy's own), budget, an idle production job, policy settings.
+  std::string memory_policy{};
+  std::optional<bytes> memory_budget{};
+  bool production_idle = false;
+  std::vector<std::pair<std::string, std::string>> settings{};
+  /// The measured cell this request reproduces, if any.
+  std::optional<measured_pair> target{};
 };
+
+/// The request that reproduces a measured cell.
+pair_request request_of(const measured_pair& m);
 
 /// Settings shared by all pairs of a run.
 struct pair_options {
@@ -34,9 +47,9 @@ struct pair_options {
   std::optional<bytes> memory_budget{};
   /// Memory policy registry name; empty: the sharing policy's own (its `default_memory_policy`).
   std::string memory_policy;
-  /// `pair_spec::observation_noise`: relative standard deviation of the launch counts the
-  /// controller observes per step (0: the steady means the paper's cells are).
-  double observation_noise = 0;
+  /// `pair_spec::observation_noise`: empty (the default) takes each job's host jitter from its
+  /// profile; a value replaces it for both jobs (0: the steady means of the paper's cells).
+  std::optional<double> observation_noise{};
   /// `pair_spec::seed` of that noise.
   std::uint64_t seed = 1;
   /// `pair_spec::production_drift`: the fraction by which the production job's standalone speed
@@ -49,7 +62,17 @@ struct pair_options {
   any_memory_policy::configs memory_settings{};
 };
 
-/// The result of one pair, with the measured target when the catalog has one.
+/// Options for a policy that does not adapt: its decisions never change, so a short run past the
+/// memory policy's first movements (evictions at an arrival) gives its steady rates.
+pair_options steady_state_options();
+
+/// Sets one policy setting by its flag name without dashes ("tgs.dead-band",
+/// "memory.tgs.reserve-mib"), the value in the flag's unit (ms, MiB). Throws `input_error` for an
+/// unknown setting or a value that is not a number.
+void apply_setting(any_rate_controller::configs& rate, any_memory_policy::configs& memory,
+                   std::string_view key, std::string_view value);
+
+/// The result of one pair, with the measured cell when the catalog has one.
 struct pair_result {
   pair_request request;
   std::string memory_policy;
@@ -72,33 +95,43 @@ struct timeline_row {
 /// known names for an unknown one.
 rate_policy_traits policy_traits(std::string_view policy);
 
-/// The paper's four co-location scenarios (NSDI'23 Figure 5), one request per measured cell of
-/// `c` on `gpu`, in file order, restricted to `policies` when not empty.
-std::vector<pair_request> paper_pair_requests(const catalog& c, const std::string& gpu,
-                                              const std::vector<std::string>& policies);
+/// The measured cells of `c` on `gpu`, in file order, as requests: with `policies` empty every
+/// cell; otherwise the cells of those policies, and each of those policies once more for every
+/// measured pair that has no cell of it.
+std::vector<pair_request> measured_pair_requests(const catalog& c, const std::string& gpu,
+                                                 const std::vector<std::string>& policies);
 
-/// Simulates one pair. Throws `input_error` for an unknown model, GPU or policy (the message
-/// lists the known names). Appends the run's segments to `timeline` when given.
-pair_result run_pair_request(const catalog& c, const contention_table& t, const pair_request& r,
-                             const pair_options& options,
+/// Simulates one pair. Throws `input_error` for an unknown model, GPU, policy or setting (the
+/// message lists the known names). Appends the run's segments to `timeline` when given.
+pair_result run_pair_request(const catalog& c, const pair_request& r, const pair_options& options,
                              std::vector<timeline_row>* timeline = nullptr);
 
-/// Fits the interposer overhead of each model from the catalog's TGS cells (stage two of the
-/// fit): simulates each with zero overhead and attributes the remaining production gap to the
-/// interposer, bounded by what the TGS paper reports (at most 4.5%).
-void fit_interposer_overhead(const catalog& c, contention_table& t, const pair_options& options);
-
-/// Stage three of the fit: tunes the time-slicing sensitivity of each production model of a TGS
-/// cell by simulating the cells it appears in (golden-section search), alternating with the
-/// interposer overhead. TGS's equilibrium is a property of the controller's dynamics, which the
-/// steady-state equations of stage one only approximate.
-void refine_by_simulation(const catalog& c, contention_table& t, const pair_options& options);
-
-/// Loads the catalog and fits every parameter: what `tgs-sim` runs with.
+/// The catalog every tgs-sim subcommand runs with: the tables, with the global fit applied. The
+/// fit is cached in `sim/data/fit.csv` with the hash of the tables it came from: the embedded
+/// tables load it as they are; tables that differ (`--models`, `--gpus`, `--measurements`) are
+/// fitted afresh.
 struct calibrated_model {
-  catalog data;
-  contention_table params;
+  catalog data;       ///< the tables with the fit applied
+  catalog unfitted;   ///< the tables as read (the fit's starting point)
+  fit_result fit;
+  bool fit_from_cache = false;  ///< the cached fit matched the tables
 };
-calibrated_model calibrate(const catalog_sources& sources = {}, const pair_options& options = {});
+calibrated_model calibrate(const catalog_sources& sources = {});
+
+/// A measured cell beside the simulator's prediction of it.
+struct prediction {
+  measured_pair cell;
+  std::optional<double> production{};
+  std::optional<double> opportunistic{};
+  /// The prediction came from a fit that left this cell's pair out.
+  bool left_out = false;
+};
+
+/// Predicts every measured cell of `model` (on `gpu`, or every GPU type when empty): each with
+/// the calibrated model, or with `leave_one_out` from a fit without the cell's pair (one refit
+/// per pair). Adaptive policies (TGS, idle-harvest) are simulated for 600 s as the paper's cells
+/// are measured; the others reach their steady state at once.
+std::vector<prediction> predict_measured(const calibrated_model& model, const std::string& gpu,
+                                         bool leave_one_out);
 
 }  // namespace tgs::sim

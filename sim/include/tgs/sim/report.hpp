@@ -19,18 +19,25 @@ enum class output_format { table, json, csv };
 output_format parse_format(std::string_view text);
 
 /// Pair results: one row (or JSON object) per pair and policy. The table adds the measured
-/// target and whether the result is within `tolerance` of it.
+/// cell and whether the result is within `tolerance` of it.
 std::string render_pairs(const std::vector<pair_result>& results, output_format format,
-                         double tolerance = 0.05);
+                         double tolerance = 0.10);
 
 /// A timeline as CSV: one row per segment of constant rates.
 std::string render_timeline(const std::vector<timeline_row>& rows);
 
-/// The fitted contention parameters of the models on `gpu`.
-std::string render_fit(const catalog& c, const contention_table& t, output_format format);
+/// The global fit: each GPU type's mechanism parameters and the profile fields it inferred
+/// (`csv`: the cache file's format, `sim/data/fit.csv`).
+std::string render_fit(const calibrated_model& model, output_format format);
 
-/// The model profiles (one row per model and GPU type).
+/// The model profiles (one row per model and GPU type), each field with its provenance.
 std::string render_profiles(const catalog& c, output_format format);
+
+/// Measured cells beside their predictions (and, when given, the predictions of fits that left
+/// each cell's pair out, in the same order), as a table for people or Markdown (the prediction
+/// table of docs/simulator/predictions.md), with how many are within ±0.10.
+std::string render_predictions(const std::vector<prediction>& predictions,
+                               const std::vector<prediction>* left_out, bool markdown);
 
 }  // namespace tgs::sim
 

@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The simulator's tables from real-GPU measurements: measured pairs, alone rates and profile rows.
+
+Reads the result summaries of docs/results/*.json (cells: a pair, a sharing mode, its device and
+each job's throughput over its alone runs) and the profile rows of `bench/gpu/harness.py profile`
+(profile.json), and writes what tgs-sim reads:
+
+  pairs      the cells a simulator policy can reproduce, as sim/data/measured_pairs.csv rows;
+             every other cell is listed on stderr (or --skipped FILE) with the reason
+  alone      each model's alone rate per GPU (median over the cells' alone runs): the measured
+             iteration times of sim/data/models.csv
+  profile    profile.json rows as sim/data/models.csv rows, each field marked measured
+
+Standard library only. `python3 sim/scripts/gpu_results.py pairs > sim/data/measured_pairs.csv`
+rebuilds the committed table; tests/sim/gpu_results_test.py checks that it does.
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps")
+
+# The GPU types of sim/data/gpus.csv, by the name nvidia-smi gives the card.
+DEVICES = {"NVIDIA H100 80GB HBM3": "h100-80gb", "NVIDIA H200": "h200-141gb"}
+
+# The simulator's model names for the jobs the results name (sim/data/models.csv). A name without
+# a batch suffix is the batch the paper's A100 rows use (64; BERT-base 32).
+MODELS = [
+    (r"^ResNet-50 b256$", "resnet50-b256"), (r"^ResNet-50 b128$", "resnet50-b128"),
+    (r"^ResNet-50 b64$", "resnet50"), (r"^ResNet-50 b32$", "resnet50-b32"),
+    (r"^ShuffleNet v2 b128$", "shufflenet-b128"), (r"^ShuffleNet v2 b64$", "shufflenet"),
+    (r"^MobileNet v2 b64$", "mobilenet"), (r"^BERT-base b32 seq 128$", "bert-base"),
+    (r"^DLRM-like .*uniform lookups$", "dlrm"), (r"^DLRM-like .*power-law lookups", "dlrm-zipf"),
+]
+# The harness's job names (bench/gpu/scenarios.toml [jobs]) for `profile`.
+HARNESS_JOBS = {"mobilenet_v2_b64": "mobilenet", "shufflenet_b64": "shufflenet",
+                "resnet50_b256": "resnet50-b256", "shufflenet_b128": "shufflenet-b128",
+                "resnet50_b32": "resnet50-b32", "resnet50_b64": "resnet50",
+                "resnet50_b128": "resnet50-b128", "bert_base_b32": "bert-base", "dlrm": "dlrm",
+                "dlrm_zipf": "dlrm-zipf"}
+
+# tgs-node flags that name a setting of today's policies, as tgs-sim's settings (policy.flag).
+# Any other flag names an extension that no longer exists, so the cell is not reproducible.
+TGS_FLAGS = {"--production-window-ms": "tgs.production-window-ms", "--profile-windows": "tgs.profile-windows",
+             "--max-profile-windows": "tgs.max-profile-windows", "--budget-window-ms": None,
+             "--fixed-budget-blocks": "token-bucket.budget-blocks"}
+MEMORY_FLAGS = ("--memory-policy", "--memory-budget-mib", "--memory-reserve-mib", "--residency-split")
+
+PAIRS_HEADER = ["scenario", "gpu", "production_model", "opportunistic_model", "policy", "memory_policy",
+                "budget_gib", "production_idle", "settings", "production", "opportunistic", "runs", "source"]
+
+
+class ResultsError(Exception):
+    """Input that cannot be read: the message names the file and what was wrong."""
+
+
+def model_name(text):
+    """The simulator's name for a results' job description, or None."""
+    for pattern, name in MODELS:
+        if text and re.search(pattern, text):
+            return name
+    return None
+
+
+def median_of(cell, key):
+    v = cell.get(key)
+    return v.get("median") if isinstance(v, dict) else None
+
+
+def read_topics(results_dir):
+    out = []
+    for topic in TOPICS:
+        path = os.path.join(results_dir, f"{topic}.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise ResultsError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
+        if not isinstance(data.get("cells"), list):
+            raise ResultsError(f"{path}: no 'cells' list")
+        out += [(topic, n, c) for n, c in enumerate(data["cells"], 1)]
+    return out
+
+
+def flags_of(cell):
+    text = cell.get("tgs_node_flags")
+    return text.split() if isinstance(text, str) else []
+
+
+def parse_flags(flags):
+    """(policy, memory settings, sim settings, unknown flags) of a tgs-node command line."""
+    policy, memory, settings, unknown = "tgs", {}, {}, []
+    window = None
+    i = 0
+    while i < len(flags):
+        flag, value = flags[i], flags[i + 1] if i + 1 < len(flags) else None
+        if flag == "--policy":
+            policy = value
+        elif flag in MEMORY_FLAGS:
+            memory[flag] = value
+        elif flag == "--budget-window-ms":
+            window = value
+        elif flag in TGS_FLAGS and TGS_FLAGS[flag]:
+            settings[TGS_FLAGS[flag]] = value
+        else:
+            unknown.append(flag)
+            i += 1 if value is None or value.startswith("--") else 2
+            continue
+        i += 2
+    if window is not None:
+        settings[f"{policy}.budget-window-ms"] = window
+    return policy, memory, settings, unknown
+
+
+def mps_threads(cell):
+    """The opportunistic job's MPS thread share, and whether a client priority was set."""
+    text = cell.get("mps") if isinstance(cell.get("mps"), str) else (cell.get("setting") or "")
+    m = re.search(r"opportunistic job CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=(\d+)", text)
+    pct = m.group(1) if m else ("50" if "50% threads" in (cell.get("setting") or "") else None)
+    return pct, "PRIORITY" in text
+
+
+def classify(topic, cell):
+    """(row or None, reason it is not predicted)."""
+    device = cell.get("device")
+    if not isinstance(device, str) or device not in DEVICES:
+        return None, "not one cell of one GPU type (a summary across devices or calls)"
+    if "pooled" in str(cell.get("source", "")) or cell.get("calls"):
+        return None, "a pool of calls whose cells are listed on their own"
+    prod, opp = model_name(cell.get("production_model")), model_name(cell.get("opportunistic_model"))
+    if prod is None or (cell.get("opportunistic_model") and opp is None):
+        return None, "a job the simulator has no profile for"
+    mode = cell.get("mode")
+    policy, memory, settings, unknown = parse_flags(flags_of(cell))
+    if cell.get("residency_split") == "in-order" and mode == "opp-limited" and opp == "dlrm-zipf":
+        return None, "skewed lookups with the in-order residency split: the model streams a uniform share"
+    if "weights-only" in str(cell.get("source", "")):
+        return None, "the first version of the ceiling mode (the idle production job held only its weights)"
+    pct, priority = mps_threads(cell)
+    under_mps = isinstance(cell.get("mps"), str) or mode == "mps"
+    if priority:
+        return None, "an MPS client priority, which the model does not have"
+    if "--max-inflight-launches" in unknown:
+        return None, "a launch window (--max-inflight-launches), which the model does not have"
+    row = {"scenario": f"{topic}-{cell.get('scenario')}", "gpu": DEVICES[device], "production_model": prod,
+           "opportunistic_model": opp or "", "memory_policy": "", "budget_gib": "", "production_idle": 0,
+           "settings": "", "production": median_of(cell, "production"),
+           "opportunistic": median_of(cell, "opportunistic"), "runs": cell.get("runs"),
+           "source": f"docs/results/{topic}.json ({cell.get('source') or cell.get('date')})"}
+    budget = memory.get("--memory-budget-mib")
+    if memory.get("--memory-policy") == "tgs" and budget:
+        row["memory_policy"] = "tgs"
+        row["budget_gib"] = f"{int(budget) / 1024:.4f}"
+        if memory.get("--memory-reserve-mib"):
+            settings["memory.tgs.reserve-mib"] = memory["--memory-reserve-mib"]
+    elif memory.get("--memory-policy") == "unified-memory":
+        # Plain unified memory with no budget: both jobs fit the card, nothing is evicted.
+        row["memory_policy"] = "unified-memory"
+    if mode == "mps" or (under_mps and mode in ("co-execution-budget",)):
+        row["policy"] = "mps"
+        settings.update({"mps.production-threads": "1", "mps.opportunistic-threads": f"{int(pct) / 100:g}"})
+    elif under_mps and mode == "alone-mps":
+        return None, "each job alone under MPS: a single-job measurement, not a pair"
+    elif under_mps:
+        return None, "MPS combined with a tgs-node policy, which the model runs time-sliced"
+    elif mode in ("co-execution", "co-execution-budget", "co-execution-um"):
+        row["policy"] = "co-execution"
+    elif mode == "opp-limited":
+        row.update(policy="co-execution", production_idle=1, production=None)
+    elif mode == "hard-limit":
+        row.update(policy="tgs", memory_policy="hard-limit", opportunistic=None)
+        settings.pop("memory.tgs.reserve-mib", None)
+    elif mode == "fixed-share":
+        if policy != "token-bucket" or unknown:
+            return None, f"tgs-node flags the model does not have: {' '.join(unknown)}"
+        row["policy"] = "token-bucket"
+    elif mode == "tgs":
+        if policy != "tgs" or unknown:
+            return None, f"a tgs extension that no longer exists ({' '.join(unknown) or policy})"
+        if not flags_of(cell) and cell.get("tgs_node_defaults"):
+            pass  # tgs-node's defaults: the released controller with its own windows
+        row["policy"] = "tgs"
+    else:
+        return None, f"mode '{mode}' is not a sharing policy of the simulator"
+    if row["production"] is None and row["opportunistic"] is None:
+        return None, "no throughput recorded"
+    row["settings"] = " ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+    return row, None
+
+
+def measured_pairs(results_dir):
+    rows, skipped = [], []
+    for topic, n, cell in read_topics(results_dir):
+        row, why = classify(topic, cell)
+        if row:
+            rows.append(row)
+        else:
+            skipped.append((topic, n, cell.get("scenario"), cell.get("mode"), cell.get("device"), why))
+    return rows, skipped
+
+
+def fmt(v):
+    return "" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def write_pairs(rows, out):
+    out.write("# Pairs measured on real GPUs that tgs-sim can reproduce, one row per cell of docs/results/*.json.\n"
+              "# Generated by `python3 sim/scripts/gpu_results.py pairs`; do not edit by hand.\n"
+              "# production/opportunistic: medians over runs of each job's rate over its alone rate; empty: that\n"
+              "# job was not measured (idle, or refused). production_idle 1: the production job holds its memory\n"
+              "# and launches nothing. settings: tgs-sim policy settings (flag=value) the cell ran with.\n")
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(PAIRS_HEADER)
+    for r in rows:
+        w.writerow([fmt(r[k]) for k in PAIRS_HEADER])
+
+
+def repeats(rows):
+    """The cells measured more than once with the same pair, policy and settings (different calls):
+    [(key, [production values], [opportunistic values])], the noise floor any prediction meets."""
+    groups = {}
+    for r in rows:
+        key = tuple(str(r[k]) for k in PAIRS_HEADER[1:9])
+        groups.setdefault(key, []).append(r)
+    return [(k, [r["production"] for r in g if r["production"] is not None],
+             [r["opportunistic"] for r in g if r["opportunistic"] is not None]) for k, g in groups.items() if len(g) > 1]
+
+
+def alone_rates(results_dir):
+    """{(model, gpu): [it/s of each cell's alone runs]} from every cell that records them."""
+    rates = {}
+    for topic, n, cell in read_topics(results_dir):
+        device, alone = cell.get("device"), cell.get("alone_it_per_s")
+        if not isinstance(device, str) or device not in DEVICES or not isinstance(alone, dict) \
+                or "pooled" in str(cell.get("source", "")):
+            continue
+        for cls in ("production", "opportunistic"):
+            model = model_name(cell.get(f"{cls}_model"))
+            rate = alone.get(cls)
+            if model and isinstance(rate, (int, float)) and rate > 0:
+                rates.setdefault((model, DEVICES[device]), []).append(rate)
+    return rates
+
+
+def git_show(commit, path):
+    r = subprocess.run(["git", "-C", REPO, "show", f"{commit}:{path}"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ResultsError(f"git show {commit}:{path}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def runs_jitter(commit):
+    """{(model, gpu): [relative deviation of each alone window from its run's median]} over the
+    raw runs files kept at COMMIT (docs/results/*-runs.jsonl, before the results became summaries).
+    A window below half its run's median is a job still starting and is left out."""
+    listing = subprocess.run(["git", "-C", REPO, "ls-tree", "-r", "--name-only", commit, "docs/results/"],
+                             capture_output=True, text=True)
+    if listing.returncode != 0:
+        raise ResultsError(f"git ls-tree {commit}: {listing.stderr.strip()}")
+    out = {}
+    for path in listing.stdout.split():
+        if not path.endswith("-runs.jsonl"):
+            continue
+        try:
+            summary = json.loads(git_show(commit, path[: -len("-runs.jsonl")] + ".json"))
+        except (ResultsError, json.JSONDecodeError):
+            continue
+        cells = summary.get("cells") if isinstance(summary, dict) else None
+        devices = {c.get("device") for c in cells or [] if isinstance(c, dict)} or {summary.get("device")}
+        devices = {d for d in devices if isinstance(d, str)}
+        if len(devices) != 1 or next(iter(devices)) not in DEVICES:
+            continue
+        gpu = DEVICES[devices.pop()]
+        for line in git_show(commit, path).splitlines():
+            try:
+                run = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            label, rates = str(run.get("label", "")), run.get("it_per_s")
+            if "alone" not in label.split("/") or not isinstance(rates, list):
+                continue
+            job = {"resnet50": "ResNet-50", "shufflenet_v2_x1_0": "ShuffleNet v2", "mobilenet_v2": "MobileNet v2",
+                   "bert_base": "BERT-base", "dlrm": "DLRM-like"}.get(run.get("model"))
+            if job is None:
+                continue
+            desc = (f"{job} b{run.get('batch')}" + (" seq 128" if job == "BERT-base" else "")
+                    if job != "DLRM-like" else f"DLRM-like {'power-law' if 'zipf' in path else 'uniform'} lookups")
+            model = model_name(desc)
+            if model is None:
+                continue
+            steady = [r for r in rates if isinstance(r, (int, float)) and r > 0]
+            mid = statistics.median(steady) if steady else 0
+            steady = [r for r in steady if r >= 0.5 * mid]
+            if len(steady) >= 2:
+                m = statistics.median(steady)
+                out.setdefault((model, gpu), []).extend((r - m) / m for r in steady)
+    return out
+
+
+# What the results give of each job besides its rate: footprints (GiB, from the memory calls'
+# budgets (P + O) / 1.5 and the DLRM job's 16334 MiB, or a runs file's peak reserved bytes), and
+# the interposer's counters for ResNet-50 b32 alone (tgs-node status at 5dbc452,
+# gpu-memory-h100-zipf-c-low-1-status.jsonl: 46 M blocks/s, 33 k launches/s at about 40 it/s).
+FOOTPRINT_GIB = {"resnet50-b256": 12.32, "resnet50-b128": 6.36, "resnet50": 3.35, "resnet50-b32": 1.88,
+                 "shufflenet-b128": 1.81, "bert-base": 4.94, "dlrm": 15.95, "dlrm-zipf": 15.95}
+MEASURED_COUNTS = {"resnet50-b32": (830, 1.15e6)}
+BATCH = {"resnet50-b256": 256, "resnet50-b128": 128, "resnet50": 64, "resnet50-b32": 32,
+         "shufflenet-b128": 128, "shufflenet": 64, "mobilenet": 64, "bert-base": 32, "dlrm": 2048,
+         "dlrm-zipf": 2048, "gcn": 1, "gpt-350m": 8, "bert-base-b4": 4, "espnet2": 32}
+# The A100 rows (sim/data/models.csv) the H100/H200 estimates start from, where nothing was measured.
+A100 = {"mobilenet": (50, 0.40, 70000), "shufflenet": (45, 0.37, 60000), "gcn": (30, 0.30, 20000),
+        "bert-base": (180, 0.85, 500000), "bert-base-b4": (40, 0.80, 90000), "gpt-350m": (400, 0.95, 900000),
+        "espnet2": (120, 0.375, 80000), "resnet50": (100, 0.90, 400000)}
+A100_FOOTPRINT = {"gcn": 2, "bert-base-b4": 6, "gpt-350m": 16, "espnet2": 8, "mobilenet": 4, "shufflenet": 3}
+
+
+def model_rows(results_dir, commit):
+    """The H100 and H200 rows of sim/data/models.csv: measured fields where docs/results has them,
+    the rest by the rules below, each marked (docs/simulator/profiles.md)."""
+    alone = {k: statistics.median(v) for k, v in alone_rates(results_dir).items()}
+    spread = {k: (sum(x * x for x in v) / len(v)) ** 0.5 for k, v in runs_jitter(commit).items() if len(v) >= 6}
+    rows = []
+    for gpu in ("h100-80gb", "h200-141gb"):
+        # ResNet-50's GPU time per sample from batch 256, where the job is GPU-bound (busy 0.97):
+        # its GPU time grows with the batch, its host time does not (rule "resnet").
+        anchor = 0.97 * 1e3 / alone[("resnet50-b256", gpu)] / 256
+        # A model measured on no GPU of ours: its A100 iteration time times the median ratio of
+        # the models measured on both (rule "a100-ratio").
+        ratio = statistics.median(1e3 / alone[(m, gpu)] / A100[m][0] for m in A100 if (m, gpu) in alone)
+        for model in BATCH:
+            batch = BATCH[model]
+            measured = (model, gpu) in alone
+            it_ms = 1e3 / alone[(model, gpu)] if measured else A100[model][0] * ratio
+            letters = ["m" if measured else "e"]
+            if model.startswith("resnet50"):
+                busy, b_l = min(0.97, anchor * batch / it_ms), "e"
+            elif measured:
+                busy, b_l = 0.5, "f"   # inferred by the global fit from the measured pairs
+            else:
+                busy, b_l = A100[model][1], "e"
+            kernels, blocks = MEASURED_COUNTS.get(model, (None, None))
+            if kernels is not None and gpu == "h100-80gb":
+                k_l = bl_l = "m"
+            elif model.startswith("resnet50"):
+                # The same kernels with grids that grow with the batch (rule "resnet").
+                kernels, blocks = MEASURED_COUNTS["resnet50-b32"][0], MEASURED_COUNTS["resnet50-b32"][1] * batch / 32
+                k_l = bl_l = "e"
+            elif model.startswith("dlrm"):
+                kernels, blocks, k_l, bl_l = 300, 650000, "e", "f"
+            else:
+                # About three kernels (forward, input and weight gradient) per layer op; blocks as on
+                # the A100 row (rule "a100").
+                kernels, blocks, k_l, bl_l = 1000, A100.get(model, (0, 0, 500000))[2], "e", "e"
+            # A host-bound job's GPU idles before most kernels; a GPU-bound one rarely (rule "gaps").
+            gaps, g_l = kernels * (1 - busy), "e"
+            jit = spread.get((model, gpu))
+            jit, j_l = (jit, "m") if jit is not None else (0.06, "e")
+            footprint = FOOTPRINT_GIB.get(model) or A100_FOOTPRINT.get(model, 2)
+            f_l = "m" if model in FOOTPRINT_GIB else "e"
+            # Dense models touch all their memory every step; the DLRM jobs touch the rows they look
+            # up, which the global fit infers from their ceilings under the memory budget.
+            hot, h_l = (0.9, "f") if model == "dlrm" else (0.05, "f") if model == "dlrm-zipf" else (footprint, "e")
+            letters += [b_l, k_l, bl_l, g_l, j_l, "e", f_l, h_l]
+            values = [it_ms, busy, kernels, blocks, gaps, jit, 0.5, footprint, hot]
+            what = "measured alone rates (docs/results) and rules" if measured else "A100 row scaled"
+            rows.append([model, gpu, batch] + [f"{v:.6g}" for v in values] + ["".join(letters), what])
+    return rows
+
+
+def profile_rows(paths, gpu_names):
+    """models.csv rows from harness profile rows: every field the profile measured is marked m."""
+    out = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                p = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise ResultsError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
+        job, device = p.get("job"), p.get("device")
+        model, gpu = HARNESS_JOBS.get(job), gpu_names.get(device)
+        if model is None or gpu is None:
+            raise ResultsError(f"{path}: job {job!r} or device {device!r} has no simulator name "
+                               f"(known jobs: {', '.join(HARNESS_JOBS)}; devices: {', '.join(gpu_names)})")
+        it = p.get("iteration_s")
+        if not isinstance(it, (int, float)) or it <= 0:
+            raise ResultsError(f"{path}: iteration_s: expected a positive number, got {it!r}")
+        per_it = lambda k: p[k] * it if isinstance(p.get(k), (int, float)) else None  # noqa: E731
+        jitter = p.get("jitter") or {}
+        sd = (jitter["p95"] - jitter["p5"]) / 3.29 if {"p5", "p95"} <= set(jitter) else None
+        gib = lambda k: p[k] / 2**30 if isinstance(p.get(k), (int, float)) else None  # noqa: E731
+        kstats = p.get("kernel_stats") or {}
+        fields = [("iteration_ms", it * 1e3),
+                  ("busy_fraction", kstats.get("busy_fraction", p.get("busy_fraction"))),
+                  ("kernels_per_iteration", kstats.get("kernels_per_step", per_it("kernels_per_s"))),
+                  ("blocks_per_iteration", per_it("blocks_per_s")),
+                  ("gaps_per_iteration", kstats.get("gaps_per_step")),
+                  ("jitter", sd), ("footprint_gib", gib("footprint_bytes")), ("hot_gib", gib("hot_set_bytes"))]
+        missing = [k for k, v in fields if v is None]
+        if missing:
+            raise ResultsError(f"{path}: the profile lacks {', '.join(missing)}")
+        # The harness runs a job on the whole GPU: its slice sensitivity stays the estimate (rule "slice").
+        fields.insert(6, ("slice_sensitivity", 0.5))
+        source = f"bench/gpu/harness.py profile {job}, {device}, driver {p.get('driver')}, {p.get('date')}"
+        batch = re.search(r"_b(\d+)$", job)
+        out.append([model, gpu, batch.group(1) if batch else "2048"] + [f"{v:.6g}" for _, v in fields]
+                   + ["mmmmmmemm", source.replace(",", ";")])
+    return out
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=os.path.join(REPO, "docs", "results"), help="the result summaries")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("pairs", help="measured_pairs.csv on stdout; the cells left out on stderr")
+    p.add_argument("--skipped", help="write the cells left out, with why, to this file (Markdown table)")
+    sub.add_parser("alone", help="each model's alone rate per GPU type")
+    sub.add_parser("repeats", help="cells measured more than once with the same setting, and their spread")
+    j = sub.add_parser("jitter", help="each model's window-to-window spread alone, from the raw runs at a commit")
+    j.add_argument("--commit", default="5dbc452", help="where the raw runs files were kept (5dbc452)")
+    mo = sub.add_parser("models", help="the H100 and H200 rows of models.csv from the results and the rules")
+    mo.add_argument("--commit", default="5dbc452", help="where the raw runs files were kept (5dbc452)")
+    pr = sub.add_parser("profile", help="models.csv rows from harness profile.json files")
+    pr.add_argument("files", nargs="+")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "pairs":
+            rows, skipped = measured_pairs(args.results)
+            write_pairs(rows, sys.stdout)
+            text = io.StringIO()
+            text.write("| topic | cell | scenario | mode | device | why not predicted |\n|---|---|---|---|---|---|\n")
+            for s in skipped:
+                text.write("| " + " | ".join(str(x) for x in s) + " |\n")
+            if args.skipped:
+                with open(args.skipped, "w", encoding="utf-8") as f:
+                    f.write(text.getvalue())
+            print(f"gpu_results: {len(rows)} cells predicted, {len(skipped)} not", file=sys.stderr)
+        elif args.cmd == "alone":
+            w = csv.writer(sys.stdout, lineterminator="\n")
+            w.writerow(["model", "gpu", "iteration_ms", "alone_it_per_s", "cells"])
+            for (model, gpu), v in sorted(alone_rates(args.results).items()):
+                w.writerow([model, gpu, f"{1e3 / statistics.median(v):.2f}", f"{statistics.median(v):.2f}", len(v)])
+        elif args.cmd == "repeats":
+            spreads = []
+            for key, p, o in repeats(measured_pairs(args.results)[0]):
+                spread = max([max(v) - min(v) for v in (p, o) if v] or [0.0])
+                spreads.append(spread)
+                print(f"{' '.join(x for x in key if x not in ('', '0'))}: production {p}, opportunistic {o}, "
+                      f"spread {spread:.2f}")
+            if spreads:
+                spreads.sort()
+                print(f"{len(spreads)} settings measured more than once; the spread between calls: median "
+                      f"{statistics.median(spreads):.2f}, largest {spreads[-1]:.2f}; "
+                      f"{sum(x > 0.2 for x in spreads)} above 0.20")
+        elif args.cmd == "models":
+            w = csv.writer(sys.stdout, lineterminator="\n")
+            for row in model_rows(args.results, args.commit):
+                w.writerow(row)
+        elif args.cmd == "jitter":
+            w = csv.writer(sys.stdout, lineterminator="\n")
+            w.writerow(["model", "gpu", "jitter", "windows"])
+            for (model, gpu), v in sorted(runs_jitter(args.commit).items()):
+                # The root mean square of the deviations from each run's median: the relative
+                # standard deviation of one window's rate.
+                w.writerow([model, gpu, f"{(sum(x * x for x in v) / len(v)) ** 0.5:.4f}", len(v)])
+        else:
+            w = csv.writer(sys.stdout, lineterminator="\n")
+            for row in profile_rows(args.files, DEVICES):
+                w.writerow(row)
+        return 0
+    except ResultsError as e:
+        print(f"gpu_results: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sim/scripts/gpu_results.py: the simulator's tables from the real-GPU results (Tables: the
+committed tables are the script's output), its cell classification and the harness-row converter."""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(REPO, "sim", "scripts"))
+import gpu_results  # noqa: E402
+
+
+def data_rows(path: str) -> list:
+    with open(path, encoding="utf-8") as f:
+        return [r for r in csv.reader(line for line in f if not line.startswith("#"))]
+
+
+class Tables(unittest.TestCase):
+    def test_measured_pairs_are_the_scripts_output(self):
+        rows, _ = gpu_results.measured_pairs(os.path.join(REPO, "docs", "results"))
+        out = io.StringIO()
+        gpu_results.write_pairs(rows, out)
+        with open(os.path.join(REPO, "sim", "data", "measured_pairs.csv"), encoding="utf-8") as f:
+            self.assertEqual(out.getvalue(), f.read())
+
+    def test_h100_and_h200_profiles_are_the_scripts_output(self):
+        have = subprocess.run(["git", "-C", REPO, "cat-file", "-e", "5dbc452^{commit}"], capture_output=True)
+        if have.returncode != 0:
+            self.skipTest("the raw runs files' commit 5dbc452 is not in this clone (a shallow clone?)")
+        expected = [[str(x) for x in r] for r in gpu_results.model_rows(os.path.join(REPO, "docs", "results"), "5dbc452")]
+        committed = [r for r in data_rows(os.path.join(REPO, "sim", "data", "models.csv")) if r[1] != "a100-40gb"]
+        self.assertEqual(committed[1:], expected)  # the header first
+
+
+class Cells(unittest.TestCase):
+    def cell(self, **kw):
+        return {"scenario": "low", "production_model": "ResNet-50 b32", "device": "NVIDIA H100 80GB HBM3",
+                "opportunistic_model": "DLRM-like b2048, 8 tables of 2 GiB, uniform lookups", "runs": 2,
+                "production": {"median": 0.9}, "opportunistic": {"median": 0.1}, "source": "x.json", **kw}
+
+    def test_released_tgs_keeps_its_settings(self):
+        row, why = gpu_results.classify("memory", self.cell(mode="tgs", tgs_node_flags=(
+            "--policy tgs --memory-policy tgs --memory-budget-mib 12171 --memory-reserve-mib 1024 "
+            "--production-window-ms 1000 --profile-windows 3 --max-profile-windows 6")))
+        self.assertIsNone(why)
+        self.assertEqual((row["policy"], row["memory_policy"], row["budget_gib"]), ("tgs", "tgs", "11.8857"))
+        self.assertIn("tgs.production-window-ms=1000", row["settings"])
+        self.assertIn("memory.tgs.reserve-mib=1024", row["settings"])
+
+    def test_an_extension_that_no_longer_exists_is_left_out_with_why(self):
+        row, why = gpu_results.classify("memory", self.cell(mode="tgs", tgs_node_flags="--policy tgs --sync-wait-correction"))
+        self.assertIsNone(row)
+        self.assertIn("--sync-wait-correction", why)
+
+    def test_the_ceiling_mode_is_an_idle_production_job(self):
+        row, _ = gpu_results.classify("memory", self.cell(mode="opp-limited", tgs_node_flags=(
+            "--policy co-execution --memory-policy tgs --memory-budget-mib 12171")))
+        self.assertEqual((row["policy"], row["production_idle"], row["production"]), ("co-execution", 1, None))
+
+    def test_other_devices_and_models_are_refused(self):
+        self.assertIsNone(gpu_results.classify("memory", self.cell(device="Tesla T4"))[0])
+        self.assertIsNone(gpu_results.classify("memory", self.cell(production_model="AlexNet b8"))[0])
+
+
+class Profiles(unittest.TestCase):
+    def test_a_harness_profile_row_becomes_a_measured_table_row(self):
+        with tempfile.TemporaryDirectory() as t:
+            path = os.path.join(t, "profile.json")
+            with open(path, "w") as f:
+                json.dump({"job": "resnet50_b256", "device": "NVIDIA H100 80GB HBM3", "driver": "580", "date": "d",
+                           "iteration_s": 0.066, "kernels_per_s": 15000, "blocks_per_s": 1.4e8, "busy_fraction": 0.9,
+                           "jitter": {"p5": 0.95, "p50": 1.0, "p95": 1.05}, "footprint_bytes": 13 * 2**30,
+                           "hot_set_bytes": 12 * 2**30,
+                           "kernel_stats": {"busy_fraction": 0.97, "kernels_per_step": 990, "gaps_per_step": 40}}, f)
+            row = gpu_results.profile_rows([path], gpu_results.DEVICES)[0]
+        self.assertEqual(row[:5], ["resnet50-b256", "h100-80gb", "256", "66", "0.97"])
+        self.assertEqual(row[5:8], ["990", "9.24e+06", "40"])
+        self.assertAlmostEqual(float(row[8]), 0.1 / 3.29, places=4)  # p5-p95 over 3.29 standard deviations
+        self.assertEqual(row[12], "mmmmmmemm")  # slice sensitivity: not measured alone on a whole GPU
+
+    def test_a_profile_without_kernel_stats_is_refused_by_name(self):
+        with tempfile.TemporaryDirectory() as t:
+            path = os.path.join(t, "p.json")
+            with open(path, "w") as f:
+                json.dump({"job": "dlrm", "device": "NVIDIA H200", "iteration_s": 0.005}, f)
+            with self.assertRaisesRegex(gpu_results.ResultsError, "p.json: the profile lacks busy_fraction"):
+                gpu_results.profile_rows([path], gpu_results.DEVICES)
+
+
+if __name__ == "__main__":
+    unittest.main()
