@@ -210,24 +210,6 @@ class Podman : public EndToEnd {
     return *jobs_.back();
   }
 
-  /// A fake training job on the host, registering on `socket`.
-  process& start_on_host(const std::string& socket, const std::vector<std::string>& args, const std::string& cls,
-                         const std::string& name) {
-    job_env_ = {"TGS_NODE_SOCKET=" + socket, "TGS_JOB_NAME=" + name};
-    process& p = start_job(args, cls, true);
-    job_env_.clear();
-    return p;
-  }
-
-  /// The status lines of processes that never registered.
-  std::vector<nlohmann::json> unregistered_lines() {
-    std::vector<nlohmann::json> out;
-    for (const nlohmann::json& j : status_lines()) {
-      if (j.contains("unregistered")) out.push_back(j["unregistered"]);
-    }
-    return out;
-  }
-
   /// Waits for job `name` to be registered and returns its status line.
   nlohmann::json registered(const std::string& name, std::chrono::milliseconds limit = 20s) {
     nlohmann::json j;
@@ -250,7 +232,7 @@ TEST_F(Podman, AnOpportunisticContainerIsThrottledAsAPlainProcessIs) {
   // launching 100 kernels of 20 blocks, a tenth of what it runs alone.
   start_class_node({"--policy", "token-bucket", "--token-bucket.budget-blocks", "2000"});
   constexpr double share = 2000 / 0.050 / (100 * 20);
-  process& plain = start_on_host(class_socket("opportunistic"), opportunistic_args, "opportunistic", "plain");
+  process& plain = start_on(class_socket("opportunistic"), opportunistic_args, "opportunistic", "plain");
   std::this_thread::sleep_for(1s);
   const double outside = measure_rate(plain, 3s);
   plain.kill(SIGKILL);
@@ -271,7 +253,7 @@ TEST_F(Podman, AnOpportunisticContainerIsThrottledAsAPlainProcessIs) {
 
 TEST_F(Podman, ProductionKeepsItsThroughputBesideAnOpportunisticContainer) {
   start_class_node();
-  process& prod = start_on_host(class_socket("production"), production_args, "production", "prod");
+  process& prod = start_on(class_socket("production"), production_args, "production", "prod");
   std::this_thread::sleep_for(1s);
   const double alone = measure_rate(prod, 3s);
   ASSERT_GT(alone, 50.0) << prod.stderr_text();
@@ -299,7 +281,7 @@ TEST_F(Podman, AProductionContainerIsProduction) {
 
 TEST_F(Podman, AContainerThatAsksForNoDeviceIsNotRegisteredNorThrottled) {
   start_class_node({"--unregistered-grace-ms", "500"});
-  process& prod = start_on_host(class_socket("production"), production_args, "production", "prod");
+  process& prod = start_on(class_socket("production"), production_args, "production", "prod");
   registered("prod");
   process& plain = start_container("plain", {}, opportunistic_args);
   std::vector<nlohmann::json> seen;
@@ -313,7 +295,7 @@ TEST_F(Podman, AContainerThatAsksForNoDeviceIsNotRegisteredNorThrottled) {
 
 TEST_F(Podman, AContainerThatClaimsProductionOrAnotherGpuGetsItsDevices) {
   start_class_node();
-  process& prod = start_on_host(class_socket("production"), production_args, "production", "prod");
+  process& prod = start_on(class_socket("production"), production_args, "production", "prod");
   registered("prod");
   process& forger = start_container(
       "forger", {"--device", "tgs.io/gpu=0-opportunistic", "--env", "TGS_JOB_CLASS=production", "--env", "TGS_GPU=3"},
@@ -331,7 +313,7 @@ TEST_F(Podman, AContainerThatClaimsProductionOrAnotherGpuGetsItsDevices) {
 
 TEST_F(Podman, AContainerThatDropsTheInterposerIsReportedAndKilledOnRequest) {
   start_class_node({"--unregistered-action", "kill", "--unregistered-grace-ms", "1000"});
-  process& prod = start_on_host(class_socket("production"), production_args, "production", "prod");
+  process& prod = start_on(class_socket("production"), production_args, "production", "prod");
   registered("prod");
   // The job's own code runs the training without LD_PRELOAD.
   process& dropper = start_container("dropper", {"--device", "tgs.io/gpu=0-opportunistic"}, opportunistic_args,
@@ -349,7 +331,7 @@ TEST_F(Podman, AContainerThatDropsTheInterposerIsReportedAndKilledOnRequest) {
 
 TEST_F(Podman, AnUnknownDeviceIsRefusedByPodmanAndRunningJobsGoOn) {
   start_class_node();
-  process& prod = start_on_host(class_socket("production"), production_args, "production", "prod");
+  process& prod = start_on(class_socket("production"), production_args, "production", "prod");
   process& opp = start_container("opp", {"--device", "tgs.io/gpu=0-opportunistic"}, opportunistic_args);
   registered("prod");
   registered("opp");

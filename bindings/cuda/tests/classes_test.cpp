@@ -55,25 +55,6 @@ class Classes : public EndToEnd {
                "the class sockets");
   }
 
-  /// A fake training job named `name` that registers on `socket` asking to be `asked`.
-  process& start_on(const std::string& socket, const std::vector<std::string>& args, const std::string& asked,
-                    const std::string& name, bool interposed = true, std::vector<std::string> env = {}) {
-    job_env_ = {"TGS_NODE_SOCKET=" + socket, "TGS_JOB_NAME=" + name};
-    job_env_.insert(job_env_.end(), env.begin(), env.end());
-    process& p = start_job(args, asked, interposed);
-    job_env_.clear();
-    return p;
-  }
-
-  /// The unregistered-process lines of the status.
-  std::vector<nlohmann::json> unregistered_lines() {
-    std::vector<nlohmann::json> out;
-    for (const nlohmann::json& j : status_lines()) {
-      if (j.contains("unregistered")) out.push_back(j["unregistered"]);
-    }
-    return out;
-  }
-
   /// Runs `body` in a child process as user and group 65534 (nobody, nogroup), which reports an
   /// int through a pipe and then stays until `release_second_user`, so its registration stands
   /// while the test looks. Empty when the child reported nothing.

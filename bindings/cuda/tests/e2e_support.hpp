@@ -255,6 +255,17 @@ class EndToEnd : public ::testing::Test {
     return *jobs_.back();
   }
 
+  /// A fake training job named `name` on the host that registers on `socket` (a class socket,
+  /// say) asking to be `asked`, with `env` added to its environment.
+  process& start_on(const std::string& socket, const std::vector<std::string>& args, const std::string& asked,
+                    const std::string& name, bool interposed = true, std::vector<std::string> env = {}) {
+    job_env_ = {"TGS_NODE_SOCKET=" + socket, "TGS_JOB_NAME=" + name};
+    job_env_.insert(job_env_.end(), env.begin(), env.end());
+    process& p = start_job(args, asked, interposed);
+    job_env_.clear();
+    return p;
+  }
+
   /// The node's status as JSON lines, or as the text an operator reads (`json` false).
   std::string status(bool json = true) {
     int out[2];
@@ -297,6 +308,14 @@ class EndToEnd : public ::testing::Test {
       if (j.contains("job") && j["name"] == name) return j;
     }
     return nlohmann::json::object();
+  }
+  /// The status lines of processes on a GPU that never registered there.
+  std::vector<nlohmann::json> unregistered_lines() {
+    std::vector<nlohmann::json> out;
+    for (const nlohmann::json& j : status_lines()) {
+      if (j.contains("unregistered")) out.push_back(j["unregistered"]);
+    }
+    return out;
   }
   static int count(const std::string& text, const std::string& what) {
     int n = 0;
