@@ -8,7 +8,10 @@ packages=(
   libfmt-dev libcli11-dev libeigen3-dev libboost-graph-dev nlohmann-json3-dev libcsv-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  prometheus-cpp-dev
   help2man python3 python3-yaml
+  # Tests only: promtool checks tgs-node's metrics; podman and runc run the CDI devices for real.
+  prometheus podman runc
 )
 # kubectl checks the Kubernetes manifests (that test skips without it); any kubectl already on
 # the PATH will do, and Debian's conflicts with some others.

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <string>
 
+#include "container_edits.hpp"
+#include "metrics.hpp"
 #include "node_abi.hpp"
 #include "node_server.hpp"
 #include "tgs/core/settings_flags.hpp"
@@ -124,9 +126,56 @@ int main(int argc, char** argv) {
                  "jobs report) or none")
       ->check(CLI::IsMember({"nvml", "none"}))
       ->capture_default_str();
-  app.add_option("--default-class", default_class, "class of a job whose operator set no TGS_JOB_CLASS")
+  app.add_option("--default-class", default_class,
+                 "class of a job on the main socket whose operator set no TGS_JOB_CLASS, or whose user may not "
+                 "choose its class (--trust-uid, --trust-gid)")
       ->check(CLI::IsMember({"production", "opportunistic"}))
       ->capture_default_str();
+  // Classes the job cannot forge (docs/trust-model.md, "Classes"): a class socket's, or a trusted
+  // user's own choice on the main socket.
+  app.add_option("--class-sockets", options.class_socket_dir,
+                 "serve one socket per GPU and class in this folder (gpu<i>-production.sock, "
+                 "gpu<i>-opportunistic.sock): a job registered there has that class and GPU whatever it asks; "
+                 "the device plugin and the CDI spec mount them into containers (e.g. /run/tgs)");
+  app.add_option("--production-socket-mode", options.production_socket_mode,
+                 "file mode of the production class sockets, octal as decimal (438 = 0666: any process that reaches "
+                 "the file; 432 = 0660: owner and --socket-group)")
+      ->capture_default_str();
+  app.add_option("--opportunistic-socket-mode", options.opportunistic_socket_mode,
+                 "file mode of the opportunistic class sockets, octal as decimal")
+      ->capture_default_str();
+  app.add_option("--trust-uid", options.trusted_uids,
+                 "users whose jobs may choose their class (TGS_JOB_CLASS) on the main socket; the node's own user "
+                 "always may, everyone else's jobs get --default-class there");
+  app.add_option("--trust-gid", options.trusted_gids,
+                 "groups whose jobs may choose their class on the main socket (a process's primary or supplementary "
+                 "group)");
+  app.add_option("--cdi-spec", options.cdi_spec_path,
+                 "write the CDI spec of the class sockets (devices tgs.io/gpu=<i>-production and "
+                 "tgs.io/gpu=<i>-opportunistic) to this file at start, e.g. /etc/cdi/tgs.json or /run/cdi/tgs.json; "
+                 "needs --class-sockets");
+  app.add_option("--interposer", options.interposer_path,
+                 "the interposer the CDI spec mounts into containers (default: " TGS_INTERPOSER_FROM_BIN
+                 " beside tgs-node, where the package installs it)");
+  app.add_option("--metrics-address", options.metrics_address,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IPv4 address, localhost, or empty for "
+                 "every interface; PORT 0 picks a free one, which the log names), e.g. 127.0.0.1:9400");
+  std::string unregistered = std::string(to_string(options.on_unregistered));
+  app.add_option("--unregistered-action", unregistered,
+                 "what to do about a process that uses a GPU (as NVML lists it) without having registered there: "
+                 "report (the log, the status, the metrics), pause (also SIGSTOP it while a production job is on "
+                 "its GPU) or kill (also SIGKILL it)")
+      ->check(CLI::IsMember({"report", "pause", "kill"}))
+      ->capture_default_str();
+  int unregistered_grace_ms = static_cast<int>(options.unregistered_grace.count());
+  app.add_option("--unregistered-grace-ms", unregistered_grace_ms,
+                 "how long a process may use a GPU unregistered before the node reports it and acts (a starting "
+                 "job registers within it)")
+      ->check(CLI::Range(100, 3600000))
+      ->capture_default_str();
+  app.add_option("--unregistered-exempt-uid", options.unregistered_exempt_uids,
+                 "users whose unregistered GPU processes are only reported, never paused or killed (an MPS "
+                 "server's user, for example)");
   app.add_option("--gpus", options.gpus, "GPUs on this node")->check(CLI::Range(1U, 1024U))->capture_default_str();
   std::vector<std::string> node_policies;  // the controllers tgs-node can carry out
   for (std::string_view n : tgs::rate_controller_names()) {
@@ -209,6 +258,29 @@ int main(int argc, char** argv) {
   options.handshake_timeout = std::chrono::milliseconds{handshake_timeout_ms};
   options.eviction_stall = std::chrono::milliseconds{eviction_stall_ms};
   options.observe_gpus = gpu_observer == "nvml";
+  if (options.interposer_path.empty()) {
+    options.interposer_path = tgs::containers::installed_interposer(TGS_INTERPOSER_FROM_BIN);
+  }
+  options.on_unregistered = *parse_unregistered_action(unregistered);  // CLI::IsMember checked it
+  options.unregistered_grace = std::chrono::milliseconds{unregistered_grace_ms};
+  if (!options.metrics_address.empty()) {
+    if (const auto [address, why] = parse_listen_address(options.metrics_address); !address) {
+      fmt::print(stderr, "tgs-node: --metrics-address {}\n", why);
+      return 2;
+    }
+    if (!metrics_supported()) {
+      fmt::print(stderr, "tgs-node: --metrics-address: this tgs-node was built without prometheus-cpp\n");
+      return 2;
+    }
+  }
+  if (!options.cdi_spec_path.empty() && options.class_socket_dir.empty()) {
+    fmt::print(stderr, "tgs-node: --cdi-spec needs --class-sockets (the spec's devices mount the class sockets)\n");
+    return 2;
+  }
+  if (options.production_socket_mode > 07777 || options.opportunistic_socket_mode > 07777) {
+    fmt::print(stderr, "tgs-node: a socket mode must be at most 07777 (4095)\n");
+    return 2;
+  }
   if (!socket_group.empty()) {
     if (const group* g = ::getgrnam(socket_group.c_str())) {
       options.socket_group = g->gr_gid;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "container_edits.hpp"
 #include "fd_message.hpp"
 #include "server_parts.hpp"
 
@@ -42,14 +43,14 @@ bool listed_or_unknown(const std::optional<std::vector<gpu_process>>& list, pid_
 
 /// Why a registration must be refused, if it must: an unauthorised user, a GPU the node does not
 /// have, or a user or process already at its cap of jobs.
-std::optional<std::string> node_server::refusal(const connection& c, const abi::register_request& req) const {
+std::optional<std::string> node_server::refusal(const connection& c, std::uint32_t gpu) const {
   const bool restricted = !options_.allowed_uids.empty() || !options_.allowed_gids.empty();
   const bool uid_ok = std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), c.uid) !=
                       options_.allowed_uids.end();
   const bool gid_ok = std::any_of(options_.allowed_gids.begin(), options_.allowed_gids.end(),
                                   [&](gid_t g) { return process_in_group(c.pid, c.gid, g); });
   if (restricted && !uid_ok && !gid_ok) return fmt::format("uid {} is not allowed to register", c.uid);
-  if (req.gpu >= options_.gpus) return fmt::format("GPU {} is not on this node ({} GPUs)", req.gpu, options_.gpus);
+  if (gpu >= options_.gpus) return fmt::format("GPU {} is not on this node ({} GPUs)", gpu, options_.gpus);
   const auto count = [&](auto same) { return std::count_if(jobs_.begin(), jobs_.end(), [&](const auto& e) { return same(*e.second); }); };
   if (static_cast<std::size_t>(count([&](const job& j) { return j.pid == c.pid; })) >= options_.max_jobs_per_process) {
     return fmt::format("process {} already has {} jobs (--max-jobs-per-process)", c.pid, options_.max_jobs_per_process);
@@ -101,13 +102,29 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
     log(log_level::warn, "refused a job of pid {} uid {}: {}", c.pid, c.uid, why);
     close_connection(c.fd);
   };
-  if (const std::optional<std::string> why = refusal(c, req)) return refuse(*why);
+  // The class and GPU are the operator's grant: the class socket's, else the job's own request
+  // only from a user trusted to choose it, else the default (docs/trust-model.md, "Classes").
+  std::optional<job_class> asked;
+  if (req.job_class == abi::class_code::production) asked = job_class::production;
+  if (req.job_class == abi::class_code::opportunistic) asked = job_class::opportunistic;
+  job_class cls = options_.default_class;
+  std::uint32_t gpu = req.gpu;
+  std::string class_from = "default";
+  if (c.granted) {
+    cls = c.granted->cls;
+    gpu = c.granted->gpu;  // the job's own index counts the GPUs its container sees
+    class_from = containers::node_socket_name(gpu, cls);
+  } else if (asked && trusted(c)) {
+    cls = *asked;
+    class_from = "request";
+  }
+  if (asked && *asked != cls) {
+    log(log_level::info, "pid {} uid {} asked to be {}; it is {} ({})", c.pid, c.uid, to_string(*asked), to_string(cls),
+        c.granted ? "the class of the socket it came through" : "its user may not choose its class");
+  }
+  if (const std::optional<std::string> why = refusal(c, gpu)) return refuse(*why);
   const std::optional<std::uint64_t> start_ticks = process_start(c.pid);
   if (!start_ticks) return refuse("process already gone");
-
-  job_class cls = options_.default_class;
-  if (req.job_class == abi::class_code::production) cls = job_class::production;
-  if (req.job_class == abi::class_code::opportunistic) cls = job_class::opportunistic;
 
   const int memfd = sealed_segment_fd();
   if (memfd < 0) return refuse("cannot create a sealed segment: " + errno_text());
@@ -123,8 +140,10 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   j->uid = c.uid;
   j->start_ticks = *start_ticks;
   j->cls = cls;
-  j->gpu = req.gpu;
+  j->gpu = gpu;
   j->name.assign(req.name, strnlen(req.name, sizeof(req.name)));
+  j->class_from = std::move(class_from);
+  j->origin = origin_of(c.pid);
   j->since = clock::now();
   // The page is zero-filled: every counter starts at 0; only the identity needs writing.
   auto* seg = new (mapping) abi::job_segment{};
@@ -175,11 +194,24 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   ::close(memfd);
   if (page_fd >= 0) ::close(page_fd);
   const std::uint32_t id = j->id;
-  log(log_level::info, "job {} registered: pid {} uid {} {} on GPU {} ({}){}", id, j->pid, j->uid, to_string(cls),
-      j->gpu, printable(j->name), j->in_control ? "" : "; it steers the controller once it holds a context there");
+  log(log_level::info, "job {} registered: pid {} uid {} {} ({}) on GPU {} ({}){}{}", id, j->pid, j->uid, to_string(cls),
+      j->class_from, j->gpu, printable(j->name),
+      j->origin.container.empty() ? "" : ", container " + short_container_id(j->origin.container),
+      j->in_control ? "" : "; it steers the controller once it holds a context there");
   c.job_id = id;
   jobs_[id] = std::move(j);
   if (!sent) remove_job(id, "could not send the registration reply");
+}
+
+/// Whether the user of `c` may choose its job's class on the main socket: the node's own user (it
+/// could do anything the node does), or a user or group the operator trusts.
+bool node_server::trusted(const connection& c) const {
+  if (c.uid == ::geteuid()) return true;
+  if (std::find(options_.trusted_uids.begin(), options_.trusted_uids.end(), c.uid) != options_.trusted_uids.end()) {
+    return true;
+  }
+  return std::any_of(options_.trusted_gids.begin(), options_.trusted_gids.end(),
+                     [&](gid_t g) { return process_in_group(c.pid, c.gid, g); });
 }
 
 void node_server::remove_job(std::uint32_t id, const char* why) {
@@ -275,6 +307,11 @@ void node_server::send_pending_replies() {
     if (!send_message(p.fd, &reply, sizeof(reply))) log(log_level::warn, "job {}: could not send a memory reply", p.job_id);
   }
   pending_ = std::move(waiting);
+}
+
+const node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) const {
+  const auto it = memory_gpus_.find(gpu);
+  return it == memory_gpus_.end() ? nullptr : it->second.get();
 }
 
 node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) {

@@ -26,7 +26,8 @@ json per_second(double x) { return std::isfinite(x) ? json(std::llround(x)) : js
 /// can see why it throttles. Every policy reports itself; the status names none.
 json describe_controller(const any_rate_controller& controller) {
   json d = json::object();
-  const state_report report = controller.describe();  // the fields view into it
+  // Named: a range-for over `describe().fields()` would read the report after it is destroyed.
+  const state_report report = controller.describe();
   for (const state_field& f : report.fields()) {
     const std::string key(f.key);
     if (const auto* word = std::get_if<std::string_view>(&f.value)) {
@@ -55,6 +56,24 @@ std::string text_of(const json& v) { return v.is_null() ? std::string("-") : v.d
 
 }  // namespace
 
+node_server::job_numbers node_server::numbers_of(const job& j, const std::vector<job_report>& reports,
+                                                 const memory_loop* m) const {
+  job_numbers n;
+  const auto r = std::find_if(reports.begin(), reports.end(), [&](const job_report& x) { return x.id == j.id; });
+  if (r != reports.end()) {
+    n.report = *r;
+  } else {
+    n.report.id = j.id;
+    n.report.cls = j.cls;
+  }
+  const abi::job_segment& seg = *j.segment;
+  n.held = m != nullptr ? m->counted(j.id).value_or(abi::job_holdings{})
+                        : abi::job_holdings{seg.device_bytes.load(), seg.managed_bytes.load(),
+                                            seg.managed_resident_bytes.load()};
+  n.managed_resident = std::min(n.held.managed_bytes, n.held.managed_resident_bytes);
+  return n;
+}
+
 void node_server::send_status(connection& c, bool json_lines) {
   std::vector<json> lines;
   const double uptime = std::chrono::duration<double>(clock::now() - start_).count();
@@ -63,7 +82,11 @@ void node_server::send_status(connection& c, bool json_lines) {
                                      {"policy", std::string(sample.policy_name())},
                                      {"socket", options_.socket_path},
                                      {"uptime_s", rounded(uptime, 3)},
-                                     {"jobs", jobs_.size()}}}});
+                                     {"jobs", jobs_.size()},
+                                     {"class_sockets", options_.class_socket_dir.empty()
+                                                           ? json(nullptr)
+                                                           : json(options_.class_socket_dir)},
+                                     {"unregistered", unregistered_.size()}}}});
   std::set<std::uint32_t> gpus;
   for (const auto& [gpu, l] : gpus_) gpus.insert(gpu);
   for (const auto& [id, j] : jobs_) gpus.insert(j->gpu);
@@ -90,20 +113,11 @@ void node_server::send_status(connection& c, bool json_lines) {
     for (const auto& [id, jp] : jobs_) {
       const job& j = *jp;
       if (j.gpu != gpu) continue;
-      const auto r = std::find_if(reports.begin(), reports.end(), [&](const job_report& x) { return x.id == id; });
-      job_report report;
-      if (r != reports.end()) {
-        report = *r;
-      } else {
-        report.id = id;
-        report.cls = j.cls;
-      }
+      const job_numbers numbers = numbers_of(j, reports, m);
+      const job_report& report = numbers.report;
       const abi::job_segment& seg = *j.segment;
-      // What the node counts (bounded by its grants) where a memory policy runs; else the job's own.
-      const abi::job_holdings held = m != nullptr ? m->counted(id).value_or(abi::job_holdings{})
-                                                  : abi::job_holdings{seg.device_bytes.load(), seg.managed_bytes.load(),
-                                                                      seg.managed_resident_bytes.load()};
-      const std::uint64_t managed_resident = std::min(held.managed_bytes, held.managed_resident_bytes);
+      const abi::job_holdings& held = numbers.held;
+      const std::uint64_t managed_resident = numbers.managed_resident;
       const std::uint64_t job_limit = seg.resident_limit.load();
       const bool limited = job_limit != abi::no_resident_limit && seg.memory_policy_active.load() != 0;
       const bool throttled = j.cls == job_class::opportunistic && report.budget_blocks.has_value();
@@ -114,6 +128,9 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["uid"] = j.uid;
       line["class"] = std::string(to_string(j.cls));
       line["name"] = j.name;
+      line["class_from"] = j.class_from;
+      line["cgroup"] = j.origin.cgroup;
+      line["container"] = j.origin.container;
       line["up_s"] = rounded(std::chrono::duration<double>(clock::now() - j.since).count(), 1);
       line["in_control_loop"] = j.in_control;
       line["blocks_per_s"] = per_second(report.blocks_per_s);
@@ -127,7 +144,7 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["free_calls"] = seg.free_calls.load();
       line["map_calls"] = seg.map_calls.load();
       line["managed_resident_bytes"] = managed_resident;
-      line["resident_bytes"] = held.device_bytes + managed_resident;
+      line["resident_bytes"] = numbers.resident();
       line["resident_limit"] = limited ? json(job_limit) : json(nullptr);
       line["eviction_stalled"] = m != nullptr && m->stalled(id);
       line["evictions"] = seg.evictions.load();
@@ -153,6 +170,22 @@ void node_server::send_status(connection& c, bool json_lines) {
     }
   }
 
+  // Processes on a GPU that never registered there (check_unregistered). One object under one
+  // key, as the node line: readers that take every line with a "gpu" or "job" key for a GPU's or
+  // a job's do not mistake it.
+  for (const auto& [key, u] : unregistered_) {
+    json p;
+    p["pid"] = u.pid;
+    p["gpu"] = u.gpu;
+    p["uid"] = u.uid;
+    p["used_bytes"] = u.used_bytes ? json(*u.used_bytes) : json(nullptr);
+    p["cgroup"] = u.origin.cgroup;
+    p["container"] = u.origin.container;
+    p["seen_s"] = rounded(std::chrono::duration<double>(clock::now() - u.first_seen).count(), 1);
+    p["state"] = u.state();
+    lines.push_back(json{{"unregistered", std::move(p)}});
+  }
+
   for (const json& line : lines) {
     std::string text;
     if (json_lines) {
@@ -160,14 +193,30 @@ void node_server::send_status(connection& c, bool json_lines) {
       text = line.dump(-1, ' ', false, json::error_handler_t::replace);
     } else if (line.contains("node")) {
       const json& n = line["node"];
-      text = fmt::format("tgs-node: ABI {}, policy {}, socket {}, up {:.1f} s, {} job(s)", n["abi"].get<unsigned>(),
-                         n["policy"].get<std::string>(), n["socket"].get<std::string>(), n["uptime_s"].get<double>(),
-                         n["jobs"].get<std::size_t>());
+      text = fmt::format("tgs-node: ABI {}, policy {}, socket {}{}, up {:.1f} s, {} job(s), {} unregistered process(es)",
+                         n["abi"].get<unsigned>(), n["policy"].get<std::string>(), n["socket"].get<std::string>(),
+                         n["class_sockets"].is_null() ? std::string()
+                                                      : ", class sockets in " + n["class_sockets"].get<std::string>(),
+                         n["uptime_s"].get<double>(), n["jobs"].get<std::size_t>(), n["unregistered"].get<std::size_t>());
+    } else if (line.contains("unregistered")) {
+      const json& p = line["unregistered"];
+      const std::string container = p["container"].get<std::string>();
+      text = fmt::format("  unregistered pid {} uid {} on GPU {} ({}): {}, seen {:.1f} s, {}", p["pid"].get<int>(),
+                         p["uid"].get<unsigned>(), p["gpu"].get<unsigned>(),
+                         container.empty() ? "cgroup " + p["cgroup"].get<std::string>()
+                                           : "container " + short_container_id(container),
+                         p["used_bytes"].is_null()
+                             ? std::string("memory unknown")
+                             : fmt::format("{:.1f} MiB", static_cast<double>(p["used_bytes"].get<std::uint64_t>()) / (1 << 20)),
+                         p["seen_s"].get<double>(), p["state"].get<std::string>());
     } else if (line.contains("job")) {
       const unsigned window = line["max_inflight_launches"].get<unsigned>();
-      text = fmt::format("  job {} pid {} {} '{}': {} blocks/s, {} launches/s, budget {}, {:.1f} MiB ({:.1f} MiB managed, "
+      const std::string container = line["container"].get<std::string>();
+      text = fmt::format("  job {} pid {} {} ({}{}) '{}': {} blocks/s, {} launches/s, budget {}, {:.1f} MiB ({:.1f} MiB managed, "
                          "{:.1f} MiB of it on the GPU), throttled {:.2f} s{}{}",
                          line["job"].get<unsigned>(), line["pid"].get<int>(), line["class"].get<std::string>(),
+                         line["class_from"].get<std::string>(),
+                         container.empty() ? std::string() : ", container " + short_container_id(container),
                          printable(line["name"].get<std::string>()), text_of(line["blocks_per_s"]),
                          text_of(line["launches_per_s"]),
                          line["budget_blocks"].is_null() ? std::string("unthrottled") : line["budget_blocks"].dump(),
