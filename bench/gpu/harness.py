@@ -837,7 +837,7 @@ def main(argv: list) -> int:
     t.add_argument("--production", type=float, default=0.95, help="the production target (0.95)")
     t.add_argument("--opportunistic", type=float, default=0.5, help="the opportunistic target (0.5)")
     ph = sub.add_parser("phases", help="tgs-node status samples per run and controller phase")
-    ph.add_argument("file", help="a status-samples.jsonl")
+    ph.add_argument("file", help="a status-samples.jsonl, or a call's output folder that holds one")
     ph.add_argument("--json", action="store_true", help="one JSON line per run and phase")
     args = ap.parse_args(argv)
     args.command = "python3 bench/gpu/harness.py " + shlex.join(argv)
@@ -871,7 +871,10 @@ def main(argv: list) -> int:
             print(f"targets: production >= {args.production:g}, opportunistic >= {args.opportunistic:g} (medians, "
                   f"unrounded); {met} of {len(rows)} cells meet both")
         else:
-            rows = phases(read_jsonl(args.file))
+            path = os.path.join(args.file, "status-samples.jsonl") if os.path.isdir(args.file) else args.file
+            if not os.path.isfile(path):
+                raise HarnessError(f"phases: no status samples at {path}")
+            rows = phases(read_jsonl(path))
             for e in rows if args.json else []:
                 print(json.dumps(e))
             if rows and not args.json:

@@ -91,6 +91,13 @@ TEST(HardLimit, NeverEvicts) {
   EXPECT_EQ(d.revisit_at, tgs::never);
 }
 
+TEST(HardLimit, TellsEachClassItsOwnLimitAsItsMemory) {
+  hard_limit policy{{.production_fraction = 0.75}};
+  const auto d = policy.step(on_40_gib(job_memory{1_GiB, 1_GiB}, std::nullopt, std::nullopt));
+  EXPECT_EQ(d.production_view, 30_GiB);
+  EXPECT_EQ(d.opportunistic_view, 10_GiB);
+}
+
 TEST(HardLimit, RejectsFractionOutsideTheOpenUnitInterval) {
   for (double bad : {0.0, 1.0, 1.5, -0.25, std::numeric_limits<double>::quiet_NaN(),
                      std::numeric_limits<double>::infinity()}) {

@@ -124,6 +124,14 @@ class Analysis(unittest.TestCase):
         self.assertIsNone(rows[0]["sample_blocks_per_s"])
         with self.assertRaisesRegex(harness.HarnessError, "status sample 2: not a status sample"):
             harness.phases([alone, {"run": "r"}])
+        with tempfile.TemporaryDirectory() as t:  # a call's folder names its samples; a missing one is refused
+            write_lines(os.path.join(t, "status-samples.jsonl"), [alone, sample("slow_start", 90, 0.9)])
+            out = io.StringIO()
+            with redirect_stdout(out):
+                self.assertEqual(harness.main(["phases", t, "--json"]), 0)
+            self.assertEqual([json.loads(line)["phase"] for line in out.getvalue().splitlines()],
+                             ["production-alone", "slow_start"])
+            self.assertEqual(harness.main(["phases", os.path.join(t, "none")]), 2)
 
     def test_halves_keep_cores_whole(self):
         siblings = {0: [0, 4], 4: [0, 4], 1: [1, 5], 5: [1, 5], 2: [2, 6], 6: [2, 6]}

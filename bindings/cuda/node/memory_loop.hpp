@@ -30,7 +30,6 @@
 #include "node_abi.hpp"
 #include "tgs/core/units.hpp"
 #include "tgs/memory/concepts.hpp"
-#include "tgs/memory/hard_limit.hpp"
 #include "tgs/memory/residency.hpp"
 
 namespace tgs::cuda::node {
@@ -269,29 +268,17 @@ class gpu_memory_loop {
         ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.memory_generation), FUTEX_WAKE, INT_MAX, nullptr,
                   nullptr, 0);
       }
-      // The view: the budget (or the job's own limit where the policy has one), and what other
-      // jobs occupy of it now. Conservative for a production job under tgs, which could displace
+      // The view: the budget and what other jobs occupy of it now, or the class's own share where
+      // the policy gives one. Conservative for a production job under tgs, which could displace
       // opportunistic memory; the interposer also caps it by the driver's own answer.
       bytes total = budget_;
       bytes others = bytes{all_resident} - resident(h);
-      if (const auto* hard = policy_target<hard_limit>()) {
-        total = hard->limit(j.cls, budget_);
+      if (const std::optional<bytes>& view = j.cls == job_class::production ? d.production_view : d.opportunistic_view) {
+        total = *view;
         others = bytes{};
       }
       s.view_total_bytes.store(total.count(), std::memory_order_relaxed);
       s.view_others_bytes.store(others.count(), std::memory_order_relaxed);
-    }
-  }
-
-  /// The held policy as `P`, when it is one (through `any_memory_policy`, or `Policy` itself).
-  template <typename P>
-  [[nodiscard]] const P* policy_target() const noexcept {
-    if constexpr (std::is_same_v<Policy, P>) {
-      return &policy_;
-    } else if constexpr (requires { policy_.template target<P>(); }) {
-      return policy_.template target<P>();
-    } else {
-      return nullptr;
     }
   }
 

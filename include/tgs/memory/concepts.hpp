@@ -74,6 +74,10 @@ struct memory_decision {
   bool production_pinned = true;
   /// When the policy wants its next observation; `never`: only on memory events.
   instant revisit_at = never;
+  /// The memory a job of each class is told it has (what `cuMemGetInfo` answers it), where the
+  /// policy gives each class a fixed share; empty: the budget, less what the other jobs hold.
+  std::optional<bytes> production_view{};
+  std::optional<bytes> opportunistic_view{};
 
   constexpr bool operator==(const memory_decision&) const noexcept = default;
 };

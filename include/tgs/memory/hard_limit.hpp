@@ -101,6 +101,10 @@ class hard_limit {
     decision.opportunistic_resident_limit = bytes::max();
     decision.production_pinned = true;
     decision.revisit_at = never;
+    // Each class sees its own limit as its GPU's memory: a framework sizing its caches from
+    // cuMemGetInfo then stays within it.
+    decision.production_view = limit(job_class::production, obs.capacity);
+    decision.opportunistic_view = limit(job_class::opportunistic, obs.capacity);
     return decision;
   }
 
