@@ -31,7 +31,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps")
+TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest")
 
 # The GPU types of sim/data/gpus.csv, by the name nvidia-smi gives the card.
 DEVICES = {"NVIDIA H100 80GB HBM3": "h100-80gb", "NVIDIA H200": "h200-141gb"}
@@ -42,7 +42,7 @@ MODELS = [
     (r"^ResNet-50 b256$", "resnet50-b256"), (r"^ResNet-50 b128$", "resnet50-b128"),
     (r"^ResNet-50 b64$", "resnet50"), (r"^ResNet-50 b32$", "resnet50-b32"),
     (r"^ShuffleNet v2 b128$", "shufflenet-b128"), (r"^ShuffleNet v2 b64$", "shufflenet"),
-    (r"^MobileNet v2 b64$", "mobilenet"), (r"^BERT-base b32 seq 128$", "bert-base"),
+    (r"^MobileNet v2 b64$", "mobilenet"), (r"^BERT-base b32( seq 128)?$", "bert-base"),
     (r"^DLRM-like .*uniform lookups$", "dlrm"), (r"^DLRM-like .*power-law lookups", "dlrm-zipf"),
 ]
 # The harness's job names (bench/gpu/scenarios.toml [jobs]) for `profile`.
@@ -142,7 +142,8 @@ def parse_flags(flags):
 def mps_threads(cell):
     """The opportunistic job's MPS thread share, and whether a client priority was set."""
     text = cell.get("mps") if isinstance(cell.get("mps"), str) else (cell.get("setting") or "")
-    m = re.search(r"opportunistic job CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=(\d+)", text)
+    m = re.search(r"opportunistic job CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=(\d+)", text) \
+        or re.search(r"^MPS \d+%/(\d+)%$", cell.get("setting") or "")  # "MPS 100%/50%": production/opportunistic
     pct = m.group(1) if m else ("50" if "50% threads" in (cell.get("setting") or "") else None)
     return pct, "PRIORITY" in text
 
@@ -201,6 +202,13 @@ def classify(topic, cell):
         if policy != "token-bucket" or unknown:
             return None, f"tgs-node flags the model does not have: {' '.join(unknown)}"
         row["policy"] = "token-bucket"
+    elif mode == "idle-harvest":
+        if unknown:
+            return None, f"tgs-node flags the model does not have: {' '.join(unknown)}"
+        row["policy"] = "idle-harvest"  # tgs-node's default policy and settings
+    elif str(mode).startswith("idle-harvest-sample-"):
+        return None, ("idle-harvest with tgs-node's GPU activity sampled at another period "
+                      "(--activity-sample-us), which the model does not have")
     elif mode == "tgs":
         if policy != "tgs" or unknown:
             return None, f"a tgs extension that no longer exists ({' '.join(unknown) or policy})"

@@ -62,6 +62,28 @@ class Cells(unittest.TestCase):
             "--policy co-execution --memory-policy tgs --memory-budget-mib 12171")))
         self.assertEqual((row["policy"], row["production_idle"], row["production"]), ("co-execution", 1, None))
 
+    def test_idle_harvest_cells_run_tgs_nodes_default_policy(self):
+        low = {"production_model": "MobileNet v2 b64", "opportunistic_model": "ShuffleNet v2 b64", "tgs_node_flags": None}
+        row, why = gpu_results.classify("idle-harvest", self.cell(mode="idle-harvest", **low))
+        self.assertIsNone(why)
+        self.assertEqual((row["policy"], row["settings"]), ("idle-harvest", ""))
+        row, _ = gpu_results.classify("idle-harvest", self.cell(mode="mps", setting="MPS 100%/50%", **low))
+        self.assertEqual((row["policy"], row["settings"]),
+                         ("mps", "mps.opportunistic-threads=0.5 mps.production-threads=1"))
+        row, why = gpu_results.classify("idle-harvest", self.cell(mode="idle-harvest-sample-200us", **low))
+        self.assertIsNone(row)
+        self.assertIn("--activity-sample-us", why)
+        row, why = gpu_results.classify("idle-harvest", self.cell(
+            mode="idle-harvest", **{**low, "tgs_node_flags": "--policy idle-harvest --activity-sample-us 20"}))
+        self.assertIsNone(row)
+        self.assertIn("--activity-sample-us", why)
+
+    def test_the_harness_bert_job_is_the_profiled_one(self):
+        # bench/gpu/scenarios.toml's bert_base_b32 runs sequences of 128, named with or without it.
+        self.assertEqual(gpu_results.model_name("BERT-base b32"), "bert-base")
+        self.assertEqual(gpu_results.model_name("BERT-base b32 seq 128"), "bert-base")
+        self.assertIsNone(gpu_results.model_name("BERT-base b32 seq 512"))
+
     def test_other_devices_and_models_are_refused(self):
         self.assertIsNone(gpu_results.classify("memory", self.cell(device="Tesla T4"))[0])
         self.assertIsNone(gpu_results.classify("memory", self.cell(production_model="AlexNet b8"))[0])
