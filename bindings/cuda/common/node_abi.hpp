@@ -302,9 +302,10 @@ struct sync_mark {
 inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_t busy_ns) noexcept {
   std::uint64_t seq = seg.sync_mark_seq.load(std::memory_order_relaxed);
   if ((seq & 1) != 0 || !seg.sync_mark_seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) return;
-  std::atomic_thread_fence(std::memory_order_release);
-  seg.sync_mark_blocks.store(blocks, std::memory_order_relaxed);
-  seg.sync_mark_busy_ns.store(busy_ns, std::memory_order_relaxed);
+  // Release stores, not a fence (ThreadSanitizer does not model fences): a reader that sees
+  // either new value also sees the odd count written before it.
+  seg.sync_mark_blocks.store(blocks, std::memory_order_release);
+  seg.sync_mark_busy_ns.store(busy_ns, std::memory_order_release);
   seg.sync_mark_seq.store(seq + 2, std::memory_order_release);
 }
 
@@ -314,9 +315,9 @@ inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_
   for (int attempt = 0; attempt < 4; ++attempt) {
     const std::uint64_t before = seg.sync_mark_seq.load(std::memory_order_acquire);
     if ((before & 1) != 0) continue;
-    sync_mark m{before, seg.sync_mark_blocks.load(std::memory_order_relaxed),
-                seg.sync_mark_busy_ns.load(std::memory_order_relaxed)};
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // Acquire loads keep the second look at the count after them.
+    sync_mark m{before, seg.sync_mark_blocks.load(std::memory_order_acquire),
+                seg.sync_mark_busy_ns.load(std::memory_order_acquire)};
     if (seg.sync_mark_seq.load(std::memory_order_relaxed) == before) return m;
   }
   return std::nullopt;
