@@ -23,6 +23,7 @@
 #include "listener.hpp"
 #include "memory_loop.hpp"
 #include "node_abi.hpp"
+#include "tgs/fault/any_fault_policy.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
 
@@ -52,6 +53,9 @@ struct node_options {
   any_rate_controller::config controller = idle_harvest::config{};
   /// The memory policy's configuration; empty: no memory policy (allocations are only counted).
   std::optional<any_memory_policy::config> memory_policy;
+  /// The fault policy's configuration (its alternative picks the policy): what a job's death
+  /// does to the other jobs on its GPU. Separate contexts by default: nothing else ends.
+  any_fault_policy::config fault_policy = separate_contexts::config{};
   /// The per-GPU memory budget the memory policy shares out (smaller than the card).
   bytes memory_budget{};
   /// How an opportunistic job's resident limit is shared among its allocations
@@ -110,6 +114,12 @@ class node_server {
   using clock = std::chrono::steady_clock;
   using loop = gpu_control_loop<any_rate_controller>;
   using memory_loop = gpu_memory_loop<any_memory_policy>;
+  /// One GPU's fault policy and what it has handled (for status).
+  struct gpu_faults {
+    any_fault_policy policy;
+    std::uint64_t handled = 0;           ///< jobs that ended on the GPU while registered
+    std::uint64_t co_runners_ended = 0;  ///< jobs the node ended because the policy said so
+  };
   /// A verdict held back until the opportunistic jobs have made room (or the wait ran out).
   struct pending_reply {
     int fd;
@@ -139,6 +149,10 @@ class node_server {
   void send_pending_replies();
   memory_loop* gpu_memory(std::uint32_t gpu);
   void remove_job(std::uint32_t id, const char* why);
+  /// A registered job ended (its connection closed or its process is gone): steps its GPU's
+  /// fault policy and carries out the decision.
+  void on_job_ended(std::uint32_t id, const char* why);
+  gpu_faults& gpu_fault_state(std::uint32_t gpu);
   void check_liveness();
   loop& gpu_loop(std::uint32_t gpu);
   /// The GPU's shared page, created on first use; null when it cannot be made (the GPU's jobs
@@ -158,6 +172,7 @@ class node_server {
   std::map<std::uint32_t, std::unique_ptr<loop>> gpus_;
   std::map<std::uint32_t, std::unique_ptr<memory_loop>> memory_gpus_;
   std::map<std::uint32_t, std::unique_ptr<gpu_page_file>> pages_;
+  std::map<std::uint32_t, gpu_faults> faults_;
   std::vector<pending_reply> pending_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;
