@@ -194,7 +194,7 @@ void node_server::send_status(connection& c, bool json_lines) {
                          window == 0 ? std::string()
                                      : fmt::format(", launch window {} (waited {:.2f} s)", window, line["window_wait_s"].get<double>()),
                          line["in_control_loop"].get<bool>() ? "" : ", waiting for a context on its GPU");
-    } else if (!line.contains("controller")) {
+    } else if (line.contains("faults_handled") && !line.contains("controller")) {
       text = fmt::format("GPU {}: fault policy {}, {} fault(s) handled, {} co-runner(s) ended", line["gpu"].get<unsigned>(),
                          line["fault_policy"].get<std::string>(), line["faults_handled"].get<std::uint64_t>(),
                          line["co_runners_ended"].get<std::uint64_t>());
