@@ -18,6 +18,7 @@
 #include "node_abi.hpp"
 #include "node_server.hpp"
 #include "tgs/core/settings_flags.hpp"
+#include "tgs/fault/any_fault_policy.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
 #include "tgs/version.hpp"
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
   int liveness_ms = static_cast<int>(options.liveness_period.count());
   tgs::any_rate_controller::configs rate_settings;
   tgs::any_memory_policy::configs memory_settings;
+  tgs::any_fault_policy::configs fault_settings;
 
   app.add_option("--socket", options.socket_path, "Unix socket jobs register on")->capture_default_str();
   app.add_option("--socket-mode", options.socket_mode,
@@ -246,6 +248,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10, 600000))
       ->capture_default_str();
 
+  // What a job's death does to the other jobs on its GPU (docs/cuda-backend.md, "Fault policies").
+  std::string fault_policy = std::string(tgs::separate_contexts::name);
+  const std::vector<std::string> fault_names(tgs::fault_policy_names().begin(), tgs::fault_policy_names().end());
+  app.add_option("--fault-policy", fault_policy,
+                 "fault policy: what the end of a job does to the jobs of the other class on its GPU (the node "
+                 "ends those the policy says share the failed job's fault domain; docs/policies/memory-and-faults.md)")
+      ->check(CLI::IsMember(fault_names))
+      ->capture_default_str();
+  const auto fault_flags = tgs::add_registry_flags<tgs::any_fault_policy, CLI::Option>(app, fault_settings, "fault.");
+
   bool status_json = false;
   CLI::App* status = app.add_subcommand("status", "show GPUs, jobs, classes, rates and budgets of a running node");
   status->add_flag("--json", status_json, "one JSON object per line");
@@ -301,6 +313,17 @@ int main(int argc, char** argv) {
   }
   if (auto why = tgs::unused_policy_flag(memory_flags, std::vector<std::string>{memory_policy})) {
     fmt::print(stderr, "tgs-node: {}\n", *why);
+    return 2;
+  }
+  if (auto why = tgs::unused_policy_flag(fault_flags, std::vector<std::string>{fault_policy})) {
+    fmt::print(stderr, "tgs-node: {}\n", *why);
+    return 2;
+  }
+  options.fault_policy = *fault_settings.find(fault_policy);  // CLI::IsMember checked the name
+  try {
+    tgs::any_fault_policy check{options.fault_policy};
+  } catch (const tgs::config_error& e) {
+    fmt::print(stderr, "tgs-node: {}\n", e.what());
     return 2;
   }
   options.controller = *rate_settings.find(policy);

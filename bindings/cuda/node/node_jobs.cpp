@@ -2,6 +2,7 @@
 // tgs-node's job table: registration (authorised, capped, one sealed memfd segment per job),
 // what a job's claims are bounded by, departures, liveness, and memory requests.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -236,13 +237,76 @@ void node_server::remove_job(std::uint32_t id, const char* why) {
   jobs_.erase(it);
 }
 
+/// What the node knows when a job ends is that its connection closed or its process is gone: a
+/// crash, a kill, an out-of-memory exit and a normal exit look the same from here (the node is
+/// not the job's parent and reads no exit status), so every end is reported as
+/// `fault_kind::killed`, the kind whose consequence a policy leaves to its configuration. A
+/// policy that ends the co-runner on `killed` therefore ends it on a clean exit too, as an MPS
+/// server may when a client leaves with GPU work in flight.
+void node_server::on_job_ended(std::uint32_t id, const char* why) {
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  const clock::time_point detected = clock::now();
+  const job& failed = *it->second;
+  const std::uint32_t gpu = failed.gpu;
+  const job_class cls = failed.cls;
+  const pid_t failed_pid = failed.pid;
+  // The co-runners: the jobs of the other class registered on the same GPU (a production job
+  // still waiting for its context included: its process is there all the same).
+  std::vector<std::uint32_t> co_runners;
+  for (const auto& [other_id, other] : jobs_) {
+    if (other_id != id && other->gpu == gpu && other->cls != cls) co_runners.push_back(other_id);
+  }
+  gpu_faults& faults = gpu_fault_state(gpu);
+  const fault_decision d = faults.policy.step(
+      {.now = now(), .failed = cls, .kind = fault_kind::killed, .co_runner_present = !co_runners.empty()});
+  ++faults.handled;
+  // A process that is gone holds no share and no memory: the node always takes both back (what
+  // `reclaim_share` and `reclaim_memory` ask); a policy that says otherwise is told so.
+  if (!d.reclaim_share || !d.reclaim_memory) {
+    log(log_level::warn, "fault policy {} keeps job {}'s {}; the node reclaims it anyway: the job is gone",
+        faults.policy.policy_name(), id, !d.reclaim_share ? "share" : "memory");
+  }
+  remove_job(id, why);
+  if (d.co_runner_terminated) {
+    for (const std::uint32_t other_id : co_runners) {
+      const auto o = jobs_.find(other_id);
+      if (o == jobs_.end()) continue;
+      const job& other = *o->second;
+      log(log_level::warn,
+          "ending job {} (pid {}, {}) on GPU {}: it shares the fault domain of job {} (pid {}, {}), which ended "
+          "(fault policy {})",
+          other_id, other.pid, to_string(other.cls), gpu, id, failed_pid, to_string(cls), faults.policy.policy_name());
+      // Only the registered process itself: a recycled pid (another start time) is left alone.
+      const std::optional<std::uint64_t> start = process_start(other.pid);
+      if (other.pid > 1 && start && *start == other.start_ticks && ::kill(other.pid, SIGKILL) != 0) {
+        log(log_level::warn, "job {}: cannot send pid {} SIGKILL: {}", other_id, other.pid, errno_text());
+      }
+      ++faults.co_runners_ended;
+      remove_job(other_id, "ended by the fault policy");
+    }
+  }
+  const auto took = clock::now() - detected;
+  if (took > d.reclaim_within) {
+    log(log_level::warn, "job {}: reclaiming took {:.0f} ms, over the fault policy's {:.0f} ms", id,
+        std::chrono::duration<double, std::milli>(took).count(),
+        std::chrono::duration<double, std::milli>(d.reclaim_within).count());
+  }
+}
+
+node_server::gpu_faults& node_server::gpu_fault_state(std::uint32_t gpu) {
+  auto it = faults_.find(gpu);
+  if (it == faults_.end()) it = faults_.emplace(gpu, gpu_faults{any_fault_policy{options_.fault_policy}}).first;
+  return it->second;
+}
+
 void node_server::check_liveness() {
   std::vector<std::uint32_t> dead;
   for (const auto& [id, j] : jobs_) {
     const std::optional<std::uint64_t> start = process_start(j->pid);
     if (!start || *start != j->start_ticks) dead.push_back(id);
   }
-  for (std::uint32_t id : dead) remove_job(id, "process exited");
+  for (std::uint32_t id : dead) on_job_ended(id, "process exited");
   // Production jobs waiting for a context on their GPU: one NVML query per GPU.
   std::map<std::uint32_t, std::optional<std::vector<gpu_process>>> seen;
   for (auto& [id, j] : jobs_) {

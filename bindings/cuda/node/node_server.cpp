@@ -107,6 +107,7 @@ node_server::node_server(node_options options)
     : options_(std::move(options)), start_(clock::now()), next_liveness_(start_) {
   // Validate the controller configuration now, so a bad flag fails at start, not at the first job.
   (void)any_rate_controller{options_.controller};
+  (void)any_fault_policy{options_.fault_policy};
   if (options_.memory_policy) {
     (void)any_memory_policy{*options_.memory_policy};
     if (options_.memory_budget == bytes{}) {
@@ -156,9 +157,10 @@ void node_server::bind() {
     log(log_level::info, "metrics on {}", metrics_->url());
   }
   log(log_level::info,
-      "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
+      "listening on {} (ABI {}, policy {}, fault policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
       "opportunistic launch window {}, GPU observer: {}, at most {} connections)",
       options_.socket_path, abi::version, any_rate_controller{options_.controller}.policy_name(),
+      any_fault_policy{options_.fault_policy}.policy_name(),
       options_.memory_policy ? any_memory_policy{*options_.memory_policy}.policy_name() : "off",
       options_.memory_budget.count() >> 20, to_string(options_.residency),
       options_.max_inflight_launches == 0 ? std::string("off") : std::to_string(options_.max_inflight_launches),
@@ -426,7 +428,7 @@ void node_server::close_connection(int fd) {
   if (it == connections_.end()) return;
   const std::uint32_t id = it->second.job_id;
   if (id != 0) {
-    remove_job(id, "connection closed");  // closes and erases the connection too
+    on_job_ended(id, "connection closed");  // closes and erases the connection too
     return;
   }
   ::close(fd);

@@ -25,6 +25,7 @@
 #include "metrics.hpp"
 #include "process_origin.hpp"
 #include "node_abi.hpp"
+#include "tgs/fault/any_fault_policy.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
 
@@ -95,6 +96,9 @@ struct node_options {
   any_rate_controller::config controller = idle_harvest::config{};
   /// The memory policy's configuration; empty: no memory policy (allocations are only counted).
   std::optional<any_memory_policy::config> memory_policy;
+  /// The fault policy's configuration (its alternative picks the policy): what a job's death
+  /// does to the other jobs on its GPU. Separate contexts by default: nothing else ends.
+  any_fault_policy::config fault_policy = separate_contexts::config{};
   /// The per-GPU memory budget the memory policy shares out (smaller than the card).
   bytes memory_budget{};
   /// How an opportunistic job's resident limit is shared among its allocations
@@ -184,6 +188,12 @@ class node_server {
   /// How often the GPUs are searched for processes that never registered.
   static constexpr std::chrono::milliseconds unregistered_check_period{500};
   using memory_loop = gpu_memory_loop<any_memory_policy>;
+  /// One GPU's fault policy and what it has handled (for status).
+  struct gpu_faults {
+    any_fault_policy policy;
+    std::uint64_t handled = 0;           ///< jobs that ended on the GPU while registered
+    std::uint64_t co_runners_ended = 0;  ///< jobs the node ended because the policy said so
+  };
   /// A verdict held back until the opportunistic jobs have made room (or the wait ran out).
   struct pending_reply {
     int fd;
@@ -218,6 +228,10 @@ class node_server {
   /// The GPU's memory loop if it has one already (a reader never makes one).
   [[nodiscard]] const memory_loop* gpu_memory(std::uint32_t gpu) const;
   void remove_job(std::uint32_t id, const char* why);
+  /// A registered job ended (its connection closed or its process is gone): steps its GPU's
+  /// fault policy and carries out the decision.
+  void on_job_ended(std::uint32_t id, const char* why);
+  gpu_faults& gpu_fault_state(std::uint32_t gpu);
   void check_liveness();
   [[nodiscard]] bool trusted(const connection& c) const;
   // node_observe.cpp: processes on the GPUs that never registered there.
@@ -253,6 +267,7 @@ class node_server {
   std::map<std::uint32_t, std::unique_ptr<loop>> gpus_;
   std::map<std::uint32_t, std::unique_ptr<memory_loop>> memory_gpus_;
   std::map<std::uint32_t, std::unique_ptr<gpu_page_file>> pages_;
+  std::map<std::uint32_t, gpu_faults> faults_;
   std::vector<pending_reply> pending_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;

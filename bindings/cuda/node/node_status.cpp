@@ -78,6 +78,7 @@ void node_server::send_status(connection& c, bool json_lines) {
   std::vector<json> lines;
   const double uptime = std::chrono::duration<double>(clock::now() - start_).count();
   const any_rate_controller sample{options_.controller};
+  const any_fault_policy fault_sample{options_.fault_policy};
   lines.push_back(json{{"node", json{{"abi", abi::version},
                                      {"policy", std::string(sample.policy_name())},
                                      {"socket", options_.socket_path},
@@ -90,10 +91,25 @@ void node_server::send_status(connection& c, bool json_lines) {
   std::set<std::uint32_t> gpus;
   for (const auto& [gpu, l] : gpus_) gpus.insert(gpu);
   for (const auto& [id, j] : jobs_) gpus.insert(j->gpu);
+  for (const auto& [gpu, f] : faults_) gpus.insert(gpu);
   for (const std::uint32_t gpu : gpus) {
     const auto loop_at = gpus_.find(gpu);
     const loop* l = loop_at == gpus_.end() ? nullptr : loop_at->second.get();
     const memory_loop* m = gpu_memory(gpu);
+    const auto faults_at = faults_.find(gpu);
+    const gpu_faults* f = faults_at == faults_.end() ? nullptr : &faults_at->second;
+    // What the GPU's fault policy has handled: jobs that ended there, and co-runners it ended.
+    const auto add_faults = [&](json& line) {
+      line["fault_policy"] = std::string(f != nullptr ? f->policy.policy_name() : fault_sample.policy_name());
+      line["faults_handled"] = f != nullptr ? f->handled : 0;
+      line["co_runners_ended"] = f != nullptr ? f->co_runners_ended : 0;
+    };
+    if (l == nullptr && f != nullptr) {
+      // Only jobs that never entered a control loop ended here: the GPU has a fault count alone.
+      json line{{"gpu", gpu}};
+      add_faults(line);
+      lines.push_back(std::move(line));
+    }
     if (l != nullptr) {
       const rate_decision& d = l->decision();
       const json controller = describe_controller(l->controller());
@@ -107,6 +123,7 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["opportunistic_resident_limit"] = capped ? json(m->opportunistic_resident_limit().count()) : json(nullptr);
       line["residency_split"] = m != nullptr ? json(std::string(to_string(m->split()))) : json(nullptr);
       line["controller"] = controller;
+      add_faults(line);
       lines.push_back(std::move(line));
     }
     std::vector<job_report> reports = l != nullptr ? l->report() : std::vector<job_report>{};
@@ -226,11 +243,17 @@ void node_server::send_status(connection& c, bool json_lines) {
                          window == 0 ? std::string()
                                      : fmt::format(", launch window {} (waited {:.2f} s)", window, line["window_wait_s"].get<double>()),
                          line["in_control_loop"].get<bool>() ? "" : ", waiting for a context on its GPU");
+    } else if (line.contains("faults_handled") && !line.contains("controller")) {
+      text = fmt::format("GPU {}: fault policy {}, {} fault(s) handled, {} co-runner(s) ended", line["gpu"].get<unsigned>(),
+                         line["fault_policy"].get<std::string>(), line["faults_handled"].get<std::uint64_t>(),
+                         line["co_runners_ended"].get<std::uint64_t>());
     } else {
       const bool capped = !line["opportunistic_resident_limit"].is_null();
       const std::string state = controller_text(line["controller"]);
       text = fmt::format(
-          "GPU {}: {}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}", line["gpu"].get<unsigned>(),
+          "GPU {}: {}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}; fault policy {} ({} fault(s) "
+          "handled, {} co-runner(s) ended)",
+          line["gpu"].get<unsigned>(),
           state.empty() ? "policy " + std::string(sample.policy_name()) : state,
           line["budget_blocks"].is_null() ? std::string("unthrottled") : line["budget_blocks"].dump(),
           line["budget_window_ms"].get<double>(), line["memory_policy"].get<std::string>(),
@@ -240,7 +263,9 @@ void node_server::send_status(connection& c, bool json_lines) {
                             line["memory_budget_bytes"].get<std::uint64_t>() >> 20,
                             capped ? fmt::format("{} MiB", line["opportunistic_resident_limit"].get<std::uint64_t>() >> 20)
                                    : std::string("none"),
-                            line["residency_split"].get<std::string>()));
+                            line["residency_split"].get<std::string>()),
+          line["fault_policy"].get<std::string>(), line["faults_handled"].get<std::uint64_t>(),
+          line["co_runners_ended"].get<std::uint64_t>());
     }
     abi::status_line_header h;
     const std::size_t body = std::min(text.size(), abi::max_message_bytes - sizeof(h));
