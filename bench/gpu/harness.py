@@ -851,7 +851,9 @@ def main(argv: list) -> int:
             data["pairs"]["profile"] = {"production": args.job, "opportunistic": args.job}
             job = data["jobs"][args.job]  # a train.py job also measures its kernels and idle gaps
             job["args"] = job.get("args", []) + ["--kernel-stats-steps", "20"] * ("train.py" in str(job["program"]))
-            data["settings"]["windows"] = data["settings"]["profile_windows"]
+            # The profile's windows, after --set (a --set windows=N still wins, as in any run).
+            sets = parse_sets(args.set or [], data["settings"])
+            data["settings"]["windows"] = sets.get("profile_windows", data["settings"]["profile_windows"])
             spec = {"run": f"1/profile/{args.mode}", "round": 1, "pair": "profile", "mode": args.mode}
             return cmd_run(args, data, [spec], True)
         if args.cmd == "summarize":

@@ -2,7 +2,16 @@
 // The names, environment and mounts of tgs's per-GPU, per-class container devices.
 #include "container_edits.hpp"
 
+#include <filesystem>
+
 namespace tgs::containers {
+
+std::string installed_interposer(std::string_view relative_from_bin) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return host_paths{}.interposer;
+  return (self.parent_path() / relative_from_bin).lexically_normal().string();
+}
 
 std::string node_socket_name(unsigned gpu, job_class cls) {
   return "gpu" + std::to_string(gpu) + "-" + std::string(to_string(cls)) + ".sock";

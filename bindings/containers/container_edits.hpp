@@ -27,6 +27,11 @@ struct host_paths {
   std::string socket_dir = "/run/tgs";
 };
 
+/// The interposer where the package installs it relative to the running program: the program's
+/// folder (from `/proc/self/exe`) joined with `relative_from_bin` (`../lib/tgs/libtgs-intercept.so`
+/// for `<prefix>/bin`); `host_paths{}.interposer` when the program's path cannot be read.
+[[nodiscard]] std::string installed_interposer(std::string_view relative_from_bin);
+
 /// One bind mount from the host into the container.
 struct mount {
   std::string host_path;

@@ -10,10 +10,13 @@ each job's throughput over its alone runs) and the profile rows of `bench/gpu/ha
              every other cell is listed on stderr (or --skipped FILE) with the reason
   alone      each model's alone rate per GPU (median over the cells' alone runs): the measured
              iteration times of sim/data/models.csv
-  profile    profile.json rows as sim/data/models.csv rows, each field marked measured
+  models     the H100/H200 rows of sim/data/models.csv: each profiled job's row from its profile
+             (sim/data/gpu_profiles.csv), the others from the alone rates and stated rules
+  profile    profile.json rows (or a profile table) as models.csv rows, each field marked measured;
+             --update TABLE records them in the profile table instead
 
 Standard library only. `python3 sim/scripts/gpu_results.py pairs > sim/data/measured_pairs.csv`
-rebuilds the committed table; tests/sim/gpu_results_test.py checks that it does.
+rebuilds the committed table; tests/scripts/gpu_results_test.py checks that it does.
 """
 import argparse
 import csv
@@ -21,13 +24,14 @@ import io
 import json
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps")
+TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest")
 
 # The GPU types of sim/data/gpus.csv, by the name nvidia-smi gives the card.
 DEVICES = {"NVIDIA H100 80GB HBM3": "h100-80gb", "NVIDIA H200": "h200-141gb"}
@@ -38,7 +42,7 @@ MODELS = [
     (r"^ResNet-50 b256$", "resnet50-b256"), (r"^ResNet-50 b128$", "resnet50-b128"),
     (r"^ResNet-50 b64$", "resnet50"), (r"^ResNet-50 b32$", "resnet50-b32"),
     (r"^ShuffleNet v2 b128$", "shufflenet-b128"), (r"^ShuffleNet v2 b64$", "shufflenet"),
-    (r"^MobileNet v2 b64$", "mobilenet"), (r"^BERT-base b32 seq 128$", "bert-base"),
+    (r"^MobileNet v2 b64$", "mobilenet"), (r"^BERT-base b32( seq 128)?$", "bert-base"),
     (r"^DLRM-like .*uniform lookups$", "dlrm"), (r"^DLRM-like .*power-law lookups", "dlrm-zipf"),
 ]
 # The harness's job names (bench/gpu/scenarios.toml [jobs]) for `profile`.
@@ -47,6 +51,20 @@ HARNESS_JOBS = {"mobilenet_v2_b64": "mobilenet", "shufflenet_b64": "shufflenet",
                 "resnet50_b32": "resnet50-b32", "resnet50_b64": "resnet50",
                 "resnet50_b128": "resnet50-b128", "bert_base_b32": "bert-base", "dlrm": "dlrm",
                 "dlrm_zipf": "dlrm-zipf"}
+
+# The harness profile rows recorded so far (one per job and device); `models` takes their rows
+# from here, `profile --update` adds to it. The raw profile.json files are not kept.
+PROFILES = os.path.join(REPO, "sim", "data", "gpu_profiles.csv")
+PROFILE_COLUMNS = ["job", "device", "driver", "date", "command", "windows", "it_per_s", "kernels_per_s",
+                   "blocks_per_s", "utilization", "kernel_busy_fraction", "kernels_per_step", "gaps_per_step",
+                   "jitter_p5", "jitter_p50", "jitter_p95", "footprint_bytes", "hot_set_bytes"]
+PROFILE_TEXT = ("job", "device", "driver", "date", "command")
+# A job whose steps touch less than this share of its footprint reads it sparsely (profile_row).
+SPARSE_TOUCH = 0.5
+# Options of a harness call that name the machine it ran on or the call's time budget, not what
+# was measured: the recorded command leaves them out (--out names $OUT).
+MACHINE_OPTIONS = {"--build": 1, "--no-build": 0, "--max-s": 1, "--free-mib": 1, "--data": 1}
+
 
 # tgs-node flags that name a setting of today's policies, as tgs-sim's settings (policy.flag).
 # Any other flag names an extension that no longer exists, so the cell is not reproducible.
@@ -124,7 +142,8 @@ def parse_flags(flags):
 def mps_threads(cell):
     """The opportunistic job's MPS thread share, and whether a client priority was set."""
     text = cell.get("mps") if isinstance(cell.get("mps"), str) else (cell.get("setting") or "")
-    m = re.search(r"opportunistic job CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=(\d+)", text)
+    m = re.search(r"opportunistic job CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=(\d+)", text) \
+        or re.search(r"^MPS \d+%/(\d+)%$", cell.get("setting") or "")  # "MPS 100%/50%": production/opportunistic
     pct = m.group(1) if m else ("50" if "50% threads" in (cell.get("setting") or "") else None)
     return pct, "PRIORITY" in text
 
@@ -183,6 +202,13 @@ def classify(topic, cell):
         if policy != "token-bucket" or unknown:
             return None, f"tgs-node flags the model does not have: {' '.join(unknown)}"
         row["policy"] = "token-bucket"
+    elif mode == "idle-harvest":
+        if unknown:
+            return None, f"tgs-node flags the model does not have: {' '.join(unknown)}"
+        row["policy"] = "idle-harvest"  # tgs-node's default policy and settings
+    elif str(mode).startswith("idle-harvest-sample-"):
+        return None, ("idle-harvest with tgs-node's GPU activity sampled at another period "
+                      "(--activity-sample-us), which the model does not have")
     elif mode == "tgs":
         if policy != "tgs" or unknown:
             return None, f"a tgs extension that no longer exists ({' '.join(unknown) or policy})"
@@ -323,9 +349,11 @@ A100 = {"mobilenet": (50, 0.40, 70000), "shufflenet": (45, 0.37, 60000), "gcn": 
 A100_FOOTPRINT = {"gcn": 2, "bert-base-b4": 6, "gpt-350m": 16, "espnet2": 8, "mobilenet": 4, "shufflenet": 3}
 
 
-def model_rows(results_dir, commit):
-    """The H100 and H200 rows of sim/data/models.csv: measured fields where docs/results has them,
-    the rest by the rules below, each marked (docs/simulator/profiles.md)."""
+def model_rows(results_dir, commit, profiles=PROFILES):
+    """The H100 and H200 rows of sim/data/models.csv: a model's harness profile row where PROFILES
+    has one; otherwise measured fields where docs/results has them, the rest by the rules below,
+    each marked (docs/simulator/profiles.md)."""
+    profiled = {(r[0], r[1]): r for r in profile_rows([profiles], DEVICES)} if os.path.exists(profiles) else {}
     alone = {k: statistics.median(v) for k, v in alone_rates(results_dir).items()}
     spread = {k: (sum(x * x for x in v) / len(v)) ** 0.5 for k, v in runs_jitter(commit).items() if len(v) >= 6}
     rows = []
@@ -337,6 +365,9 @@ def model_rows(results_dir, commit):
         # the models measured on both (rule "a100-ratio").
         ratio = statistics.median(1e3 / alone[(m, gpu)] / A100[m][0] for m in A100 if (m, gpu) in alone)
         for model in BATCH:
+            if (model, gpu) in profiled:
+                rows.append(profiled[(model, gpu)])
+                continue
             batch = BATCH[model]
             measured = (model, gpu) in alone
             it_ms = 1e3 / alone[(model, gpu)] if measured else A100[model][0] * ratio
@@ -376,44 +407,161 @@ def model_rows(results_dir, commit):
     return rows
 
 
-def profile_rows(paths, gpu_names):
-    """models.csv rows from harness profile rows: every field the profile measured is marked m."""
+def reproducible_command(command):
+    """The harness command of a profile row without this machine's paths: `... --out $OUT ...`."""
+    words, out = shlex.split(command or ""), []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w in MACHINE_OPTIONS:
+            i += 1 + MACHINE_OPTIONS[w]
+            continue
+        out += ["--out", "$OUT"] if w == "--out" else [w]
+        i += 2 if w == "--out" else 1
+    return " ".join(out)
+
+
+def profile_record(p, where):
+    """The flat record (PROFILE_COLUMNS) of a harness profile.json row."""
+    if not isinstance(p, dict):
+        raise ResultsError(f"{where}: expected a JSON object (a harness profile row)")
+    jitter, kstats = p.get("jitter") or {}, p.get("kernel_stats") or {}
+    # The harness's busy_fraction is nvidia-smi's utilization where nvidia-smi answered, else the
+    # kernel spans' share; the record keeps them apart.
+    smi = str(p.get("busy_source", "")).startswith("nvidia-smi")
+    return {"job": p.get("job"), "device": p.get("device"), "driver": p.get("driver"), "date": p.get("date"),
+            "command": reproducible_command(p.get("command")), "windows": p.get("windows"),
+            "it_per_s": p.get("it_per_s") or (1 / p["iteration_s"] if isinstance(p.get("iteration_s"), (int, float))
+                                              and p["iteration_s"] > 0 else None),
+            "kernels_per_s": p.get("kernels_per_s"), "blocks_per_s": p.get("blocks_per_s"),
+            "utilization": p.get("busy_fraction") if smi else None,
+            "kernel_busy_fraction": kstats.get("busy_fraction"), "kernels_per_step": kstats.get("kernels_per_step"),
+            "gaps_per_step": kstats.get("gaps_per_step"), "jitter_p5": jitter.get("p5"),
+            "jitter_p50": jitter.get("p50"), "jitter_p95": jitter.get("p95"),
+            "footprint_bytes": p.get("footprint_bytes"), "hot_set_bytes": p.get("hot_set_bytes")}
+
+
+def read_profile_table(path):
+    """The records of a profile table (sim/data/gpu_profiles.csv), numbers as floats."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [(n, line) for n, line in enumerate(f, 1) if line.strip() and not line.startswith("#")]
+    except OSError as e:
+        raise ResultsError(f"{path}: {e.strerror}") from None
+    rows = list(csv.reader(line for _, line in lines))
+    if not rows or rows[0] != PROFILE_COLUMNS:
+        raise ResultsError(f"{path}: expected the header {','.join(PROFILE_COLUMNS)}")
+    out = []
+    for (n, _), row in zip(lines[1:], rows[1:]):
+        if len(row) != len(PROFILE_COLUMNS):
+            raise ResultsError(f"{path}:{n}: expected {len(PROFILE_COLUMNS)} fields, got {len(row)}")
+        rec = dict(zip(PROFILE_COLUMNS, row))
+        for k in PROFILE_COLUMNS:
+            if k in PROFILE_TEXT:
+                continue
+            try:
+                rec[k] = float(rec[k]) if rec[k] != "" else None
+            except ValueError:
+                raise ResultsError(f"{path}:{n}: {k}: expected a number, got {rec[k]!r}") from None
+        out.append((f"{path}:{n}", rec))
+    return out
+
+
+def write_profile_table(records, out):
+    out.write("# Profile rows of `bench/gpu/harness.py profile JOB`, one per job and device: each job alone\n"
+              "# under the interposer and tgs-node. Written by `python3 sim/scripts/gpu_results.py profile\n"
+              "# --update sim/data/gpu_profiles.csv PROFILE.json...`; `gpu_results.py models` makes the\n"
+              "# models.csv rows of these jobs from it (docs/simulator/profiles.md).\n"
+              "# it_per_s: median of the 1 s windows' rates; kernels_per_s, blocks_per_s: medians of tgs-node's\n"
+              "# counters; utilization: median of nvidia-smi's utilization.gpu; kernel_busy_fraction,\n"
+              "# kernels_per_step, gaps_per_step: torch.profiler's kernel spans over 20 steps; jitter_p5..p95:\n"
+              "# quantiles of the windows' rates over their median; footprint_bytes: peak reserved bytes;\n"
+              "# hot_set_bytes: bytes a step touches.\n")
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(PROFILE_COLUMNS)
+    for rec in records:
+        # Numbers as Python writes them, so that reading the table back gives the same values.
+        w.writerow(["" if rec[k] is None else rec[k] if k in PROFILE_TEXT
+                    else str(int(rec[k])) if float(rec[k]).is_integer() else repr(float(rec[k]))
+                    for k in PROFILE_COLUMNS])
+
+
+def load_profiles(paths):
+    """[(where, record)] from profile.json files and profile tables (.csv)."""
     out = []
     for path in paths:
+        if path.endswith(".csv"):
+            out += read_profile_table(path)
+            continue
         try:
             with open(path, encoding="utf-8") as f:
-                p = json.load(f)
+                out.append((path, profile_record(json.load(f), path)))
         except (OSError, json.JSONDecodeError) as e:
             raise ResultsError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
-        job, device = p.get("job"), p.get("device")
-        model, gpu = HARNESS_JOBS.get(job), gpu_names.get(device)
-        if model is None or gpu is None:
-            raise ResultsError(f"{path}: job {job!r} or device {device!r} has no simulator name "
-                               f"(known jobs: {', '.join(HARNESS_JOBS)}; devices: {', '.join(gpu_names)})")
-        it = p.get("iteration_s")
-        if not isinstance(it, (int, float)) or it <= 0:
-            raise ResultsError(f"{path}: iteration_s: expected a positive number, got {it!r}")
-        per_it = lambda k: p[k] * it if isinstance(p.get(k), (int, float)) else None  # noqa: E731
-        jitter = p.get("jitter") or {}
-        sd = (jitter["p95"] - jitter["p5"]) / 3.29 if {"p5", "p95"} <= set(jitter) else None
-        gib = lambda k: p[k] / 2**30 if isinstance(p.get(k), (int, float)) else None  # noqa: E731
-        kstats = p.get("kernel_stats") or {}
-        fields = [("iteration_ms", it * 1e3),
-                  ("busy_fraction", kstats.get("busy_fraction", p.get("busy_fraction"))),
-                  ("kernels_per_iteration", kstats.get("kernels_per_step", per_it("kernels_per_s"))),
-                  ("blocks_per_iteration", per_it("blocks_per_s")),
-                  ("gaps_per_iteration", kstats.get("gaps_per_step")),
-                  ("jitter", sd), ("footprint_gib", gib("footprint_bytes")), ("hot_gib", gib("hot_set_bytes"))]
-        missing = [k for k, v in fields if v is None]
-        if missing:
-            raise ResultsError(f"{path}: the profile lacks {', '.join(missing)}")
-        # The harness runs a job on the whole GPU: its slice sensitivity stays the estimate (rule "slice").
-        fields.insert(6, ("slice_sensitivity", 0.5))
-        source = f"bench/gpu/harness.py profile {job}, {device}, driver {p.get('driver')}, {p.get('date')}"
-        batch = re.search(r"_b(\d+)$", job)
-        out.append([model, gpu, batch.group(1) if batch else "2048"] + [f"{v:.6g}" for _, v in fields]
-                   + ["mmmmmmemm", source.replace(",", ";")])
     return out
+
+
+def profile_row(rec, where, gpu_names):
+    """The models.csv row of one profile record: every field the profile measured is marked m."""
+    job, device = rec.get("job"), rec.get("device")
+    model, gpu = HARNESS_JOBS.get(job), gpu_names.get(device)
+    if model is None or gpu is None:
+        raise ResultsError(f"{where}: job {job!r} or device {device!r} has no simulator name "
+                           f"(known jobs: {', '.join(HARNESS_JOBS)}; devices: {', '.join(gpu_names)})")
+    rate = rec.get("it_per_s")
+    if not isinstance(rate, (int, float)) or rate <= 0:
+        raise ResultsError(f"{where}: it_per_s: expected a positive number, got {rate!r}")
+    num = lambda k: rec[k] if isinstance(rec.get(k), (int, float)) else None  # noqa: E731
+    per_it = lambda k: num(k) / rate if num(k) is not None else None  # noqa: E731
+    gib = lambda k: num(k) / 2**30 if num(k) is not None else None  # noqa: E731
+    # The p5-p95 range of a normal distribution spans 3.29 standard deviations.
+    sd = (num("jitter_p95") - num("jitter_p5")) / 3.29 if None not in (num("jitter_p5"), num("jitter_p95")) else None
+    # The busy fraction is the kernel spans' share of the profiled steps' wall time, not nvidia-smi's
+    # utilization: nvidia-smi counts a sample period busy if any kernel ran in it, so for a job of
+    # short kernels with idle gaps between them it reads near the share of periods touched, not of
+    # time busy (ResNet-50 b32 on the H100: 0.44 from nvidia-smi, 0.22 from the kernel spans). The
+    # model's busy fraction is GPU time over wall time, what the spans measure. Kernels and gaps per
+    # iteration come from the same spans, so the mean kernel and gap lengths agree with it; blocks
+    # come from tgs-node's counters, the unit its launch budgets count.
+    fields = [("iteration_ms", 1e3 / rate), ("busy_fraction", num("kernel_busy_fraction")),
+              ("kernels_per_iteration", num("kernels_per_step")), ("blocks_per_iteration", per_it("blocks_per_s")),
+              ("gaps_per_iteration", num("gaps_per_step")), ("jitter", sd),
+              ("footprint_gib", gib("footprint_bytes")), ("hot_gib", gib("hot_set_bytes"))]
+    missing = [k for k, v in fields if v is None]
+    if missing:
+        raise ResultsError(f"{where}: the profile lacks {', '.join(missing)}")
+    # The harness runs a job on the whole GPU: its slice sensitivity stays the estimate (rule "slice").
+    fields.insert(6, ("slice_sensitivity", 0.5))
+    # The model streams a uniform share of the hot set from the part of the footprint that is not
+    # resident. A job that touches most of its footprint per step (the dense models: 81-95%) reads
+    # that part uniformly, so the bytes it touches are the model's hot set. A job that touches a
+    # small part (the DLRM jobs' row lookups: 7-10%) reads it where its lookups fall: which rows
+    # are resident decides what crosses the link (the skewed job's hot rows stay resident), so the
+    # bytes touched only bound it from above. Its hot set stays fitted to the memory pairs (f),
+    # starting from the measurement (docs/simulator/profiles.md, rule "sparse hot set").
+    sparse = fields[-1][1] < SPARSE_TOUCH * fields[-2][1]
+    source = f"bench/gpu/harness.py profile {job}; driver {rec.get('driver')}; {rec.get('date')}"
+    return ([model, gpu, BATCH[model]] + [f"{v:.6g}" for _, v in fields]
+            + ["mmmmmmem" + ("f" if sparse else "m"), source.replace(",", ";")])
+
+
+def profile_rows(paths, gpu_names):
+    """models.csv rows from harness profile rows (profile.json files or profile tables)."""
+    return [profile_row(rec, where, gpu_names) for where, rec in load_profiles(paths)]
+
+
+def update_profile_table(table, paths):
+    """TABLE with the rows of PATHS added, each replacing the row of its job and device."""
+    records = [rec for _, rec in read_profile_table(table)] if os.path.exists(table) else []
+    for where, rec in load_profiles(paths):
+        profile_row(rec, where, DEVICES)  # refuses a row the simulator cannot use, before writing
+        records = [r for r in records if (r["job"], r["device"]) != (rec["job"], rec["device"])] + [rec]
+    records.sort(key=lambda r: (r["device"], r["job"]))
+    text = io.StringIO()
+    write_profile_table(records, text)
+    with open(table, "w", encoding="utf-8") as f:
+        f.write(text.getvalue())
+    return len(records)
 
 
 def main(argv):
@@ -426,10 +574,14 @@ def main(argv):
     sub.add_parser("repeats", help="cells measured more than once with the same setting, and their spread")
     j = sub.add_parser("jitter", help="each model's window-to-window spread alone, from the raw runs at a commit")
     j.add_argument("--commit", default="5dbc452", help="where the raw runs files were kept (5dbc452)")
-    mo = sub.add_parser("models", help="the H100 and H200 rows of models.csv from the results and the rules")
+    mo = sub.add_parser("models", help="the H100 and H200 rows of models.csv: profile rows, else results and rules")
     mo.add_argument("--commit", default="5dbc452", help="where the raw runs files were kept (5dbc452)")
-    pr = sub.add_parser("profile", help="models.csv rows from harness profile.json files")
-    pr.add_argument("files", nargs="+")
+    mo.add_argument("--profiles", default=PROFILES, help="the harness profile table (sim/data/gpu_profiles.csv)")
+    pr = sub.add_parser("profile", help="models.csv rows from harness profile rows (profile.json files or tables)")
+    pr.add_argument("files", nargs="+", help="profile.json files of `bench/gpu/harness.py profile`, or .csv tables")
+    pr.add_argument("--update", metavar="TABLE",
+                    help="add the rows to this profile table (sim/data/gpu_profiles.csv) instead, each replacing "
+                         "the row of its job and device")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "pairs":
@@ -462,7 +614,7 @@ def main(argv):
                       f"{sum(x > 0.2 for x in spreads)} above 0.20")
         elif args.cmd == "models":
             w = csv.writer(sys.stdout, lineterminator="\n")
-            for row in model_rows(args.results, args.commit):
+            for row in model_rows(args.results, args.commit, args.profiles):
                 w.writerow(row)
         elif args.cmd == "jitter":
             w = csv.writer(sys.stdout, lineterminator="\n")
@@ -471,6 +623,9 @@ def main(argv):
                 # The root mean square of the deviations from each run's median: the relative
                 # standard deviation of one window's rate.
                 w.writerow([model, gpu, f"{(sum(x * x for x in v) / len(v)) ** 0.5:.4f}", len(v)])
+        elif args.update:
+            n = update_profile_table(args.update, args.files)
+            print(f"gpu_results: {args.update}: {n} profile rows", file=sys.stderr)
         else:
             w = csv.writer(sys.stdout, lineterminator="\n")
             for row in profile_rows(args.files, DEVICES):

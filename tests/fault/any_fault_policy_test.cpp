@@ -70,3 +70,45 @@ TEST(AnyFaultPolicy, ValidatesTheHeldConfig) {
 }
 
 }  // namespace
+
+namespace settings_tables {
+
+/// The member `flag` of `P`'s settings table points to, as a `T Config::*`; fails when absent.
+template <typename P, typename T>
+T P::config::*member_of(std::string_view flag) {
+  for (const tgs::setting<typename P::config>& s : P::setting_table) {
+    if (s.flag == flag) return std::get<T P::config::*>(s.member);
+  }
+  ADD_FAILURE() << P::name << " has no setting " << flag;
+  return nullptr;
+}
+
+// The tables are what tgs-node turns into `--fault.<policy>.<setting>`: each entry must reach the
+// field that changes the policy's decision.
+TEST(FaultSettingsTable, AbruptExitSwitchMakesAKillEndTheCoRunner) {
+  tgs::shared_fault_domain::config cfg;
+  auto member = member_of<tgs::shared_fault_domain, bool>("abrupt-exit-ends-co-runner");
+  ASSERT_NE(member, nullptr);
+  const fault_observation killed{
+      .failed = job_class::opportunistic, .kind = fault_kind::killed, .co_runner_present = true};
+  EXPECT_FALSE(tgs::shared_fault_domain{cfg}.step(killed).co_runner_terminated);
+  cfg.*member = true;
+  EXPECT_TRUE(tgs::shared_fault_domain{cfg}.step(killed).co_runner_terminated);
+}
+
+template <typename P>
+void expect_reclaim_deadline_setting() {
+  typename P::config cfg;
+  auto member = member_of<P, tgs::duration>("reclaim-within-ms");
+  ASSERT_NE(member, nullptr);
+  cfg.*member = std::chrono::milliseconds{250};
+  EXPECT_EQ(any_fault_policy{P{cfg}}.step({}).reclaim_within, std::chrono::milliseconds{250})
+      << P::name;
+}
+
+TEST(FaultSettingsTable, EveryPolicysReclaimDeadlineIsASetting) {
+  expect_reclaim_deadline_setting<tgs::separate_contexts>();
+  expect_reclaim_deadline_setting<tgs::shared_fault_domain>();
+}
+
+}  // namespace settings_tables

@@ -62,32 +62,98 @@ class Cells(unittest.TestCase):
             "--policy co-execution --memory-policy tgs --memory-budget-mib 12171")))
         self.assertEqual((row["policy"], row["production_idle"], row["production"]), ("co-execution", 1, None))
 
+    def test_idle_harvest_cells_run_tgs_nodes_default_policy(self):
+        low = {"production_model": "MobileNet v2 b64", "opportunistic_model": "ShuffleNet v2 b64", "tgs_node_flags": None}
+        row, why = gpu_results.classify("idle-harvest", self.cell(mode="idle-harvest", **low))
+        self.assertIsNone(why)
+        self.assertEqual((row["policy"], row["settings"]), ("idle-harvest", ""))
+        row, _ = gpu_results.classify("idle-harvest", self.cell(mode="mps", setting="MPS 100%/50%", **low))
+        self.assertEqual((row["policy"], row["settings"]),
+                         ("mps", "mps.opportunistic-threads=0.5 mps.production-threads=1"))
+        row, why = gpu_results.classify("idle-harvest", self.cell(mode="idle-harvest-sample-200us", **low))
+        self.assertIsNone(row)
+        self.assertIn("--activity-sample-us", why)
+        row, why = gpu_results.classify("idle-harvest", self.cell(
+            mode="idle-harvest", **{**low, "tgs_node_flags": "--policy idle-harvest --activity-sample-us 20"}))
+        self.assertIsNone(row)
+        self.assertIn("--activity-sample-us", why)
+
+    def test_the_harness_bert_job_is_the_profiled_one(self):
+        # bench/gpu/scenarios.toml's bert_base_b32 runs sequences of 128, named with or without it.
+        self.assertEqual(gpu_results.model_name("BERT-base b32"), "bert-base")
+        self.assertEqual(gpu_results.model_name("BERT-base b32 seq 128"), "bert-base")
+        self.assertIsNone(gpu_results.model_name("BERT-base b32 seq 512"))
+
     def test_other_devices_and_models_are_refused(self):
         self.assertIsNone(gpu_results.classify("memory", self.cell(device="Tesla T4"))[0])
         self.assertIsNone(gpu_results.classify("memory", self.cell(production_model="AlexNet b8"))[0])
 
 
+PROFILE = {"job": "resnet50_b256", "device": "NVIDIA H100 80GB HBM3", "driver": "580", "date": "d",
+           "command": "python3 bench/gpu/harness.py profile resnet50_b256 --no-build --build /tmp/b --out /x/y "
+                      "--max-s 420 --set profile_windows=20",
+           "it_per_s": 1 / 0.066, "iteration_s": 0.066, "windows": 30, "kernels_per_s": 15000, "blocks_per_s": 1.4e8,
+           "busy_fraction": 0.9, "busy_source": "nvidia-smi utilization.gpu",
+           "jitter": {"p5": 0.95, "p50": 1.0, "p95": 1.05}, "footprint_bytes": 13 * 2**30, "hot_set_bytes": 12 * 2**30,
+           "kernel_stats": {"busy_fraction": 0.97, "kernels_per_step": 990, "gaps_per_step": 40}}
+
+
 class Profiles(unittest.TestCase):
+    def write(self, t, row, name="profile.json"):
+        path = os.path.join(t, name)
+        with open(path, "w") as f:
+            json.dump(row, f)
+        return path
+
     def test_a_harness_profile_row_becomes_a_measured_table_row(self):
         with tempfile.TemporaryDirectory() as t:
-            path = os.path.join(t, "profile.json")
-            with open(path, "w") as f:
-                json.dump({"job": "resnet50_b256", "device": "NVIDIA H100 80GB HBM3", "driver": "580", "date": "d",
-                           "iteration_s": 0.066, "kernels_per_s": 15000, "blocks_per_s": 1.4e8, "busy_fraction": 0.9,
-                           "jitter": {"p5": 0.95, "p50": 1.0, "p95": 1.05}, "footprint_bytes": 13 * 2**30,
-                           "hot_set_bytes": 12 * 2**30,
-                           "kernel_stats": {"busy_fraction": 0.97, "kernels_per_step": 990, "gaps_per_step": 40}}, f)
-            row = gpu_results.profile_rows([path], gpu_results.DEVICES)[0]
-        self.assertEqual(row[:5], ["resnet50-b256", "h100-80gb", "256", "66", "0.97"])
+            row = gpu_results.profile_rows([self.write(t, PROFILE)], gpu_results.DEVICES)[0]
+        # The busy fraction is the kernel spans' (0.97), not nvidia-smi's utilization (0.9).
+        self.assertEqual([str(x) for x in row[:5]], ["resnet50-b256", "h100-80gb", "256", "66", "0.97"])
         self.assertEqual(row[5:8], ["990", "9.24e+06", "40"])
         self.assertAlmostEqual(float(row[8]), 0.1 / 3.29, places=4)  # p5-p95 over 3.29 standard deviations
         self.assertEqual(row[12], "mmmmmmemm")  # slice sensitivity: not measured alone on a whole GPU
+
+    def test_a_sparse_jobs_hot_set_stays_fitted(self):
+        # Touching 1 GiB of a 16 GiB footprint per step: which part is resident decides the traffic.
+        sparse = {**PROFILE, "footprint_bytes": 16 * 2**30, "hot_set_bytes": 2**30}
+        with tempfile.TemporaryDirectory() as t:
+            row = gpu_results.profile_rows([self.write(t, sparse)], gpu_results.DEVICES)[0]
+        self.assertEqual((row[11], row[12]), ("1", "mmmmmmemf"))  # the measurement is the fit's start
+
+    def test_the_recorded_table_gives_the_rows_its_profiles_give(self):
+        other = {**PROFILE, "job": "dlrm", "it_per_s": 187.96598597163992, "windows": 29,
+                 "kernel_stats": {"busy_fraction": 0.43895984800349735, "kernels_per_step": 140.0, "gaps_per_step": 140}}
+        with tempfile.TemporaryDirectory() as t:
+            files = [self.write(t, PROFILE), self.write(t, other, "dlrm.json")]
+            table = os.path.join(t, "profiles.csv")
+            self.assertEqual(gpu_results.update_profile_table(table, files), 2)
+            self.assertEqual(gpu_results.update_profile_table(table, files[1:]), 2)  # replaces its own row
+            self.assertEqual(sorted(gpu_results.profile_rows([table], gpu_results.DEVICES)),
+                             sorted(gpu_results.profile_rows(files, gpu_results.DEVICES)))
+            records = [r for _, r in gpu_results.read_profile_table(table)]
+        self.assertEqual(records[1]["command"],
+                         "python3 bench/gpu/harness.py profile resnet50_b256 --out $OUT --set profile_windows=20")
+        self.assertEqual((records[1]["utilization"], records[1]["kernel_busy_fraction"]), (0.9, 0.97))
+
+    def test_a_bad_profile_table_line_is_named(self):
+        with tempfile.TemporaryDirectory() as t:
+            table = os.path.join(t, "profiles.csv")
+            with open(table, "w") as f:
+                f.write("# comment\n" + ",".join(gpu_results.PROFILE_COLUMNS) + "\n" + "a," * 5 + "30,x" + ",1" * 11 + "\n")
+            with self.assertRaisesRegex(gpu_results.ResultsError, "profiles.csv:3: it_per_s: expected a number"):
+                gpu_results.read_profile_table(table)
+
+    def test_every_recorded_profile_is_its_models_row(self):
+        rows = {(r[0], r[1]): r for r in data_rows(os.path.join(REPO, "sim", "data", "models.csv"))}
+        for row in gpu_results.profile_rows([gpu_results.PROFILES], gpu_results.DEVICES):
+            self.assertEqual(rows[(row[0], row[1])], [str(x) for x in row])
 
     def test_a_profile_without_kernel_stats_is_refused_by_name(self):
         with tempfile.TemporaryDirectory() as t:
             path = os.path.join(t, "p.json")
             with open(path, "w") as f:
-                json.dump({"job": "dlrm", "device": "NVIDIA H200", "iteration_s": 0.005}, f)
+                json.dump({"job": "dlrm", "device": "NVIDIA H200", "it_per_s": 200}, f)
             with self.assertRaisesRegex(gpu_results.ResultsError, "p.json: the profile lacks busy_fraction"):
                 gpu_results.profile_rows([path], gpu_results.DEVICES)
 

@@ -171,6 +171,14 @@ class Data(unittest.TestCase):
         self.assertRegex(out.getvalue(), r"8 runs, about \d+ s")
         self.assertFalse(os.path.exists("/nonexistent/never-written"))
 
+    def test_a_profiles_windows_follow_its_setting(self):
+        def planned_s(*sets):
+            with redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(harness.main(["profile", "mobilenet_v2_b64", "--plan", *sets]), 0)
+            return int(out.getvalue().splitlines()[-1].split("about ")[1].split(" s")[0])
+        # Each measured window is a second of the estimate, so 25 fewer windows plan 25 s less.
+        self.assertEqual(planned_s() - planned_s("--set", "profile_windows=5"), 25)
+
 
 class TrainWindows(unittest.TestCase):
     def test_windows_count_steps_on_their_own_clock(self):

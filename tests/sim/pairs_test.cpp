@@ -83,23 +83,27 @@ TEST(PairSimulator, PredictsTheH100PairsOfRateControl) {
   EXPECT_EQ(checked, 4U);
 }
 
-TEST(PairSimulator, HostJitterStarvesTheReleasedControllerButNotIdleHarvest) {
-  // The low pair on an H100: both jobs are host-bound and their launch rates move 6-8% from window
-  // to window (their profiles). The released controller reads that as slowdowns beyond its 3%
-  // dead band and holds the opportunistic job near 0, as it did on the GPU (0.00); idle-harvest
-  // decides from the GPU-side speed, which the jitter does not move.
+TEST(PairSimulator, HostJitterStarvesTheReleasedControllerAndDoesNotMoveIdleHarvest) {
+  // The low pair on an H100: both jobs are host-bound and their launch rates move 7-10% from
+  // window to window (their measured profiles). The released controller reads that as slowdowns
+  // beyond its 3% dead band and holds the opportunistic job near 0, as it did on the GPU (0.00);
+  // without the jitter it gives it a share. idle-harvest decides from the GPU-side speed and the
+  // production job's idle gaps, which the jitter does not move; it harvests little here because
+  // the measured gaps average about 20 us, far below its 0.2 ms gap gate.
   const auto& m = default_model();
   const pair_request tgs{"custom", "h100-80gb", "mobilenet", "shufflenet", "tgs"};
   const pair_request harvest{"custom", "h100-80gb", "mobilenet", "shufflenet", "idle-harvest"};
-  const pair_result released = run_pair_request(m.data, tgs, {});
-  const pair_result ours = run_pair_request(m.data, harvest, {});
-  EXPECT_LT(released.outcome.opportunistic, 0.05);
-  EXPECT_GT(ours.outcome.opportunistic, 0.25);
-  EXPECT_GT(ours.outcome.production, 0.9);
-  // Without the jitter the released controller gives the opportunistic job its share.
   pair_options steady;
   steady.observation_noise = 0.0;
-  EXPECT_GT(run_pair_request(m.data, tgs, steady).outcome.opportunistic, 0.5);
+  const pair_result released = run_pair_request(m.data, tgs, {});
+  const pair_result released_steady = run_pair_request(m.data, tgs, steady);
+  const pair_result ours = run_pair_request(m.data, harvest, {});
+  const pair_result ours_steady = run_pair_request(m.data, harvest, steady);
+  EXPECT_LT(released.outcome.opportunistic, 0.05);
+  EXPECT_GT(released_steady.outcome.opportunistic, 0.25);
+  EXPECT_GT(ours.outcome.production, 0.95);
+  EXPECT_NEAR(ours.outcome.opportunistic, ours_steady.outcome.opportunistic, 0.01);
+  EXPECT_NEAR(ours.outcome.production, ours_steady.outcome.production, 0.01);
 }
 
 TEST(PairSimulator, TgsKeepsProductionAboveCoExecutionUnderContention) {

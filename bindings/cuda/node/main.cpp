@@ -13,9 +13,12 @@
 #include <fmt/format.h>
 #include <string>
 
+#include "container_edits.hpp"
+#include "metrics.hpp"
 #include "node_abi.hpp"
 #include "node_server.hpp"
 #include "tgs/core/settings_flags.hpp"
+#include "tgs/fault/any_fault_policy.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
 #include "tgs/version.hpp"
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   int liveness_ms = static_cast<int>(options.liveness_period.count());
   tgs::any_rate_controller::configs rate_settings;
   tgs::any_memory_policy::configs memory_settings;
+  tgs::any_fault_policy::configs fault_settings;
 
   app.add_option("--socket", options.socket_path, "Unix socket jobs register on")->capture_default_str();
   app.add_option("--socket-mode", options.socket_mode,
@@ -124,9 +128,56 @@ int main(int argc, char** argv) {
                  "jobs report) or none")
       ->check(CLI::IsMember({"nvml", "none"}))
       ->capture_default_str();
-  app.add_option("--default-class", default_class, "class of a job whose operator set no TGS_JOB_CLASS")
+  app.add_option("--default-class", default_class,
+                 "class of a job on the main socket whose operator set no TGS_JOB_CLASS, or whose user may not "
+                 "choose its class (--trust-uid, --trust-gid)")
       ->check(CLI::IsMember({"production", "opportunistic"}))
       ->capture_default_str();
+  // Classes the job cannot forge (docs/trust-model.md, "Classes"): a class socket's, or a trusted
+  // user's own choice on the main socket.
+  app.add_option("--class-sockets", options.class_socket_dir,
+                 "serve one socket per GPU and class in this folder (gpu<i>-production.sock, "
+                 "gpu<i>-opportunistic.sock): a job registered there has that class and GPU whatever it asks; "
+                 "the device plugin and the CDI spec mount them into containers (e.g. /run/tgs)");
+  app.add_option("--production-socket-mode", options.production_socket_mode,
+                 "file mode of the production class sockets, octal as decimal (438 = 0666: any process that reaches "
+                 "the file; 432 = 0660: owner and --socket-group)")
+      ->capture_default_str();
+  app.add_option("--opportunistic-socket-mode", options.opportunistic_socket_mode,
+                 "file mode of the opportunistic class sockets, octal as decimal")
+      ->capture_default_str();
+  app.add_option("--trust-uid", options.trusted_uids,
+                 "users whose jobs may choose their class (TGS_JOB_CLASS) on the main socket; the node's own user "
+                 "always may, everyone else's jobs get --default-class there");
+  app.add_option("--trust-gid", options.trusted_gids,
+                 "groups whose jobs may choose their class on the main socket (a process's primary or supplementary "
+                 "group)");
+  app.add_option("--cdi-spec", options.cdi_spec_path,
+                 "write the CDI spec of the class sockets (devices tgs.io/gpu=<i>-production and "
+                 "tgs.io/gpu=<i>-opportunistic) to this file at start, e.g. /etc/cdi/tgs.json or /run/cdi/tgs.json; "
+                 "needs --class-sockets");
+  app.add_option("--interposer", options.interposer_path,
+                 "the interposer the CDI spec mounts into containers (default: " TGS_INTERPOSER_FROM_BIN
+                 " beside tgs-node, where the package installs it)");
+  app.add_option("--metrics-address", options.metrics_address,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IPv4 address, localhost, or empty for "
+                 "every interface; PORT 0 picks a free one, which the log names), e.g. 127.0.0.1:9400");
+  std::string unregistered = std::string(to_string(options.on_unregistered));
+  app.add_option("--unregistered-action", unregistered,
+                 "what to do about a process that uses a GPU (as NVML lists it) without having registered there: "
+                 "report (the log, the status, the metrics), pause (also SIGSTOP it while a production job is on "
+                 "its GPU) or kill (also SIGKILL it)")
+      ->check(CLI::IsMember({"report", "pause", "kill"}))
+      ->capture_default_str();
+  int unregistered_grace_ms = static_cast<int>(options.unregistered_grace.count());
+  app.add_option("--unregistered-grace-ms", unregistered_grace_ms,
+                 "how long a process may use a GPU unregistered before the node reports it and acts (a starting "
+                 "job registers within it)")
+      ->check(CLI::Range(100, 3600000))
+      ->capture_default_str();
+  app.add_option("--unregistered-exempt-uid", options.unregistered_exempt_uids,
+                 "users whose unregistered GPU processes are only reported, never paused or killed (an MPS "
+                 "server's user, for example)");
   app.add_option("--gpus", options.gpus, "GPUs on this node")->check(CLI::Range(1U, 1024U))->capture_default_str();
   std::vector<std::string> node_policies;  // the controllers tgs-node can carry out
   for (std::string_view n : tgs::rate_controller_names()) {
@@ -197,6 +248,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10, 600000))
       ->capture_default_str();
 
+  // What a job's death does to the other jobs on its GPU (docs/cuda-backend.md, "Fault policies").
+  std::string fault_policy = std::string(tgs::separate_contexts::name);
+  const std::vector<std::string> fault_names(tgs::fault_policy_names().begin(), tgs::fault_policy_names().end());
+  app.add_option("--fault-policy", fault_policy,
+                 "fault policy: what the end of a job does to the jobs of the other class on its GPU (the node "
+                 "ends those the policy says share the failed job's fault domain; docs/policies/memory-and-faults.md)")
+      ->check(CLI::IsMember(fault_names))
+      ->capture_default_str();
+  const auto fault_flags = tgs::add_registry_flags<tgs::any_fault_policy, CLI::Option>(app, fault_settings, "fault.");
+
   bool status_json = false;
   CLI::App* status = app.add_subcommand("status", "show GPUs, jobs, classes, rates and budgets of a running node");
   status->add_flag("--json", status_json, "one JSON object per line");
@@ -209,6 +270,29 @@ int main(int argc, char** argv) {
   options.handshake_timeout = std::chrono::milliseconds{handshake_timeout_ms};
   options.eviction_stall = std::chrono::milliseconds{eviction_stall_ms};
   options.observe_gpus = gpu_observer == "nvml";
+  if (options.interposer_path.empty()) {
+    options.interposer_path = tgs::containers::installed_interposer(TGS_INTERPOSER_FROM_BIN);
+  }
+  options.on_unregistered = *parse_unregistered_action(unregistered);  // CLI::IsMember checked it
+  options.unregistered_grace = std::chrono::milliseconds{unregistered_grace_ms};
+  if (!options.metrics_address.empty()) {
+    if (const auto [address, why] = parse_listen_address(options.metrics_address); !address) {
+      fmt::print(stderr, "tgs-node: --metrics-address {}\n", why);
+      return 2;
+    }
+    if (!metrics_supported()) {
+      fmt::print(stderr, "tgs-node: --metrics-address: this tgs-node was built without prometheus-cpp\n");
+      return 2;
+    }
+  }
+  if (!options.cdi_spec_path.empty() && options.class_socket_dir.empty()) {
+    fmt::print(stderr, "tgs-node: --cdi-spec needs --class-sockets (the spec's devices mount the class sockets)\n");
+    return 2;
+  }
+  if (options.production_socket_mode > 07777 || options.opportunistic_socket_mode > 07777) {
+    fmt::print(stderr, "tgs-node: a socket mode must be at most 07777 (4095)\n");
+    return 2;
+  }
   if (!socket_group.empty()) {
     if (const group* g = ::getgrnam(socket_group.c_str())) {
       options.socket_group = g->gr_gid;
@@ -229,6 +313,17 @@ int main(int argc, char** argv) {
   }
   if (auto why = tgs::unused_policy_flag(memory_flags, std::vector<std::string>{memory_policy})) {
     fmt::print(stderr, "tgs-node: {}\n", *why);
+    return 2;
+  }
+  if (auto why = tgs::unused_policy_flag(fault_flags, std::vector<std::string>{fault_policy})) {
+    fmt::print(stderr, "tgs-node: {}\n", *why);
+    return 2;
+  }
+  options.fault_policy = *fault_settings.find(fault_policy);  // CLI::IsMember checked the name
+  try {
+    tgs::any_fault_policy check{options.fault_policy};
+  } catch (const tgs::config_error& e) {
+    fmt::print(stderr, "tgs-node: {}\n", e.what());
     return 2;
   }
   options.controller = *rate_settings.find(policy);

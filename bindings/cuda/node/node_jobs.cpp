@@ -2,6 +2,7 @@
 // tgs-node's job table: registration (authorised, capped, one sealed memfd segment per job),
 // what a job's claims are bounded by, departures, liveness, and memory requests.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <new>
 
+#include "container_edits.hpp"
 #include "fd_message.hpp"
 #include "server_parts.hpp"
 
@@ -42,14 +44,14 @@ bool listed_or_unknown(const std::optional<std::vector<gpu_process>>& list, pid_
 
 /// Why a registration must be refused, if it must: an unauthorised user, a GPU the node does not
 /// have, or a user or process already at its cap of jobs.
-std::optional<std::string> node_server::refusal(const connection& c, const abi::register_request& req) const {
+std::optional<std::string> node_server::refusal(const connection& c, std::uint32_t gpu) const {
   const bool restricted = !options_.allowed_uids.empty() || !options_.allowed_gids.empty();
   const bool uid_ok = std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), c.uid) !=
                       options_.allowed_uids.end();
   const bool gid_ok = std::any_of(options_.allowed_gids.begin(), options_.allowed_gids.end(),
                                   [&](gid_t g) { return process_in_group(c.pid, c.gid, g); });
   if (restricted && !uid_ok && !gid_ok) return fmt::format("uid {} is not allowed to register", c.uid);
-  if (req.gpu >= options_.gpus) return fmt::format("GPU {} is not on this node ({} GPUs)", req.gpu, options_.gpus);
+  if (gpu >= options_.gpus) return fmt::format("GPU {} is not on this node ({} GPUs)", gpu, options_.gpus);
   const auto count = [&](auto same) { return std::count_if(jobs_.begin(), jobs_.end(), [&](const auto& e) { return same(*e.second); }); };
   if (static_cast<std::size_t>(count([&](const job& j) { return j.pid == c.pid; })) >= options_.max_jobs_per_process) {
     return fmt::format("process {} already has {} jobs (--max-jobs-per-process)", c.pid, options_.max_jobs_per_process);
@@ -101,13 +103,29 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
     log(log_level::warn, "refused a job of pid {} uid {}: {}", c.pid, c.uid, why);
     close_connection(c.fd);
   };
-  if (const std::optional<std::string> why = refusal(c, req)) return refuse(*why);
+  // The class and GPU are the operator's grant: the class socket's, else the job's own request
+  // only from a user trusted to choose it, else the default (docs/trust-model.md, "Classes").
+  std::optional<job_class> asked;
+  if (req.job_class == abi::class_code::production) asked = job_class::production;
+  if (req.job_class == abi::class_code::opportunistic) asked = job_class::opportunistic;
+  job_class cls = options_.default_class;
+  std::uint32_t gpu = req.gpu;
+  std::string class_from = "default";
+  if (c.granted) {
+    cls = c.granted->cls;
+    gpu = c.granted->gpu;  // the job's own index counts the GPUs its container sees
+    class_from = containers::node_socket_name(gpu, cls);
+  } else if (asked && trusted(c)) {
+    cls = *asked;
+    class_from = "request";
+  }
+  if (asked && *asked != cls) {
+    log(log_level::info, "pid {} uid {} asked to be {}; it is {} ({})", c.pid, c.uid, to_string(*asked), to_string(cls),
+        c.granted ? "the class of the socket it came through" : "its user may not choose its class");
+  }
+  if (const std::optional<std::string> why = refusal(c, gpu)) return refuse(*why);
   const std::optional<std::uint64_t> start_ticks = process_start(c.pid);
   if (!start_ticks) return refuse("process already gone");
-
-  job_class cls = options_.default_class;
-  if (req.job_class == abi::class_code::production) cls = job_class::production;
-  if (req.job_class == abi::class_code::opportunistic) cls = job_class::opportunistic;
 
   const int memfd = sealed_segment_fd();
   if (memfd < 0) return refuse("cannot create a sealed segment: " + errno_text());
@@ -123,8 +141,10 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   j->uid = c.uid;
   j->start_ticks = *start_ticks;
   j->cls = cls;
-  j->gpu = req.gpu;
+  j->gpu = gpu;
   j->name.assign(req.name, strnlen(req.name, sizeof(req.name)));
+  j->class_from = std::move(class_from);
+  j->origin = origin_of(c.pid);
   j->since = clock::now();
   // The page is zero-filled: every counter starts at 0; only the identity needs writing.
   auto* seg = new (mapping) abi::job_segment{};
@@ -175,11 +195,24 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   ::close(memfd);
   if (page_fd >= 0) ::close(page_fd);
   const std::uint32_t id = j->id;
-  log(log_level::info, "job {} registered: pid {} uid {} {} on GPU {} ({}){}", id, j->pid, j->uid, to_string(cls),
-      j->gpu, printable(j->name), j->in_control ? "" : "; it steers the controller once it holds a context there");
+  log(log_level::info, "job {} registered: pid {} uid {} {} ({}) on GPU {} ({}){}{}", id, j->pid, j->uid, to_string(cls),
+      j->class_from, j->gpu, printable(j->name),
+      j->origin.container.empty() ? "" : ", container " + short_container_id(j->origin.container),
+      j->in_control ? "" : "; it steers the controller once it holds a context there");
   c.job_id = id;
   jobs_[id] = std::move(j);
   if (!sent) remove_job(id, "could not send the registration reply");
+}
+
+/// Whether the user of `c` may choose its job's class on the main socket: the node's own user (it
+/// could do anything the node does), or a user or group the operator trusts.
+bool node_server::trusted(const connection& c) const {
+  if (c.uid == ::geteuid()) return true;
+  if (std::find(options_.trusted_uids.begin(), options_.trusted_uids.end(), c.uid) != options_.trusted_uids.end()) {
+    return true;
+  }
+  return std::any_of(options_.trusted_gids.begin(), options_.trusted_gids.end(),
+                     [&](gid_t g) { return process_in_group(c.pid, c.gid, g); });
 }
 
 void node_server::remove_job(std::uint32_t id, const char* why) {
@@ -204,13 +237,76 @@ void node_server::remove_job(std::uint32_t id, const char* why) {
   jobs_.erase(it);
 }
 
+/// What the node knows when a job ends is that its connection closed or its process is gone: a
+/// crash, a kill, an out-of-memory exit and a normal exit look the same from here (the node is
+/// not the job's parent and reads no exit status), so every end is reported as
+/// `fault_kind::killed`, the kind whose consequence a policy leaves to its configuration. A
+/// policy that ends the co-runner on `killed` therefore ends it on a clean exit too, as an MPS
+/// server may when a client leaves with GPU work in flight.
+void node_server::on_job_ended(std::uint32_t id, const char* why) {
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  const clock::time_point detected = clock::now();
+  const job& failed = *it->second;
+  const std::uint32_t gpu = failed.gpu;
+  const job_class cls = failed.cls;
+  const pid_t failed_pid = failed.pid;
+  // The co-runners: the jobs of the other class registered on the same GPU (a production job
+  // still waiting for its context included: its process is there all the same).
+  std::vector<std::uint32_t> co_runners;
+  for (const auto& [other_id, other] : jobs_) {
+    if (other_id != id && other->gpu == gpu && other->cls != cls) co_runners.push_back(other_id);
+  }
+  gpu_faults& faults = gpu_fault_state(gpu);
+  const fault_decision d = faults.policy.step(
+      {.now = now(), .failed = cls, .kind = fault_kind::killed, .co_runner_present = !co_runners.empty()});
+  ++faults.handled;
+  // A process that is gone holds no share and no memory: the node always takes both back (what
+  // `reclaim_share` and `reclaim_memory` ask); a policy that says otherwise is told so.
+  if (!d.reclaim_share || !d.reclaim_memory) {
+    log(log_level::warn, "fault policy {} keeps job {}'s {}; the node reclaims it anyway: the job is gone",
+        faults.policy.policy_name(), id, !d.reclaim_share ? "share" : "memory");
+  }
+  remove_job(id, why);
+  if (d.co_runner_terminated) {
+    for (const std::uint32_t other_id : co_runners) {
+      const auto o = jobs_.find(other_id);
+      if (o == jobs_.end()) continue;
+      const job& other = *o->second;
+      log(log_level::warn,
+          "ending job {} (pid {}, {}) on GPU {}: it shares the fault domain of job {} (pid {}, {}), which ended "
+          "(fault policy {})",
+          other_id, other.pid, to_string(other.cls), gpu, id, failed_pid, to_string(cls), faults.policy.policy_name());
+      // Only the registered process itself: a recycled pid (another start time) is left alone.
+      const std::optional<std::uint64_t> start = process_start(other.pid);
+      if (other.pid > 1 && start && *start == other.start_ticks && ::kill(other.pid, SIGKILL) != 0) {
+        log(log_level::warn, "job {}: cannot send pid {} SIGKILL: {}", other_id, other.pid, errno_text());
+      }
+      ++faults.co_runners_ended;
+      remove_job(other_id, "ended by the fault policy");
+    }
+  }
+  const auto took = clock::now() - detected;
+  if (took > d.reclaim_within) {
+    log(log_level::warn, "job {}: reclaiming took {:.0f} ms, over the fault policy's {:.0f} ms", id,
+        std::chrono::duration<double, std::milli>(took).count(),
+        std::chrono::duration<double, std::milli>(d.reclaim_within).count());
+  }
+}
+
+node_server::gpu_faults& node_server::gpu_fault_state(std::uint32_t gpu) {
+  auto it = faults_.find(gpu);
+  if (it == faults_.end()) it = faults_.emplace(gpu, gpu_faults{any_fault_policy{options_.fault_policy}}).first;
+  return it->second;
+}
+
 void node_server::check_liveness() {
   std::vector<std::uint32_t> dead;
   for (const auto& [id, j] : jobs_) {
     const std::optional<std::uint64_t> start = process_start(j->pid);
     if (!start || *start != j->start_ticks) dead.push_back(id);
   }
-  for (std::uint32_t id : dead) remove_job(id, "process exited");
+  for (std::uint32_t id : dead) on_job_ended(id, "process exited");
   // Production jobs waiting for a context on their GPU: one NVML query per GPU.
   std::map<std::uint32_t, std::optional<std::vector<gpu_process>>> seen;
   for (auto& [id, j] : jobs_) {
@@ -275,6 +371,11 @@ void node_server::send_pending_replies() {
     if (!send_message(p.fd, &reply, sizeof(reply))) log(log_level::warn, "job {}: could not send a memory reply", p.job_id);
   }
   pending_ = std::move(waiting);
+}
+
+const node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) const {
+  const auto it = memory_gpus_.find(gpu);
+  return it == memory_gpus_.end() ? nullptr : it->second.get();
 }
 
 node_server::memory_loop* node_server::gpu_memory(std::uint32_t gpu) {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cdi_spec.hpp"
 #include "protocol.hpp"
 #include "server_parts.hpp"
 
@@ -80,6 +81,22 @@ std::string printable(std::string_view raw) {
   return out;
 }
 
+std::string_view to_string(unregistered_action a) noexcept {
+  switch (a) {
+    case unregistered_action::report: return "report";
+    case unregistered_action::pause: return "pause";
+    case unregistered_action::kill: return "kill";
+  }
+  return "?";
+}
+
+std::optional<unregistered_action> parse_unregistered_action(std::string_view s) noexcept {
+  for (const unregistered_action a : {unregistered_action::report, unregistered_action::pause, unregistered_action::kill}) {
+    if (s == to_string(a)) return a;
+  }
+  return std::nullopt;
+}
+
 std::optional<job_class> parse_job_class(std::string_view s) noexcept {
   if (s == "production") return job_class::production;
   if (s == "opportunistic") return job_class::opportunistic;
@@ -90,15 +107,25 @@ node_server::node_server(node_options options)
     : options_(std::move(options)), start_(clock::now()), next_liveness_(start_) {
   // Validate the controller configuration now, so a bad flag fails at start, not at the first job.
   (void)any_rate_controller{options_.controller};
+  (void)any_fault_policy{options_.fault_policy};
   if (options_.memory_policy) {
     (void)any_memory_policy{*options_.memory_policy};
     if (options_.memory_budget == bytes{}) {
       throw std::runtime_error("a memory policy needs a memory budget (--memory-budget-mib)");
     }
   }
+  if (!options_.cdi_spec_path.empty() && options_.class_socket_dir.empty()) {
+    throw std::runtime_error("--cdi-spec needs --class-sockets: the spec's devices mount the class sockets");
+  }
+  if (!options_.metrics_address.empty()) {
+    if (const auto [address, why] = parse_listen_address(options_.metrics_address); !address) {
+      throw std::runtime_error("--metrics-address " + why);
+    }
+  }
 }
 
 node_server::~node_server() {
+  continue_paused();
   for (auto& [fd, c] : connections_) ::close(fd);
   if (reserve_fd_ >= 0) ::close(reserve_fd_);
 }
@@ -123,18 +150,74 @@ void node_server::bind() {
     throw std::runtime_error("cannot give " + options_.socket_path + " to group " +
                              std::to_string(*options_.socket_group) + ": " + std::strerror(errno));
   }
+  bind_class_sockets();
   if (options_.observe_gpus) observer_ = gpu_observer::nvml();
+  if (!options_.metrics_address.empty()) {
+    metrics_ = std::make_unique<metrics_endpoint>(options_.metrics_address);
+    log(log_level::info, "metrics on {}", metrics_->url());
+  }
   log(log_level::info,
-      "listening on {} (ABI {}, policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
+      "listening on {} (ABI {}, policy {}, fault policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
       "opportunistic launch window {}, GPU observer: {}, at most {} connections)",
       options_.socket_path, abi::version, any_rate_controller{options_.controller}.policy_name(),
+      any_fault_policy{options_.fault_policy}.policy_name(),
       options_.memory_policy ? any_memory_policy{*options_.memory_policy}.policy_name() : "off",
       options_.memory_budget.count() >> 20, to_string(options_.residency),
       options_.max_inflight_launches == 0 ? std::string("off") : std::to_string(options_.max_inflight_launches),
       observer_.description(), options_.max_connections);
   if (options_.observe_gpus && !observer_.available()) {
-    log(log_level::warn, "without NVML the node cannot check what jobs report against the GPU (docs/trust-model.md)");
+    log(log_level::warn,
+        "without NVML the node cannot check what jobs report against the GPU, nor see processes that never "
+        "registered (docs/trust-model.md)");
   }
+  write_cdi_spec();
+}
+
+/// One socket per GPU and class in `--class-sockets`: the class is the socket's, not the job's.
+void node_server::bind_class_sockets() {
+  if (options_.class_socket_dir.empty()) return;
+  const containers::host_paths paths{.interposer = options_.interposer_path, .socket_dir = options_.class_socket_dir};
+  for (std::uint32_t gpu = 0; gpu < options_.gpus; ++gpu) {
+    for (const job_class cls : {job_class::production, job_class::opportunistic}) {
+      const std::string path = containers::node_socket_path(paths, gpu, cls);
+      const unsigned mode =
+          cls == job_class::production ? options_.production_socket_mode : options_.opportunistic_socket_mode;
+      class_listener l{socket_listener(path, mode, 128), grant{cls, gpu}};
+      if (options_.socket_group && ::chown(path.c_str(), static_cast<uid_t>(-1), *options_.socket_group) != 0) {
+        throw std::runtime_error("cannot give " + path + " to group " + std::to_string(*options_.socket_group) + ": " +
+                                 std::strerror(errno));
+      }
+      class_listeners_.push_back(std::move(l));
+    }
+  }
+  log(log_level::info, "class sockets: {}/gpu<0..{}>-production.sock (mode {:04o}) and -opportunistic.sock (mode {:04o})",
+      options_.class_socket_dir, options_.gpus - 1, options_.production_socket_mode, options_.opportunistic_socket_mode);
+  // Connecting needs write permission on the socket; reaching it, search permission on the folder.
+  struct stat dir{};
+  const bool others_enter = ::stat(options_.class_socket_dir.c_str(), &dir) == 0 && (dir.st_mode & S_IXOTH) != 0;
+  if (others_enter && (options_.production_socket_mode & S_IWOTH) != 0) {
+    log(log_level::warn,
+        "every local user can register as production: {} lets others in (mode {:04o}) and the production sockets "
+        "are mode {:04o}. Containers reach their socket through its mount, which needs neither: close the folder "
+        "(chmod 0700) or narrow --production-socket-mode (docs/trust-model.md)",
+        options_.class_socket_dir, dir.st_mode & 07777, options_.production_socket_mode);
+  }
+}
+
+/// The CDI spec of the class sockets, written atomically (`containers::write_cdi_spec`).
+void node_server::write_cdi_spec() const {
+  if (options_.cdi_spec_path.empty()) return;
+  struct stat st{};
+  if (::stat(options_.interposer_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw std::runtime_error("--cdi-spec: the interposer " + options_.interposer_path +
+                             " is not a file (the spec mounts it into containers; --interposer names it)");
+  }
+  containers::cdi_spec_options spec;
+  for (std::uint32_t gpu = 0; gpu < options_.gpus; ++gpu) spec.gpus.push_back(gpu);
+  spec.paths = {.interposer = options_.interposer_path, .socket_dir = options_.class_socket_dir};
+  containers::write_cdi_spec(options_.cdi_spec_path, spec);
+  log(log_level::info, "wrote the CDI spec {} (devices {}=<0..{}>-production, -opportunistic)", options_.cdi_spec_path,
+      containers::cdi_kind, options_.gpus - 1);
 }
 
 void node_server::run(const std::atomic<bool>& stop_flag) {
@@ -157,10 +240,20 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
       check_liveness();
       next_liveness_ = clock::now() + options_.liveness_period;
     }
+    if (observer_.available() && clock::now() >= next_unregistered_check_) {
+      check_unregistered();
+      next_unregistered_check_ = clock::now() + unregistered_check_period;
+    }
+    if (metrics_ && clock::now() >= next_metrics_) {
+      // The scrapers read this copy from their own threads: the loop never waits for them.
+      metrics_->publish(metrics_snapshot());
+      next_metrics_ = clock::now() + metrics_period;
+    }
     sweep_connections();
 
     fds.clear();
     fds.push_back({listener_.fd(), POLLIN, 0});
+    for (const class_listener& l : class_listeners_) fds.push_back({l.socket.fd(), POLLIN, 0});
     for (const auto& [fd, c] : connections_) {
       fds.push_back({fd, static_cast<short>(POLLIN | (c.outbox.empty() ? 0 : POLLOUT)), 0});
     }
@@ -174,7 +267,13 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     for (const pollfd& p : fds) {
       if (p.revents == 0) continue;
       if (p.fd == listener_.fd()) {
-        accept_connections();
+        accept_connections(p.fd, std::nullopt);
+        continue;
+      }
+      if (const auto l = std::find_if(class_listeners_.begin(), class_listeners_.end(),
+                                      [&](const class_listener& x) { return x.socket.fd() == p.fd; });
+          l != class_listeners_.end()) {
+        accept_connections(p.fd, l->granted);
         continue;
       }
       auto it = connections_.find(p.fd);
@@ -191,17 +290,18 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
       }
     }
   }
+  continue_paused();
   log(log_level::info, "stopping; {} job(s) keep running unthrottled until a node is back", jobs_.size());
 }
 
-void node_server::accept_connections() {
+void node_server::accept_connections(int listener_fd, std::optional<grant> granted) {
   for (;;) {
-    int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = ::accept4(listener_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0 && (errno == EMFILE || errno == ENFILE) && reserve_fd_ >= 0) {
       // Out of descriptors: take the spare one to accept the connection and drop it, so the
       // listener does not stay readable (and the loop spinning) with nobody able to take it.
       ::close(reserve_fd_);
-      fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+      fd = ::accept4(listener_fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd >= 0) ::close(fd);
       reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
       ++refused_since_said_;
@@ -220,6 +320,7 @@ void node_server::accept_connections() {
     c.uid = cred.uid;
     c.gid = cred.gid;
     c.pid = cred.pid;
+    c.granted = granted;
     c.opened = clock::now();
     connections_.emplace(fd, std::move(c));
   }
@@ -279,7 +380,9 @@ void node_server::on_readable(connection& c) {
       break;
     case message_kind::malformed: break;
   }
-  log(log_level::warn, "unexpected or malformed message ({} bytes) on connection {} (pid {})", n, c.fd, c.pid);
+  log(log_level::warn, "unexpected or malformed message ({} bytes) on connection {} (pid {}, uid {}{}); closed it", n,
+      c.fd, c.pid, c.uid,
+      c.granted ? fmt::format(", socket gpu{}-{}", c.granted->gpu, to_string(c.granted->cls)) : std::string());
   close_connection(c.fd);
 }
 
@@ -325,7 +428,7 @@ void node_server::close_connection(int fd) {
   if (it == connections_.end()) return;
   const std::uint32_t id = it->second.job_id;
   if (id != 0) {
-    remove_job(id, "connection closed");  // closes and erases the connection too
+    on_job_ended(id, "connection closed");  // closes and erases the connection too
     return;
   }
   ::close(fd);

@@ -22,7 +22,10 @@
 #include "gpu_observer.hpp"
 #include "listener.hpp"
 #include "memory_loop.hpp"
+#include "metrics.hpp"
+#include "process_origin.hpp"
 #include "node_abi.hpp"
+#include "tgs/fault/any_fault_policy.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
 
@@ -30,6 +33,18 @@ namespace tgs::cuda::node {
 
 /// Verbosity of the node's log.
 enum class log_level : int { error = 0, warn = 1, info = 2, debug = 3 };
+
+/// What the node does about a process that uses a GPU and never registered there (its
+/// interposer was not loaded, or it registered for another GPU): the observer finds it through
+/// NVML (docs/trust-model.md, "Classes").
+enum class unregistered_action : std::uint8_t {
+  report,  ///< log it, show it in the status and the metrics
+  pause,   ///< also hold it (SIGSTOP) while a production job is on its GPU, continue it when none is
+  kill,    ///< also end it (SIGKILL)
+};
+
+[[nodiscard]] std::string_view to_string(unregistered_action a) noexcept;
+[[nodiscard]] std::optional<unregistered_action> parse_unregistered_action(std::string_view s) noexcept;
 
 /// What the operator configures (flags or config file). The defaults suit a node shared by
 /// several users (docs/trust-model.md).
@@ -44,14 +59,46 @@ struct node_options {
   std::vector<uid_t> allowed_uids;
   /// Groups allowed to register (a peer's primary or supplementary group).
   std::vector<gid_t> allowed_gids;
-  /// The class of a job whose operator set none.
+  /// The class of a job whose operator set none, and of a job on the main socket whose user may
+  /// not choose its own class.
   job_class default_class = job_class::opportunistic;
+  /// Users and groups whose jobs may choose their class (`TGS_JOB_CLASS`) on the main socket. The
+  /// node's own user always may (it could do anything the node does). Everyone else's jobs get
+  /// `default_class` there; their class is granted by a class socket.
+  std::vector<uid_t> trusted_uids;
+  std::vector<gid_t> trusted_gids;
+  /// Where to serve one socket per GPU and class (`gpu<i>-production.sock`,
+  /// `gpu<i>-opportunistic.sock`); empty: none. A job that registers on one has that socket's
+  /// class and GPU, whatever it asks: the operator grants a class by giving a container the
+  /// socket (a CDI device, a Kubernetes allocation) or a user access to it.
+  std::string class_socket_dir;
+  /// File modes of the production and opportunistic sockets. Anyone may connect by default: a
+  /// container reaches only the socket mounted into it, whatever user it runs as; who reaches
+  /// them on the host is decided by `class_socket_dir`'s own mode or by narrower modes here.
+  unsigned production_socket_mode = 0666;
+  unsigned opportunistic_socket_mode = 0666;
+  /// Write the CDI spec of the class sockets (`tgs.io/gpu=<i>-<class>`) to this file at start.
+  std::string cdi_spec_path;
+  /// The interposer the CDI spec mounts into containers (on the host).
+  std::string interposer_path;
+  /// Serve Prometheus metrics on this address (`HOST:PORT`); empty: no metrics.
+  std::string metrics_address;
+  /// What to do about processes on a GPU that never registered there, once they have been seen
+  /// for `unregistered_grace` (a starting job registers within it).
+  unregistered_action on_unregistered = unregistered_action::report;
+  std::chrono::milliseconds unregistered_grace{3000};
+  /// Users whose unregistered GPU processes are only reported, never paused or killed (an MPS
+  /// server's, for example).
+  std::vector<uid_t> unregistered_exempt_uids;
   /// GPUs on this node; a registration for a GPU index outside [0, gpus) is refused.
   std::uint32_t gpus = 8;
   /// The rate controller's configuration (its alternative picks the policy).
   any_rate_controller::config controller = idle_harvest::config{};
   /// The memory policy's configuration; empty: no memory policy (allocations are only counted).
   std::optional<any_memory_policy::config> memory_policy;
+  /// The fault policy's configuration (its alternative picks the policy): what a job's death
+  /// does to the other jobs on its GPU. Separate contexts by default: nothing else ends.
+  any_fault_policy::config fault_policy = separate_contexts::config{};
   /// The per-GPU memory budget the memory policy shares out (smaller than the card).
   bytes memory_budget{};
   /// How an opportunistic job's resident limit is shared among its allocations
@@ -104,12 +151,49 @@ class node_server {
   void run(const std::atomic<bool>& stop_flag);
 
  private:
+  using clock = std::chrono::steady_clock;
   struct job;
   struct connection;
   struct gpu_page_file;
-  using clock = std::chrono::steady_clock;
+  /// What a class socket grants every job that registers on it.
+  struct grant {
+    job_class cls;
+    std::uint32_t gpu;
+  };
+  /// A class socket and its grant.
+  struct class_listener {
+    socket_listener socket;
+    grant granted;
+  };
+  /// A process seen on a GPU without a registration there.
+  struct unregistered_process {
+    std::uint32_t gpu = 0;
+    pid_t pid = 0;
+    uid_t uid = 0;
+    std::uint64_t start_ticks = 0;
+    std::optional<std::uint64_t> used_bytes;
+    process_origin origin;
+    clock::time_point first_seen;
+    bool reported = false;
+    bool paused = false;
+    bool killed = false;
+    /// What the node made of it, as the status and the metrics say.
+    [[nodiscard]] const char* state() const noexcept {
+      return killed ? "killed" : paused ? "held" : reported ? "reported" : "seen";
+    }
+  };
   using loop = gpu_control_loop<any_rate_controller>;
+  /// How often the metrics snapshot is rebuilt: a scrape sees values at most this old.
+  static constexpr std::chrono::milliseconds metrics_period{1000};
+  /// How often the GPUs are searched for processes that never registered.
+  static constexpr std::chrono::milliseconds unregistered_check_period{500};
   using memory_loop = gpu_memory_loop<any_memory_policy>;
+  /// One GPU's fault policy and what it has handled (for status).
+  struct gpu_faults {
+    any_fault_policy policy;
+    std::uint64_t handled = 0;           ///< jobs that ended on the GPU while registered
+    std::uint64_t co_runners_ended = 0;  ///< jobs the node ended because the policy said so
+  };
   /// A verdict held back until the opportunistic jobs have made room (or the wait ran out).
   struct pending_reply {
     int fd;
@@ -123,7 +207,9 @@ class node_server {
 
   [[nodiscard]] instant now() const noexcept;
   // node_server.cpp: connections and their I/O.
-  void accept_connections();
+  void bind_class_sockets();
+  void write_cdi_spec() const;
+  void accept_connections(int listener_fd, std::optional<grant> granted);
   [[nodiscard]] bool admit(const struct ucred& cred);
   void on_readable(connection& c);
   void queue(connection& c, std::string message);
@@ -132,32 +218,56 @@ class node_server {
   void close_connection(int fd);
   // node_jobs.cpp: registration, the job table, memory requests.
   void register_job(connection& c, const abi::register_request& req);
-  [[nodiscard]] std::optional<std::string> refusal(const connection& c, const abi::register_request& req) const;
+  [[nodiscard]] std::optional<std::string> refusal(const connection& c, std::uint32_t gpu) const;
   [[nodiscard]] abi::job_holdings bounded_holdings(const job& j, const abi::job_holdings& claimed) const;
   void enter_control(job& j);
   void on_memory_request(connection& c, const abi::memory_request& req);
   void send_pending_replies();
+  /// The GPU's memory loop, made at its first use; null without a memory policy.
   memory_loop* gpu_memory(std::uint32_t gpu);
+  /// The GPU's memory loop if it has one already (a reader never makes one).
+  [[nodiscard]] const memory_loop* gpu_memory(std::uint32_t gpu) const;
   void remove_job(std::uint32_t id, const char* why);
+  /// A registered job ended (its connection closed or its process is gone): steps its GPU's
+  /// fault policy and carries out the decision.
+  void on_job_ended(std::uint32_t id, const char* why);
+  gpu_faults& gpu_fault_state(std::uint32_t gpu);
   void check_liveness();
+  [[nodiscard]] bool trusted(const connection& c) const;
+  // node_observe.cpp: processes on the GPUs that never registered there.
+  void check_unregistered();
+  void act_on(unregistered_process& p, bool production_on_gpu);
+  void continue_paused();
+  // node_metrics.cpp: the metrics snapshot.
+  [[nodiscard]] metric_snapshot metrics_snapshot() const;
   loop& gpu_loop(std::uint32_t gpu);
   /// The GPU's shared page, created on first use; null when it cannot be made (the GPU's jobs
   /// then run without gap filling).
   gpu_page_file* gpu_page(std::uint32_t gpu);
   // node_status.cpp: the status answer.
+  struct job_numbers;
+  [[nodiscard]] job_numbers numbers_of(const job& j, const std::vector<job_report>& reports, const memory_loop* m) const;
   void send_status(connection& c, bool json);
   template <typename... Args>
   void log(log_level level, const char* format, const Args&... args) const;
 
   node_options options_;
   socket_listener listener_;
+  std::vector<class_listener> class_listeners_;
   gpu_observer observer_;
+  std::unique_ptr<metrics_endpoint> metrics_;
+  clock::time_point next_metrics_;
+  /// Unregistered processes by (GPU, pid), and when the GPUs are next looked at.
+  std::map<std::pair<std::uint32_t, pid_t>, unregistered_process> unregistered_;
+  clock::time_point next_unregistered_check_;
+  std::uint64_t unregistered_killed_ = 0;
   clock::time_point start_;
   std::map<int, connection> connections_;
   std::map<std::uint32_t, std::unique_ptr<job>> jobs_;
   std::map<std::uint32_t, std::unique_ptr<loop>> gpus_;
   std::map<std::uint32_t, std::unique_ptr<memory_loop>> memory_gpus_;
   std::map<std::uint32_t, std::unique_ptr<gpu_page_file>> pages_;
+  std::map<std::uint32_t, gpu_faults> faults_;
   std::vector<pending_reply> pending_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;

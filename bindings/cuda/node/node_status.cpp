@@ -26,7 +26,8 @@ json per_second(double x) { return std::isfinite(x) ? json(std::llround(x)) : js
 /// can see why it throttles. Every policy reports itself; the status names none.
 json describe_controller(const any_rate_controller& controller) {
   json d = json::object();
-  const state_report report = controller.describe();  // the fields view into it
+  // Named: a range-for over `describe().fields()` would read the report after it is destroyed.
+  const state_report report = controller.describe();
   for (const state_field& f : report.fields()) {
     const std::string key(f.key);
     if (const auto* word = std::get_if<std::string_view>(&f.value)) {
@@ -55,22 +56,60 @@ std::string text_of(const json& v) { return v.is_null() ? std::string("-") : v.d
 
 }  // namespace
 
+node_server::job_numbers node_server::numbers_of(const job& j, const std::vector<job_report>& reports,
+                                                 const memory_loop* m) const {
+  job_numbers n;
+  const auto r = std::find_if(reports.begin(), reports.end(), [&](const job_report& x) { return x.id == j.id; });
+  if (r != reports.end()) {
+    n.report = *r;
+  } else {
+    n.report.id = j.id;
+    n.report.cls = j.cls;
+  }
+  const abi::job_segment& seg = *j.segment;
+  n.held = m != nullptr ? m->counted(j.id).value_or(abi::job_holdings{})
+                        : abi::job_holdings{seg.device_bytes.load(), seg.managed_bytes.load(),
+                                            seg.managed_resident_bytes.load()};
+  n.managed_resident = std::min(n.held.managed_bytes, n.held.managed_resident_bytes);
+  return n;
+}
+
 void node_server::send_status(connection& c, bool json_lines) {
   std::vector<json> lines;
   const double uptime = std::chrono::duration<double>(clock::now() - start_).count();
   const any_rate_controller sample{options_.controller};
+  const any_fault_policy fault_sample{options_.fault_policy};
   lines.push_back(json{{"node", json{{"abi", abi::version},
                                      {"policy", std::string(sample.policy_name())},
                                      {"socket", options_.socket_path},
                                      {"uptime_s", rounded(uptime, 3)},
-                                     {"jobs", jobs_.size()}}}});
+                                     {"jobs", jobs_.size()},
+                                     {"class_sockets", options_.class_socket_dir.empty()
+                                                           ? json(nullptr)
+                                                           : json(options_.class_socket_dir)},
+                                     {"unregistered", unregistered_.size()}}}});
   std::set<std::uint32_t> gpus;
   for (const auto& [gpu, l] : gpus_) gpus.insert(gpu);
   for (const auto& [id, j] : jobs_) gpus.insert(j->gpu);
+  for (const auto& [gpu, f] : faults_) gpus.insert(gpu);
   for (const std::uint32_t gpu : gpus) {
     const auto loop_at = gpus_.find(gpu);
     const loop* l = loop_at == gpus_.end() ? nullptr : loop_at->second.get();
     const memory_loop* m = gpu_memory(gpu);
+    const auto faults_at = faults_.find(gpu);
+    const gpu_faults* f = faults_at == faults_.end() ? nullptr : &faults_at->second;
+    // What the GPU's fault policy has handled: jobs that ended there, and co-runners it ended.
+    const auto add_faults = [&](json& line) {
+      line["fault_policy"] = std::string(f != nullptr ? f->policy.policy_name() : fault_sample.policy_name());
+      line["faults_handled"] = f != nullptr ? f->handled : 0;
+      line["co_runners_ended"] = f != nullptr ? f->co_runners_ended : 0;
+    };
+    if (l == nullptr && f != nullptr) {
+      // Only jobs that never entered a control loop ended here: the GPU has a fault count alone.
+      json line{{"gpu", gpu}};
+      add_faults(line);
+      lines.push_back(std::move(line));
+    }
     if (l != nullptr) {
       const rate_decision& d = l->decision();
       const json controller = describe_controller(l->controller());
@@ -84,26 +123,18 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["opportunistic_resident_limit"] = capped ? json(m->opportunistic_resident_limit().count()) : json(nullptr);
       line["residency_split"] = m != nullptr ? json(std::string(to_string(m->split()))) : json(nullptr);
       line["controller"] = controller;
+      add_faults(line);
       lines.push_back(std::move(line));
     }
     std::vector<job_report> reports = l != nullptr ? l->report() : std::vector<job_report>{};
     for (const auto& [id, jp] : jobs_) {
       const job& j = *jp;
       if (j.gpu != gpu) continue;
-      const auto r = std::find_if(reports.begin(), reports.end(), [&](const job_report& x) { return x.id == id; });
-      job_report report;
-      if (r != reports.end()) {
-        report = *r;
-      } else {
-        report.id = id;
-        report.cls = j.cls;
-      }
+      const job_numbers numbers = numbers_of(j, reports, m);
+      const job_report& report = numbers.report;
       const abi::job_segment& seg = *j.segment;
-      // What the node counts (bounded by its grants) where a memory policy runs; else the job's own.
-      const abi::job_holdings held = m != nullptr ? m->counted(id).value_or(abi::job_holdings{})
-                                                  : abi::job_holdings{seg.device_bytes.load(), seg.managed_bytes.load(),
-                                                                      seg.managed_resident_bytes.load()};
-      const std::uint64_t managed_resident = std::min(held.managed_bytes, held.managed_resident_bytes);
+      const abi::job_holdings& held = numbers.held;
+      const std::uint64_t managed_resident = numbers.managed_resident;
       const std::uint64_t job_limit = seg.resident_limit.load();
       const bool limited = job_limit != abi::no_resident_limit && seg.memory_policy_active.load() != 0;
       const bool throttled = j.cls == job_class::opportunistic && report.budget_blocks.has_value();
@@ -114,6 +145,9 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["uid"] = j.uid;
       line["class"] = std::string(to_string(j.cls));
       line["name"] = j.name;
+      line["class_from"] = j.class_from;
+      line["cgroup"] = j.origin.cgroup;
+      line["container"] = j.origin.container;
       line["up_s"] = rounded(std::chrono::duration<double>(clock::now() - j.since).count(), 1);
       line["in_control_loop"] = j.in_control;
       line["blocks_per_s"] = per_second(report.blocks_per_s);
@@ -127,7 +161,7 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["free_calls"] = seg.free_calls.load();
       line["map_calls"] = seg.map_calls.load();
       line["managed_resident_bytes"] = managed_resident;
-      line["resident_bytes"] = held.device_bytes + managed_resident;
+      line["resident_bytes"] = numbers.resident();
       line["resident_limit"] = limited ? json(job_limit) : json(nullptr);
       line["eviction_stalled"] = m != nullptr && m->stalled(id);
       line["evictions"] = seg.evictions.load();
@@ -153,6 +187,22 @@ void node_server::send_status(connection& c, bool json_lines) {
     }
   }
 
+  // Processes on a GPU that never registered there (check_unregistered). One object under one
+  // key, as the node line: readers that take every line with a "gpu" or "job" key for a GPU's or
+  // a job's do not mistake it.
+  for (const auto& [key, u] : unregistered_) {
+    json p;
+    p["pid"] = u.pid;
+    p["gpu"] = u.gpu;
+    p["uid"] = u.uid;
+    p["used_bytes"] = u.used_bytes ? json(*u.used_bytes) : json(nullptr);
+    p["cgroup"] = u.origin.cgroup;
+    p["container"] = u.origin.container;
+    p["seen_s"] = rounded(std::chrono::duration<double>(clock::now() - u.first_seen).count(), 1);
+    p["state"] = u.state();
+    lines.push_back(json{{"unregistered", std::move(p)}});
+  }
+
   for (const json& line : lines) {
     std::string text;
     if (json_lines) {
@@ -160,14 +210,30 @@ void node_server::send_status(connection& c, bool json_lines) {
       text = line.dump(-1, ' ', false, json::error_handler_t::replace);
     } else if (line.contains("node")) {
       const json& n = line["node"];
-      text = fmt::format("tgs-node: ABI {}, policy {}, socket {}, up {:.1f} s, {} job(s)", n["abi"].get<unsigned>(),
-                         n["policy"].get<std::string>(), n["socket"].get<std::string>(), n["uptime_s"].get<double>(),
-                         n["jobs"].get<std::size_t>());
+      text = fmt::format("tgs-node: ABI {}, policy {}, socket {}{}, up {:.1f} s, {} job(s), {} unregistered process(es)",
+                         n["abi"].get<unsigned>(), n["policy"].get<std::string>(), n["socket"].get<std::string>(),
+                         n["class_sockets"].is_null() ? std::string()
+                                                      : ", class sockets in " + n["class_sockets"].get<std::string>(),
+                         n["uptime_s"].get<double>(), n["jobs"].get<std::size_t>(), n["unregistered"].get<std::size_t>());
+    } else if (line.contains("unregistered")) {
+      const json& p = line["unregistered"];
+      const std::string container = p["container"].get<std::string>();
+      text = fmt::format("  unregistered pid {} uid {} on GPU {} ({}): {}, seen {:.1f} s, {}", p["pid"].get<int>(),
+                         p["uid"].get<unsigned>(), p["gpu"].get<unsigned>(),
+                         container.empty() ? "cgroup " + p["cgroup"].get<std::string>()
+                                           : "container " + short_container_id(container),
+                         p["used_bytes"].is_null()
+                             ? std::string("memory unknown")
+                             : fmt::format("{:.1f} MiB", static_cast<double>(p["used_bytes"].get<std::uint64_t>()) / (1 << 20)),
+                         p["seen_s"].get<double>(), p["state"].get<std::string>());
     } else if (line.contains("job")) {
       const unsigned window = line["max_inflight_launches"].get<unsigned>();
-      text = fmt::format("  job {} pid {} {} '{}': {} blocks/s, {} launches/s, budget {}, {:.1f} MiB ({:.1f} MiB managed, "
+      const std::string container = line["container"].get<std::string>();
+      text = fmt::format("  job {} pid {} {} ({}{}) '{}': {} blocks/s, {} launches/s, budget {}, {:.1f} MiB ({:.1f} MiB managed, "
                          "{:.1f} MiB of it on the GPU), throttled {:.2f} s{}{}",
                          line["job"].get<unsigned>(), line["pid"].get<int>(), line["class"].get<std::string>(),
+                         line["class_from"].get<std::string>(),
+                         container.empty() ? std::string() : ", container " + short_container_id(container),
                          printable(line["name"].get<std::string>()), text_of(line["blocks_per_s"]),
                          text_of(line["launches_per_s"]),
                          line["budget_blocks"].is_null() ? std::string("unthrottled") : line["budget_blocks"].dump(),
@@ -177,11 +243,17 @@ void node_server::send_status(connection& c, bool json_lines) {
                          window == 0 ? std::string()
                                      : fmt::format(", launch window {} (waited {:.2f} s)", window, line["window_wait_s"].get<double>()),
                          line["in_control_loop"].get<bool>() ? "" : ", waiting for a context on its GPU");
+    } else if (line.contains("faults_handled") && !line.contains("controller")) {
+      text = fmt::format("GPU {}: fault policy {}, {} fault(s) handled, {} co-runner(s) ended", line["gpu"].get<unsigned>(),
+                         line["fault_policy"].get<std::string>(), line["faults_handled"].get<std::uint64_t>(),
+                         line["co_runners_ended"].get<std::uint64_t>());
     } else {
       const bool capped = !line["opportunistic_resident_limit"].is_null();
       const std::string state = controller_text(line["controller"]);
       text = fmt::format(
-          "GPU {}: {}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}", line["gpu"].get<unsigned>(),
+          "GPU {}: {}, opportunistic budget {} blocks per {:.0f} ms; memory policy {}{}; fault policy {} ({} fault(s) "
+          "handled, {} co-runner(s) ended)",
+          line["gpu"].get<unsigned>(),
           state.empty() ? "policy " + std::string(sample.policy_name()) : state,
           line["budget_blocks"].is_null() ? std::string("unthrottled") : line["budget_blocks"].dump(),
           line["budget_window_ms"].get<double>(), line["memory_policy"].get<std::string>(),
@@ -191,7 +263,9 @@ void node_server::send_status(connection& c, bool json_lines) {
                             line["memory_budget_bytes"].get<std::uint64_t>() >> 20,
                             capped ? fmt::format("{} MiB", line["opportunistic_resident_limit"].get<std::uint64_t>() >> 20)
                                    : std::string("none"),
-                            line["residency_split"].get<std::string>()));
+                            line["residency_split"].get<std::string>()),
+          line["fault_policy"].get<std::string>(), line["faults_handled"].get<std::uint64_t>(),
+          line["co_runners_ended"].get<std::uint64_t>());
     }
     abi::status_line_header h;
     const std::size_t body = std::min(text.size(), abi::max_message_bytes - sizeof(h));

@@ -30,6 +30,11 @@ struct node_server::job {
   job_class cls = job_class::production;
   std::uint32_t gpu = 0;
   std::string name;
+  /// Where its class came from: the class socket it registered on, its own request (a trusted
+  /// user on the main socket), or the node's default.
+  std::string class_from;
+  /// Its cgroup and container, read when it registered.
+  process_origin origin;
   abi::job_segment* segment = nullptr;
   clock::time_point since;
   /// In its GPU's control loop. A production job enters once the node sees it hold a context on
@@ -75,10 +80,27 @@ struct node_server::connection {
   gid_t gid = 0;
   pid_t pid = 0;
   std::uint32_t job_id = 0;  ///< 0 until it registers
+  /// The class and GPU of the class socket it came through; empty on the main socket.
+  std::optional<grant> granted;
   clock::time_point opened;
   std::deque<std::string> outbox;
   clock::time_point send_deadline;
   bool close_when_sent = false;
+};
+
+/// What the status and the metrics show of a job: its loop's report and the memory it holds.
+struct node_server::job_numbers {
+  /// Rates and budget (zero rates, no budget, before the job enters its GPU's loop).
+  job_report report;
+  /// Device and managed bytes: what the node counts (bounded by its grants) where a memory policy
+  /// runs, else the job's own figures.
+  abi::job_holdings held;
+  /// Managed bytes on the GPU (never more than the managed bytes held).
+  std::uint64_t managed_resident = 0;
+  /// Bytes on the GPU: device plus managed resident.
+  [[nodiscard]] std::uint64_t resident() const noexcept { return held.device_bytes + managed_resident; }
+  /// Managed bytes evicted to host memory.
+  [[nodiscard]] std::uint64_t evicted() const noexcept { return held.managed_bytes - managed_resident; }
 };
 
 [[nodiscard]] const char* level_name(log_level l) noexcept;

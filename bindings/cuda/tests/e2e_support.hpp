@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -254,6 +255,17 @@ class EndToEnd : public ::testing::Test {
     return *jobs_.back();
   }
 
+  /// A fake training job named `name` on the host that registers on `socket` (a class socket,
+  /// say) asking to be `asked`, with `env` added to its environment.
+  process& start_on(const std::string& socket, const std::vector<std::string>& args, const std::string& asked,
+                    const std::string& name, bool interposed = true, std::vector<std::string> env = {}) {
+    job_env_ = {"TGS_NODE_SOCKET=" + socket, "TGS_JOB_NAME=" + name};
+    job_env_.insert(job_env_.end(), env.begin(), env.end());
+    process& p = start_job(args, asked, interposed);
+    job_env_.clear();
+    return p;
+  }
+
   /// The node's status as JSON lines, or as the text an operator reads (`json` false).
   std::string status(bool json = true) {
     int out[2];
@@ -276,6 +288,34 @@ class EndToEnd : public ::testing::Test {
     int s = 0;
     ::waitpid(pid, &s, 0);
     return text;
+  }
+  /// The status's JSON lines, parsed; a line that is not JSON fails the test.
+  std::vector<nlohmann::json> status_lines() {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(status());
+    for (std::string line; std::getline(in, line);) {
+      try {
+        out.push_back(nlohmann::json::parse(line));
+      } catch (const nlohmann::json::exception& e) {
+        ADD_FAILURE() << "not JSON: " << line << " (" << e.what() << ")";
+      }
+    }
+    return out;
+  }
+  /// The parsed status line of job `name`, or an empty object.
+  nlohmann::json job_named(const std::string& name) {
+    for (const nlohmann::json& j : status_lines()) {
+      if (j.contains("job") && j["name"] == name) return j;
+    }
+    return nlohmann::json::object();
+  }
+  /// The status lines of processes on a GPU that never registered there.
+  std::vector<nlohmann::json> unregistered_lines() {
+    std::vector<nlohmann::json> out;
+    for (const nlohmann::json& j : status_lines()) {
+      if (j.contains("unregistered")) out.push_back(j["unregistered"]);
+    }
+    return out;
   }
   static int count(const std::string& text, const std::string& what) {
     int n = 0;

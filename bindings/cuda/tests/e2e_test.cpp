@@ -3,6 +3,7 @@
 // separate processes. Timing bounds are the issue's (>= 0.95 of standalone, reclaim within 1 s);
 // the controller's windows are shortened through its flags so a test takes seconds.
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 
@@ -10,6 +11,20 @@
 
 using namespace tgs_e2e;
 using namespace std::chrono_literals;
+
+namespace {
+
+/// The status line of GPU `gpu` (not a job's), parsed; an empty object when there is none.
+nlohmann::json gpu_line(const std::string& status, unsigned gpu) {
+  std::istringstream in(status);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("gpu") && !j.contains("job") && j["gpu"] == gpu) return j;
+  }
+  return nlohmann::json::object();
+}
+
+}  // namespace
 
 TEST_F(EndToEnd, ProductionKeepsItsThroughputWhileTheOpportunisticJobUsesTheRest) {
   start_node();
@@ -91,6 +106,12 @@ TEST_F(EndToEnd, KillingTheProductionJobGivesTheOpportunisticJobTheGpu) {
   std::printf("opportunistic alone %.1f, shared %.1f, after the production job died %.1f it/s\n", opp_alone,
               opp_shared, opp_after);
   EXPECT_GE(opp_after, 0.8 * opp_alone);
+  // The default fault policy (separate contexts) handled the death and ended nothing else.
+  EXPECT_TRUE(opp.running());
+  const nlohmann::json gpu = gpu_line(status(), 0);
+  EXPECT_EQ(gpu.value("fault_policy", ""), "separate-contexts") << gpu;
+  EXPECT_EQ(gpu.value("faults_handled", -1), 1) << gpu;
+  EXPECT_EQ(gpu.value("co_runners_ended", -1), 0) << gpu;
 }
 
 TEST_F(EndToEnd, RestartingTheNodeDoesNotStopRunningJobs) {
@@ -297,4 +318,73 @@ TEST_F(EndToEnd, ALaunchWindowKeepsTheOpportunisticQueueShortSoTheProductionJobW
   EXPECT_EQ(count(with.status, R"("max_inflight_launches":0)"), 1) << with.status;
   EXPECT_EQ(count(with.status, R"("window_waits":0,)"), 1) << "only the production job never waits\n" << with.status;
   EXPECT_EQ(count(with.status, R"("window_timeouts":0,)"), 2) << with.status;
+}
+
+/// Two fake GPUs, so a test can see that a fault on one leaves the other alone.
+class FaultDomains : public EndToEnd {
+ protected:
+  void SetUp() override {
+    EndToEnd::SetUp();
+    // The node (its fake NVML) and every job inherit it.
+    ::setenv("TGS_FAKE_DEVICE_COUNT", "2", 1);
+  }
+  void TearDown() override {
+    EndToEnd::TearDown();
+    ::unsetenv("TGS_FAKE_DEVICE_COUNT");
+    ::shm_unlink(("/" + device_ + "-1").c_str());
+  }
+  /// A production job on GPU 1.
+  process& start_production_on_gpu1() {
+    job_env_ = {"TGS_GPU=1", "TGS_JOB_NAME=production-gpu1"};
+    process& p = start_job({"--kernels", "20", "--blocks", "100", "--host-ms", "2", "--device", "1"}, "production", true);
+    job_env_.clear();
+    return p;
+  }
+};
+
+TEST_F(FaultDomains, InASharedFaultDomainAKilledJobEndsItsCoRunnerButNotAJobOnAnotherGpu) {
+  start_node({"--fault-policy", "shared-fault-domain", "--fault.shared-fault-domain.abrupt-exit-ends-co-runner"});
+  process& prod = start_production();
+  process& opp = start_opportunistic();
+  process& other = start_production_on_gpu1();
+  wait_until([&] { return count(status(), R"("job":)") == 3; }, 5s, "three registered jobs");
+  std::this_thread::sleep_for(500ms);
+  opp.kill(SIGKILL);
+  opp.wait();
+  // The node ends the production job on GPU 0: it shared the killed job's fault domain.
+  const std::optional<int> ended = prod.wait_for(3s);
+  ASSERT_TRUE(ended) << "the co-runner still runs; node log:\n" << node_->stderr_text();
+  EXPECT_EQ(*ended, -SIGKILL);
+  EXPECT_NE(node_->stderr_text().find("shares the fault domain of job"), std::string::npos) << node_->stderr_text();
+  // The production job on GPU 1 keeps training and stays registered.
+  EXPECT_GT(measure_rate(other, 1s), 50.0) << "the job on the other GPU must keep running";
+  EXPECT_TRUE(other.running());
+  wait_until([&] { return count(status(), R"("job":)") == 1; }, 3s, "only the GPU 1 job registered");
+  const std::string s = status();
+  EXPECT_NE(s.find(R"("name":"production-gpu1")"), std::string::npos) << s;
+  const nlohmann::json gpu0 = gpu_line(s, 0);
+  EXPECT_EQ(gpu0.value("fault_policy", ""), "shared-fault-domain") << s;
+  EXPECT_EQ(gpu0.value("faults_handled", -1), 1) << s;
+  EXPECT_EQ(gpu0.value("co_runners_ended", -1), 1) << s;
+  const nlohmann::json gpu1 = gpu_line(s, 1);
+  EXPECT_EQ(gpu1.value("faults_handled", -1), 0) << s;
+  EXPECT_EQ(gpu1.value("co_runners_ended", -1), 0) << s;
+}
+
+// What a kill does is the policy's setting, not its name: by default a shared fault domain assumes
+// the MPS server cleans up a departed client, so the co-runner survives and gets the GPU back.
+TEST_F(FaultDomains, InASharedFaultDomainWithDefaultSettingsAKillLeavesTheCoRunnerRunning) {
+  start_node({"--fault-policy", "shared-fault-domain"});
+  process& prod = start_production();
+  process& opp = start_opportunistic();
+  wait_until([&] { return count(status(), R"("job":)") == 2; }, 5s, "two registered jobs");
+  std::this_thread::sleep_for(500ms);
+  opp.kill(SIGKILL);
+  opp.wait();
+  wait_until([&] { return gpu_line(status(), 0).value("faults_handled", 0) == 1; }, 3s, "the fault handled");
+  EXPECT_GT(measure_rate(prod, 1s), 50.0) << "the production job must keep running";
+  EXPECT_TRUE(prod.running());
+  const nlohmann::json gpu0 = gpu_line(status(), 0);
+  EXPECT_EQ(gpu0.value("co_runners_ended", -1), 0) << gpu0;
+  EXPECT_EQ(node_->stderr_text().find("shares the fault domain"), std::string::npos) << node_->stderr_text();
 }

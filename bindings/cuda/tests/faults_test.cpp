@@ -46,26 +46,6 @@ class Faults : public EndToEnd {
     }
     return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
   }
-  /// The status's JSON lines, parsed; a line that is not JSON fails the test.
-  std::vector<nlohmann::json> status_lines() {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(status());
-    for (std::string line; std::getline(in, line);) {
-      try {
-        out.push_back(nlohmann::json::parse(line));
-      } catch (const nlohmann::json::exception& e) {
-        ADD_FAILURE() << "not JSON: " << line << " (" << e.what() << ")";
-      }
-    }
-    return out;
-  }
-  /// The parsed status line of job `name`, or an empty object.
-  nlohmann::json job_named(const std::string& name) {
-    for (const nlohmann::json& j : status_lines()) {
-      if (j.contains("job") && j["name"] == name) return j;
-    }
-    return nlohmann::json::object();
-  }
   /// The seconds into its run of the `n`-th `"event":"memory"` line of `p` (n from 1), if printed.
   static std::optional<double> memory_event_at(process& p, int n) {
     for (const std::string& line : p.stdout_lines()) {

@@ -21,15 +21,6 @@ namespace {
 
 using namespace tgs::kubernetes;
 
-/// The interposer where the package installs it relative to this program
-/// (`<prefix>/bin/tgs-device-plugin` beside `<prefix>/lib/tgs/libtgs-intercept.so`).
-std::string installed_interposer() {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return std::string(tgs::containers::host_paths{}.interposer);
-  return (self.parent_path() / TGS_INTERPOSER_FROM_BIN).lexically_normal().string();
-}
-
 bool is_folder(const std::string& p) {
   struct stat st{};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -58,7 +49,8 @@ int main(int argc, char** argv) {
   std::string kubelet_dir = options.kubelet_dir.string();
   unsigned gpus = 0;
   inventory::config cfg;
-  cfg.paths.interposer = installed_interposer();
+  // The package puts <prefix>/bin/tgs-device-plugin beside <prefix>/lib/tgs/libtgs-intercept.so.
+  cfg.paths.interposer = tgs::containers::installed_interposer(TGS_INTERPOSER_FROM_BIN);
   int check_period_ms = static_cast<int>(options.check_period.count());
   std::string level = "info";
 

@@ -12,6 +12,7 @@
 
 #include "tgs/core/config_error.hpp"
 #include "tgs/core/policy_variant.hpp"
+#include "tgs/core/settings.hpp"
 #include "tgs/fault/concepts.hpp"
 #include "tgs/fault/separate_contexts.hpp"
 #include "tgs/fault/shared_fault_domain.hpp"
@@ -37,6 +38,8 @@ class any_fault_policy : public policy_variant<fault_observation, fault_decision
 };
 
 static_assert(FaultPolicy<any_fault_policy>);
+// Every registered policy lists its settings, from which tgs-node makes its `--fault.` flags.
+static_assert(SettingsTable<separate_contexts> && SettingsTable<shared_fault_domain>);
 
 /// The registry names of the fault policies, in a stable order (the order of
 /// `any_fault_policy::config`'s alternatives).

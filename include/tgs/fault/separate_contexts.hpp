@@ -4,9 +4,11 @@
 /// the job that failed and its share and memory return to the survivor.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <string_view>
 
+#include "tgs/core/settings.hpp"
 #include "tgs/core/units.hpp"
 #include "tgs/fault/concepts.hpp"
 #include "tgs/fault/detail/validate.hpp"
@@ -48,6 +50,12 @@ class separate_contexts {
   };
 
   static constexpr std::string_view name = "separate-contexts";
+  static constexpr std::array setting_table{
+      setting<config>{"reclaim-within-ms",
+                      "longest time the driver may take to hand a failed job's share and memory "
+                      "to the survivor",
+                      &config::reclaim_within},
+  };
 
   /// Throws `config_error` naming `reclaim_within` when it is not positive.
   explicit separate_contexts(config cfg) : config_(cfg) {

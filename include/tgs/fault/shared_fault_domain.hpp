@@ -4,9 +4,11 @@
 /// one ends the other too.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <string_view>
 
+#include "tgs/core/settings.hpp"
 #include "tgs/core/units.hpp"
 #include "tgs/fault/concepts.hpp"
 #include "tgs/fault/detail/validate.hpp"
@@ -60,6 +62,16 @@ class shared_fault_domain {
   };
 
   static constexpr std::string_view name = "shared-fault-domain";
+  static constexpr std::array setting_table{
+      setting<config>{"abrupt-exit-ends-co-runner",
+                      "a crash or kill of one job ends its co-runner too (the MPS documentation "
+                      "leaves the outcome undefined; off: the co-runner survives)",
+                      &config::abrupt_exit_ends_co_runner},
+      setting<config>{"reclaim-within-ms",
+                      "longest time the driver may take to reclaim a failed job's share and "
+                      "memory",
+                      &config::reclaim_within},
+  };
 
   /// Throws `config_error` naming `reclaim_within` when it is not positive.
   explicit shared_fault_domain(config cfg) : config_(cfg) {
