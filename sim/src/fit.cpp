@@ -11,6 +11,8 @@
 #include <cmath>
 #include <set>
 
+#include "tgs/memory/any_memory_policy.hpp"
+#include "tgs/rate/any_rate_controller.hpp"
 #include "tgs/sim/pairs.hpp"
 
 namespace tgs::sim {
@@ -153,7 +155,7 @@ bool overflows(const catalog& c, const fit_cell& f) {
                        ? 0.0
                        : static_cast<double>(c.find_model(m.opportunistic_model, m.gpu)->footprint.count());
   if (f.mode == compute_mode::mig) return p > budget * 4 / 7 || o > budget * 3 / 7;
-  return f.memory_policy == "unified-memory" && p + o > budget;
+  return any_memory_policy::paging_of_policy(f.memory_policy) == memory_paging::driver_demand && p + o > budget;
 }
 
 }  // namespace
@@ -215,12 +217,16 @@ fit_result fit_catalog(const catalog& c, const fit_options& options) {
       }
       if (fitted(profile_field::blocks_per_iteration)) {
         add(g.name, m.model, target_kind::blocks_per_iteration, 1e3, 1e9, true, [&](const fit_cell& f) {
-          return f.cell->opportunistic_model == m.model && f.cell->policy == "token-bucket";
+          const auto t = any_rate_controller::traits_of_policy(f.cell->policy);
+          return f.cell->opportunistic_model == m.model && t && t->fixed_block_budget;
         });
       }
       if (fitted(profile_field::hot_set)) {
         add(g.name, m.model, target_kind::hot_set, 0.0, std::max(m.footprint.gib(), 1e-3), false,
-            [&](const fit_cell& f) { return f.cell->opportunistic_model == m.model && f.memory_policy == "tgs"; });
+            [&](const fit_cell& f) {
+              return f.cell->opportunistic_model == m.model &&
+                     any_memory_policy::paging_of_policy(f.memory_policy) == memory_paging::policy_eviction;
+            });
       }
       if (fitted(profile_field::slice_sensitivity)) {
         add(g.name, m.model, target_kind::slice_sensitivity, 0.0, 1.0, false, [&](const fit_cell& f) {

@@ -90,3 +90,15 @@ TEST(AnyMemoryPolicy, AssignmentSwitchesPolicy) {
 }
 
 }  // namespace
+
+TEST(AnyMemoryPolicy, SaysHowEachPolicyMovesPages) {
+  using tgs::memory_paging;
+  EXPECT_EQ(tgs::any_memory_policy::paging_of_policy("tgs"), memory_paging::policy_eviction);
+  EXPECT_EQ(tgs::any_memory_policy::paging_of_policy("unified-memory"), memory_paging::driver_demand);
+  EXPECT_EQ(tgs::any_memory_policy::paging_of_policy("hard-limit"), memory_paging::none);
+  EXPECT_EQ(tgs::any_memory_policy::paging_of_policy("no-oversubscription"), memory_paging::none);
+  EXPECT_FALSE(tgs::any_memory_policy::paging_of_policy("no-such-policy"));
+  for (std::string_view name : tgs::memory_policy_names()) {
+    EXPECT_TRUE(tgs::any_memory_policy::paging_of_policy(name)) << name;
+  }
+}

@@ -85,3 +85,12 @@ TEST(AnyRateController, DefaultConfigOfUnknownPolicyIsEmpty) {
 
 }  // namespace
 }  // namespace tgs::test
+
+TEST(AnyRateController, OnlyTheTokenBucketHasAFixedBlockBudget) {
+  for (std::string_view name : tgs::rate_controller_names()) {
+    const auto t = tgs::any_rate_controller::traits_of_policy(name);
+    ASSERT_TRUE(t) << name;
+    EXPECT_EQ(t->fixed_block_budget, name == "token-bucket") << name;
+  }
+  EXPECT_FALSE(tgs::any_rate_controller::traits_of_policy("no-such-policy"));
+}

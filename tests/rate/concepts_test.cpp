@@ -132,6 +132,7 @@ struct registered_model : valid_model {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "tgs";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = false;
   static constexpr auto setting_table = no_settings<config>;
 };
 static_assert(RegisteredRateController<registered_model>);
@@ -143,6 +144,7 @@ struct no_mechanism : valid_model {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "tgs";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = false;
   static constexpr auto setting_table = no_settings<config>;
 };
 static_assert(!RegisteredRateController<no_mechanism>);
@@ -154,6 +156,7 @@ struct no_setting_table : valid_model {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "tgs";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = false;
 };
 static_assert(!RegisteredRateController<no_setting_table>);
 

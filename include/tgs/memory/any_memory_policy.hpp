@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,6 +41,16 @@ class any_memory_policy
   using policy_variant::policy_variant;
   /// The wrapper's own name; `policy_name()` is the name of the policy it holds.
   static constexpr std::string_view name = "any-memory-policy";
+
+  /// How the policy registered as `policy` moves pages (`P::paging`, which every registered
+  /// policy states), or empty for an unknown name.
+  [[nodiscard]] static constexpr std::optional<memory_paging> paging_of_policy(std::string_view policy) noexcept {
+    std::optional<memory_paging> found;
+    for_each_policy([&]<typename P>() {
+      if (!found && P::name == policy) found = P::paging;
+    });
+    return found;
+  }
 };
 
 static_assert(MemoryPolicy<any_memory_policy>);

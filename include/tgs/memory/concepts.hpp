@@ -5,6 +5,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -80,6 +81,17 @@ struct memory_decision {
   std::optional<bytes> opportunistic_view{};
 
   constexpr bool operator==(const memory_decision&) const noexcept = default;
+};
+
+/// How a memory policy's pages move between the GPU and the host when the jobs' memory does not
+/// fit (a contention model reads it: what oversubscription costs depends on who moves pages).
+enum class memory_paging : std::uint8_t {
+  /// Nothing moves: allocations beyond the budget are refused or limited.
+  none,
+  /// The driver pages unified memory on demand, with no priority between the jobs.
+  driver_demand,
+  /// The policy evicts the opportunistic job's memory to keep the production job's resident.
+  policy_eviction,
 };
 
 /// A memory policy decides where each class's memory lives on a GPU with a memory budget, and

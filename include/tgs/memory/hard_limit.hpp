@@ -62,6 +62,7 @@ class hard_limit {
   };
 
   static constexpr std::string_view name = "hard-limit";
+  static constexpr memory_paging paging = memory_paging::none;
   static constexpr std::array setting_table{
       setting<config>{"production-fraction",
                       "the production job's share of the budget when no limit is given",

@@ -40,6 +40,7 @@ class no_oversubscription {
   };
 
   static constexpr std::string_view name = "no-oversubscription";
+  static constexpr memory_paging paging = memory_paging::none;
   static constexpr auto setting_table = no_settings<config>;
 
   constexpr explicit no_oversubscription(config cfg) noexcept : config_(cfg) {}

@@ -42,6 +42,7 @@ class plain_unified_memory {
   };
 
   static constexpr std::string_view name = "unified-memory";
+  static constexpr memory_paging paging = memory_paging::driver_demand;
   static constexpr auto setting_table = no_settings<config>;
 
   constexpr explicit plain_unified_memory(config cfg) noexcept : config_(cfg) {}

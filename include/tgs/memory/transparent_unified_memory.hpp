@@ -61,6 +61,7 @@ class transparent_unified_memory {
   };
 
   static constexpr std::string_view name = "tgs";
+  static constexpr memory_paging paging = memory_paging::policy_eviction;
   static constexpr std::array setting_table{
       setting<config>{"reserve-mib",
                       "part of the budget kept free of both jobs (contexts, driver; released code "

@@ -77,6 +77,7 @@ class antman {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "unified-memory";
   static constexpr bool adaptive = true;
+  static constexpr bool fixed_block_budget = false;
   static constexpr std::array setting_table{
       setting<config>{"period-ms", "control period", &config::period},
       setting<config>{"baseline-periods", "periods with an iteration time that form the baseline",

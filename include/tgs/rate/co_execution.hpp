@@ -36,6 +36,7 @@ class co_execution {
   /// thrashes instead of failing.
   static constexpr std::string_view default_memory_policy = "unified-memory";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = false;
   static constexpr auto setting_table = no_settings<config>;
 
   explicit co_execution(const config& cfg) noexcept : cfg_(cfg) {}

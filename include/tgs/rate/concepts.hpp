@@ -207,6 +207,8 @@ concept RateController =
 /// - `C::adaptive`: it moves the opportunistic job's share to hold the production job near its
 ///   standalone speed, so a measured pair under it shows what the production job tolerates, not
 ///   how the two jobs contend unchecked (a contention model's fit reads it so).
+/// - `C::fixed_block_budget`: the opportunistic job's share is a fixed number of thread blocks per
+///   window, so a measured pair under it ties the job's rate to its blocks per iteration.
 /// - `C::setting_table`: its tunable settings (`tgs::setting<config>`), from which both tools make
 ///   their flags (`no_settings<config>` for none).
 ///
@@ -221,6 +223,7 @@ concept RegisteredRateController =
       { C::co_locates } -> std::convertible_to<bool>;
       { C::default_memory_policy } -> std::convertible_to<std::string_view>;
       { C::adaptive } -> std::convertible_to<bool>;
+      { C::fixed_block_budget } -> std::convertible_to<bool>;
     } && SettingsTable<C>;
 
 /// A registered rate controller's traits as a value, for run-time queries by name.
@@ -231,6 +234,9 @@ struct rate_policy_traits {
   bool co_locates = true;
   std::string_view default_memory_policy;
   bool adaptive = false;
+  /// The opportunistic job's share is a fixed number of thread blocks per window (the simulator's
+  /// fit reads a job's blocks per iteration from such cells).
+  bool fixed_block_budget = false;
   constexpr bool operator==(const rate_policy_traits&) const noexcept = default;
 };
 
@@ -238,7 +244,7 @@ struct rate_policy_traits {
 template <RegisteredRateController C>
 [[nodiscard]] constexpr rate_policy_traits traits_of() noexcept {
   return {C::name, C::enforced_by, C::mechanism, C::co_locates, C::default_memory_policy,
-          C::adaptive};
+          C::adaptive, C::fixed_block_budget};
 }
 
 }  // namespace tgs

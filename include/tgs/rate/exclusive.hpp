@@ -38,6 +38,7 @@ class exclusive {
   static constexpr bool co_locates = false;
   static constexpr std::string_view default_memory_policy = "unified-memory";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = false;
   static constexpr auto setting_table = no_settings<config>;
 
   explicit exclusive(const config& cfg) noexcept : cfg_(cfg) {}

@@ -133,6 +133,7 @@ class idle_harvest {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "tgs";
   static constexpr bool adaptive = true;
+  static constexpr bool fixed_block_budget = false;
   static constexpr std::array setting_table{
       setting<config>{"period-ms", "step period: the span of one speed sample", &config::period},
       setting<config>{"reference-windows", "active windows the reference speed is measured over",

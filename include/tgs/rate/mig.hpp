@@ -43,6 +43,7 @@ class mig {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "unified-memory";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = false;
   static constexpr std::array setting_table{
       setting<config>{"production-slices", "compute slices of the production job's instance",
                       &config::production_slices},

@@ -46,6 +46,7 @@ class mps {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "unified-memory";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = false;
   static constexpr std::array setting_table{
       setting<config>{"production-threads", "fraction of SMs the production job may use, in (0, 1]",
                       &config::production_threads},

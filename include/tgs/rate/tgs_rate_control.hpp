@@ -199,6 +199,7 @@ class tgs_rate_control {
   /// TGS's transparent unified memory (NSDI'23 §5).
   static constexpr std::string_view default_memory_policy = "tgs";
   static constexpr bool adaptive = true;
+  static constexpr bool fixed_block_budget = false;
   /// The constants a user may want to move; the rest keep the released code's values.
   static constexpr std::array setting_table{
       setting<config>{"production-window-ms",

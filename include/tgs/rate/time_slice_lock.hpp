@@ -62,6 +62,7 @@ class time_slice_lock {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "unified-memory";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = false;
   static constexpr std::array setting_table{
       setting<config>{"quantum-ms", "how long one job holds the GPU lock", &config::quantum},
       setting<config>{"idle-release-ms", "a holder that launches nothing this long releases the lock",

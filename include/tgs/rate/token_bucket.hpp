@@ -51,6 +51,7 @@ class token_bucket {
   static constexpr bool co_locates = true;
   static constexpr std::string_view default_memory_policy = "unified-memory";
   static constexpr bool adaptive = false;
+  static constexpr bool fixed_block_budget = true;
   static constexpr std::array setting_table{
       setting<config>{"budget-blocks", "the opportunistic job's fixed share, blocks per budget window",
                       &config::budget_blocks},
