@@ -167,6 +167,7 @@ py::dict traits_dict(const rate_policy_traits& t) {
   out["co_locates"] = t.co_locates;
   out["default_memory_policy"] = std::string(t.default_memory_policy);
   out["adaptive"] = t.adaptive;
+  out["fixed_block_budget"] = t.fixed_block_budget;
   return out;
 }
 
@@ -278,6 +279,18 @@ class memory_policy {
   }
   [[nodiscard]] std::string name() const { return std::string(inner_.policy_name()); }
   [[nodiscard]] py::dict settings() const { return settings_of(inner_); }
+  /// How the policy's pages move when the jobs' memory does not fit.
+  [[nodiscard]] std::string paging() const {
+    switch (*any_memory_policy::paging_of_policy(inner_.policy_name())) {
+      case memory_paging::none:
+        return "none";
+      case memory_paging::driver_demand:
+        return "driver-demand";
+      case memory_paging::policy_eviction:
+        return "policy-eviction";
+    }
+    return "unknown";
+  }
 
  private:
   static any_memory_policy build(const std::string& name, py::handle settings) {
@@ -357,6 +370,11 @@ the budget less what the other jobs hold)}.)")
       .def("describe", &memory_policy::describe,
            "The policy's state report ({} for a policy that keeps none).")
       .def_property_readonly("name", &memory_policy::name)
+      .def_property_readonly("paging", &memory_policy::paging,
+                             "How its pages move when the jobs' memory does not fit: \"none\" "
+                             "(refused or limited), \"driver-demand\" (unified memory paged by "
+                             "the driver) or \"policy-eviction\" (the opportunistic job's "
+                             "evicted to keep the production job's resident).")
       .def_property_readonly("settings", &memory_policy::settings)
       .def("__repr__", [](const memory_policy& p) {
         return fmt::format("tgs.MemoryPolicy(\"{}\")", p.name());

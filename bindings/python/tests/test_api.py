@@ -51,6 +51,8 @@ class Registries(unittest.TestCase):
     def test_policy_traits(self):
         t = tgs.policy_traits("mps")
         self.assertEqual((t["enforced_by"], t["mechanism"], t["co_locates"]), ("hardware", "mps", True))
+        self.assertEqual((t["fixed_block_budget"], tgs.policy_traits("token-bucket")["fixed_block_budget"]),
+                         (False, True))
         with self.assertRaisesRegex(tgs.InputError, f'unknown policy "nope" \\(known: {KNOWN}\\)$'):
             tgs.policy_traits("nope")
 
@@ -197,6 +199,7 @@ class MemoryPolicies(unittest.TestCase):
         # Each class is told its own half of the card.
         self.assertEqual((d["production_view_bytes"], d["opportunistic_view_bytes"]), (20 * self.GIB, 20 * self.GIB))
         self.assertEqual(m.settings["production-fraction"], 0.5)
+        self.assertEqual(m.paging, "none")
         self.assertEqual(m.describe(), {})
 
     def test_tgs_puts_opportunistic_memory_in_unified_memory(self):
@@ -205,6 +208,7 @@ class MemoryPolicies(unittest.TestCase):
                     "production": {"allocated_bytes": 30 * self.GIB, "resident_bytes": 30 * self.GIB},
                     "request": {"requester": "opportunistic", "size_bytes": 20 * self.GIB}})
         self.assertEqual(d["verdict"], "grant_managed")
+        self.assertEqual((m.paging, tgs.MemoryPolicy("unified-memory").paging), ("policy-eviction", "driver-demand"))
         self.assertEqual(d["opportunistic_resident_limit_bytes"], 10 * self.GIB)
         self.assertTrue(d["production_pinned"])
         self.assertIsNone(d["revisit_at_s"])
