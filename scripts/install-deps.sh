@@ -10,6 +10,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   prometheus-cpp-dev
   help2man python3 python3-yaml
+  python3-dev pybind11-dev python3-numpy python3-matplotlib python3-pandas
   # Tests only: promtool checks tgs-node's metrics; podman and runc run the CDI devices for real.
   prometheus podman runc
 )

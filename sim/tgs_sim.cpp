@@ -6,8 +6,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -17,10 +15,7 @@
 #include "tgs/core/settings_flags.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
-#include "tgs/sim/cluster.hpp"
-#include "tgs/sim/pairs.hpp"
-#include "tgs/sim/report.hpp"
-#include "tgs/sim/workloads.hpp"
+#include "tgs/sim/commands.hpp"
 #include "tgs/traces/readers.hpp"
 #include "tgs/version.hpp"
 
@@ -28,42 +23,10 @@ namespace {
 
 using namespace tgs::sim;
 
-/// The policies each subcommand compares unless `--policies` says otherwise: the paper's pair
-/// experiments (NSDI'23 Figure 5) and its cluster experiments (Figure 6).
-const std::vector<std::string> pair_policies{"tgs", "co-execution", "mps", "mig"};
-const std::vector<std::string> cluster_policies{"exclusive", "co-execution", "mps",        "mig",
-                                                "antman",    "tgs",          "idle-harvest"};
-
 std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
   return out;
-}
-
-std::vector<std::string> registered_rate_policies() {
-  return {tgs::rate_controller_names().begin(), tgs::rate_controller_names().end()};
-}
-
-std::vector<std::string> registered_memory_policies() {
-  return {tgs::memory_policy_names().begin(), tgs::memory_policy_names().end()};
-}
-
-/// The policy every cluster run is normalized to: the first registered one that never lets the
-/// classes share a GPU.
-std::string baseline_policy() {
-  for (std::string_view n : tgs::rate_controller_names()) {
-    if (!tgs::any_rate_controller::traits_of_policy(n)->co_locates) return std::string(n);
-  }
-  throw std::logic_error("no registered policy keeps the classes apart");
-}
-
-/// Refuses a `--cluster` GPU type the model has no table for, naming the ones it has.
-void check_cluster_gpu(const calibrated_model& model, const cluster_spec& spec) {
-  if (model.data.find_gpu(spec.gpu) != nullptr) return;
-  std::vector<std::string> known;
-  for (const auto& g : model.data.gpus) known.push_back(g.name);
-  throw input_error(fmt::format("--cluster: unknown GPU type \"{}\" (known: {})", spec.gpu,
-                                fmt::join(known, ", ")));
 }
 
 /// `--format` with its choices checked before any work.
@@ -73,35 +36,32 @@ void add_format_option(CLI::App& app, std::string& format) {
       ->capture_default_str();
 }
 
+/// A range check from the library's bounds, so the command line and the library agree.
+CLI::Range range_of(option_range r) { return CLI::Range(r.low, r.high); }
+
 /// Every policy's settings as flags (`--tgs.dead-band`, `--memory.tgs.reserve-mib`, ...), one
-/// table per policy shared with tgs-node; refuses a flag of a policy the run does not use.
-struct policy_settings {
-  tgs::any_rate_controller::configs rate;
-  tgs::any_memory_policy::configs memory;
-  std::vector<tgs::policy_flag<CLI::Option>> rate_flags;
-  std::vector<tgs::policy_flag<CLI::Option>> memory_flags;
+/// table per policy shared with tgs-node; the run refuses a flag of a policy it does not use.
+struct settings_flags {
+  std::vector<tgs::policy_flag<CLI::Option>> rate;
+  std::vector<tgs::policy_flag<CLI::Option>> memory;
 
-  void add_to(CLI::App& app) {
-    rate_flags = tgs::add_registry_flags<tgs::any_rate_controller, CLI::Option>(app, rate, "");
-    memory_flags =
-        tgs::add_registry_flags<tgs::any_memory_policy, CLI::Option>(app, memory, "memory.");
+  void add_to(CLI::App& app, run_settings& settings) {
+    rate = tgs::add_registry_flags<tgs::any_rate_controller, CLI::Option>(app, settings.rate, "");
+    memory = tgs::add_registry_flags<tgs::any_memory_policy, CLI::Option>(app, settings.memory,
+                                                                           "memory.");
   }
 
-  void check_used(const std::vector<std::string>& rate_policies,
-                  const std::vector<std::string>& memory_policies) const {
-    if (auto why = tgs::unused_policy_flag(rate_flags, rate_policies)) throw input_error(*why);
-    if (auto why = tgs::unused_policy_flag(memory_flags, memory_policies)) throw input_error(*why);
-  }
-
-  /// The memory policies a run of `rate_policies` uses: the given one, or each policy's own.
-  static std::vector<std::string> memory_policies_of(const std::vector<std::string>& rate_policies,
-                                                     const std::string& given) {
-    if (!given.empty()) return {given};
-    std::vector<std::string> out;
-    for (const auto& p : rate_policies) {
-      out.emplace_back(tgs::any_rate_controller::traits_of_policy(p)->default_memory_policy);
-    }
-    return out;
+  /// Records which flags were given, after parsing.
+  void note_given(run_settings& settings) const {
+    auto given = [](const std::vector<tgs::policy_flag<CLI::Option>>& flags) {
+      std::vector<given_setting> out;
+      for (const auto& f : flags) {
+        if (f.option->count() > 0) out.push_back({std::string(f.policy), f.flag});
+      }
+      return out;
+    };
+    settings.rate_given = given(rate);
+    settings.memory_given = given(memory);
   }
 };
 
@@ -133,182 +93,120 @@ struct data_options {
   }
 };
 
-struct pairs_command {
-  std::string production;
-  std::string opportunistic;
-  std::vector<std::string> policies;
-  std::string gpu = "a100-40gb";
+struct pairs_cli {
+  pairs_command cmd;
   std::string format = "table";
   std::string timeline;
-  double duration_s = 600;
-  double warmup_s = 60;
-  double memory_budget_gib = 0;
-  std::string memory_policy;
-  std::optional<double> observation_noise;
-  double production_drift = 0;
-  std::uint64_t seed = 1;
-  policy_settings settings;
+  settings_flags flags;
 
   void add_to(CLI::App& app) {
-    app.add_option("--production", production,
+    app.add_option("--production", cmd.production,
                    "Production model of a custom pair (needs --opportunistic); default: every "
                    "pair measured on --gpu (the paper's four scenarios on a100-40gb), each beside "
                    "its measurement");
-    app.add_option("--opportunistic", opportunistic, "Opportunistic model of a custom pair");
-    add_policies_option(app, policies, pair_policies, "");
-    app.add_option("--gpu", gpu, "GPU type (tgs-sim profiles lists each type's models)")
+    app.add_option("--opportunistic", cmd.opportunistic, "Opportunistic model of a custom pair");
+    add_policies_option(app, cmd.policies, default_pair_policies(), "");
+    app.add_option("--gpu", cmd.gpu, "GPU type (tgs-sim profiles lists each type's models)")
         ->capture_default_str();
     add_format_option(app, format);
     app.add_option("--timeline", timeline,
                    "Write every job's throughput over time (CSV, one row per segment of "
-                   "constant rates) to this file");
-    app.add_option("--duration", duration_s, "Simulated seconds per pair")
-        ->check(CLI::Range(1.0, 1e7))
+                   "constant rates, with the controller's phase) to this file");
+    app.add_option("--duration", cmd.duration_s, "Simulated seconds per pair")
+        ->check(range_of(pairs_command::duration_range))
         ->capture_default_str();
-    app.add_option("--warmup", warmup_s,
+    app.add_option("--warmup", cmd.warmup_s,
                    "Seconds excluded from the averages (TGS converges in ~50 s)")
-        ->check(CLI::Range(0.0, 1e7))
+        ->check(range_of(pairs_command::warmup_range))
         ->capture_default_str();
-    app.add_option("--memory-budget-gib", memory_budget_gib,
-                   "Per-GPU memory budget in GiB; default: the GPU's memory")
-        ->check(CLI::Range(0.001, 1e6));
-    app.add_option("--memory-policy", memory_policy,
+    app.add_option_function<double>(
+           "--memory-budget-gib", [this](const double& gib) { cmd.memory_budget_gib = gib; },
+           "Per-GPU memory budget in GiB; default: the GPU's memory")
+        ->check(range_of(pairs_command::memory_budget_range));
+    app.add_option("--memory-policy", cmd.memory_policy,
                    "Memory policy for every pair; default: each sharing policy's own (tgs for "
                    "tgs, unified-memory for the paper's baselines)")
         ->check(CLI::IsMember(registered_memory_policies()));
-    app.add_option("--observation-noise", observation_noise,
-                   "Relative standard deviation of the launch counts a controller observes per step, "
-                   "for both jobs; default: each job's host jitter from its profile (the jitter "
-                   "column of tgs-sim profiles); 0: steady rates, as the paper's means")
-        ->check(CLI::Range(0.0, 1.0));
-    app.add_option("--seed", seed, "Seed of the observation noise (a run is a function of it)")
+    app.add_option_function<double>(
+           "--observation-noise", [this](const double& noise) { cmd.observation_noise = noise; },
+           "Relative standard deviation of the launch counts a controller observes per step, "
+           "for both jobs; default: each job's host jitter from its profile (the jitter "
+           "column of tgs-sim profiles); 0: steady rates, as the paper's means")
+        ->check(range_of(pairs_command::observation_noise_range));
+    app.add_option("--seed", cmd.seed, "Seed of the observation noise (a run is a function of it)")
         ->capture_default_str();
-    app.add_option("--production-drift", production_drift,
+    app.add_option("--production-drift", cmd.production_drift,
                    "Fraction by which the production job's standalone speed falls, linearly over "
                    "the run (0: steady). Real, unlike --observation-noise: the job makes fewer "
                    "iterations and launches fewer blocks, as a host-bound job whose CPU side slows; "
                    "its share is taken against an alone job that drifts alike")
-        ->check(CLI::Range(0.0, 0.99))
+        ->check(range_of(pairs_command::production_drift_range))
         ->capture_default_str();
-    settings.add_to(app);
+    flags.add_to(app, cmd.settings);
   }
 
-  int run(const data_options& data) const {
+  int run(const data_options& data) {
     const output_format out_format = parse_format(format);
-    if (production.empty() != opportunistic.empty()) {
-      throw input_error("--production and --opportunistic go together");
-    }
-    if (warmup_s >= duration_s) {
-      throw input_error(fmt::format("--warmup ({} s) must be shorter than --duration ({} s)",
-                                    warmup_s, duration_s));
-    }
-    const std::vector<std::string> chosen = policies.empty() ? pair_policies : policies;
-    settings.check_used(chosen, policy_settings::memory_policies_of(chosen, memory_policy));
-    pair_options options;
-    options.run_for = tgs::from_seconds(duration_s);
-    options.warmup = tgs::from_seconds(warmup_s);
-    if (memory_budget_gib > 0) options.memory_budget = tgs::from_gib(memory_budget_gib);
-    options.memory_policy = memory_policy;
-    options.observation_noise = observation_noise;
-    options.seed = seed;
-    options.production_drift = production_drift;
-    options.rate_settings = settings.rate;
-    options.memory_settings = settings.memory;
-
+    flags.note_given(cmd.settings);
+    cmd.timeline = !timeline.empty();
+    check(cmd);
     const calibrated_model model = calibrate(data.sources);
-    std::vector<pair_request> requests;
-    if (production.empty()) {
-      requests = measured_pair_requests(model.data, gpu, policies);
-      if (requests.empty()) {
-        throw input_error(fmt::format("no measured scenarios on gpu \"{}\"; name a pair with "
-                                      "--production and --opportunistic",
-                                      gpu));
-      }
-    } else {
-      for (const auto& p : chosen) requests.push_back({"custom", gpu, production, opportunistic, p});
-    }
-    std::vector<timeline_row> rows;
-    std::vector<pair_result> results;
-    for (const auto& r : requests) {
-      results.push_back(run_pair_request(model.data, r, options, timeline.empty() ? nullptr : &rows));
-    }
+    const pairs_outcome out = run_pairs(model, cmd);
     if (!timeline.empty()) {
-      std::ofstream out(timeline);
-      out << render_timeline(rows);
-      if (!out) throw input_error(fmt::format("--timeline: cannot write \"{}\"", timeline));
+      std::ofstream file(timeline);
+      file << render_timeline(out.timeline);
+      if (!file) throw input_error(fmt::format("--timeline: cannot write \"{}\"", timeline));
     }
-    fmt::print("{}", render_pairs(results, out_format));
+    fmt::print("{}", render_pairs(out.results, out_format));
     return 0;
   }
 };
 
-
 /// Options shared by the cluster subcommands (mixed, replay).
-struct cluster_command {
-  std::string cluster;
-  std::vector<std::string> policies;
+struct cluster_cli {
   std::string format = "table";
   std::string out_dir;
-  std::size_t lookahead = 64;
-  bool keep_progress = false;
-  policy_settings settings;
+  settings_flags flags;
 
-  void add_to(CLI::App& app, const std::string& default_cluster) {
-    cluster = default_cluster;
-    app.add_option("--cluster", cluster,
+  void add_to(CLI::App& app, cluster_command& cmd) {
+    app.add_option("--cluster", cmd.cluster,
                    "Servers and GPUs: NODESxGPUS[:TYPE], e.g. 64x8:a100-40gb")
         ->capture_default_str();
-    add_policies_option(app, policies, cluster_policies,
+    add_policies_option(app, cmd.policies, default_cluster_policies(),
                         ". " + baseline_policy() + " always runs: JCTs are normalized to it");
     add_format_option(app, format);
     app.add_option("--out", out_dir,
                    "Also write summary.json, summary.csv, jobs.csv (per-job records), cdf.csv "
                    "(JCT quantiles per class) and utilization.csv (hourly) into this folder");
-    app.add_option("--lookahead", lookahead,
+    app.add_option("--lookahead", cmd.lookahead,
                    "Queued jobs examined past a head that does not fit (bounded backfilling; 0: "
                    "strict FIFO)")
         ->capture_default_str();
-    app.add_flag("--preempted-keep-progress", keep_progress,
+    app.add_flag("--preempted-keep-progress", cmd.preempted_keep_progress,
                  "Under exclusive, a preempted opportunistic job resumes where it stopped "
                  "(checkpointed) instead of restarting");
-    settings.add_to(app);
+    flags.add_to(app, cmd.settings);
   }
 
-  int run(const calibrated_model& model, const std::vector<cluster_job>& jobs,
-          const std::string& workload, std::uint64_t seed, const cluster_spec& spec,
+  int run(const calibrated_model& model, const cluster_workload& workload, cluster_command& cmd,
           bool show_progress) const {
     const output_format out_format = parse_format(format);
-    std::vector<std::string> chosen = policies.empty() ? cluster_policies : policies;
-    const std::string baseline = baseline_policy();
-    if (std::find(chosen.begin(), chosen.end(), baseline) == chosen.end()) {
-      chosen.insert(chosen.begin(), baseline);
-    }
-    settings.check_used(chosen, policy_settings::memory_policies_of(chosen, ""));
     const bool tty = show_progress && isatty(STDERR_FILENO) != 0;
-    std::vector<cluster_run> runs;
-    for (const auto& policy : chosen) {
-      cluster_options options;
-      options.lookahead = lookahead;
-      options.preempted_keep_progress = keep_progress;
-      options.rate_settings = settings.rate;
-      options.memory_settings = settings.memory;
-      if (tty) {
-        options.progress = [&policy, &jobs](double done) {
-          fmt::print(stderr, "\r{:<14} {:3.0f}% of {} jobs", policy, done * 100, jobs.size());
-        };
-      }
-      const auto start = std::chrono::steady_clock::now();
-      cluster_result r = run_cluster(model, spec, jobs, policy, options);
-      const double wall =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (show_progress) {
-        fmt::print(stderr, "{}tgs-sim: {} jobs under {} in {:.2f} s ({} events)\n",
-                   tty ? "\r" : "", jobs.size(), policy, wall, r.events);
-      }
-      runs.push_back({std::move(r), wall});
+    const std::size_t jobs = workload.jobs.size();
+    if (tty) {
+      cmd.progress = [jobs](const std::string& policy, double done) {
+        fmt::print(stderr, "\r{:<14} {:3.0f}% of {} jobs", policy, done * 100, jobs);
+      };
     }
-    if (!out_dir.empty()) write_cluster_outputs(out_dir, runs, workload, seed);
-    fmt::print("{}", render_cluster(runs, out_format, workload, seed));
+    if (show_progress) {
+      cmd.finished = [jobs, tty](const cluster_run& r) {
+        fmt::print(stderr, "{}tgs-sim: {} jobs under {} in {:.2f} s ({} events)\n",
+                   tty ? "\r" : "", jobs, r.result.policy, r.wall_seconds, r.result.events);
+      };
+    }
+    const auto runs = run_cluster_command(model, workload, cmd);
+    if (!out_dir.empty()) write_cluster_outputs(out_dir, runs, workload.label, workload.seed);
+    fmt::print("{}", render_cluster(runs, out_format, workload.label, workload.seed));
     return 0;
   }
 };
@@ -321,127 +219,89 @@ const CLI::Validator seed_digits{
     },
     "UINT"};
 
-struct mixed_command {
-  mixed_stream_config stream;
-  cluster_command cluster;
+struct mixed_cli {
+  mixed_command cmd;
+  cluster_cli cluster;
 
   void add_to(CLI::App& app) {
-    app.add_option("--seed", stream.seed, "Seed of the job stream")
+    app.add_option("--seed", cmd.stream.seed, "Seed of the job stream")
         ->check(seed_digits)
         ->capture_default_str();
-    app.add_option("--production-jobs", stream.production_jobs, "Production jobs")
-        ->check(CLI::Range(0, 1000000))
+    app.add_option("--production-jobs", cmd.stream.production_jobs, "Production jobs")
+        ->check(CLI::Range(static_cast<int>(mixed_command::jobs_range.low),
+                           static_cast<int>(mixed_command::jobs_range.high)))
         ->capture_default_str();
-    app.add_option("--opportunistic-jobs", stream.opportunistic_jobs, "Opportunistic jobs")
-        ->check(CLI::Range(0, 1000000))
+    app.add_option("--opportunistic-jobs", cmd.stream.opportunistic_jobs, "Opportunistic jobs")
+        ->check(CLI::Range(static_cast<int>(mixed_command::jobs_range.low),
+                           static_cast<int>(mixed_command::jobs_range.high)))
         ->capture_default_str();
-    app.add_option("--interarrival-minutes", stream.mean_interarrival_minutes,
+    app.add_option("--interarrival-minutes", cmd.stream.mean_interarrival_minutes,
                    "Mean time between submissions (Poisson arrivals)")
-        ->check(CLI::Range(1e-6, 1e6))
+        ->check(range_of(mixed_command::interarrival_range))
         ->capture_default_str();
-    cluster.add_to(app, "1x2:a100-40gb");
+    cluster.add_to(app, cmd.cluster);
   }
 
-  int run(const data_options& data) const {
-    const cluster_spec spec = parse_cluster_spec(cluster.cluster);
+  int run(const data_options& data) {
+    cluster.flags.note_given(cmd.cluster.settings);
+    check(cmd);
     const calibrated_model model = calibrate(data.sources);
-    check_cluster_gpu(model, spec);
-    const auto trace = mixed_stream(model.data, spec.gpu, stream);
-    const auto jobs = to_cluster_jobs(trace, model.data, spec.gpu);
-    const std::string workload = fmt::format(
-        "mixed stream: {} production + {} opportunistic jobs on {}", stream.production_jobs,
-        stream.opportunistic_jobs, cluster.cluster);
-    return cluster.run(model, jobs, workload, stream.seed, spec, false);
+    const cluster_workload workload = mixed_workload(model, cmd);
+    return cluster.run(model, workload, cmd.cluster, false);
   }
 };
 
-struct replay_command {
-  std::string trace_path;
-  std::string trace_format;
-  double production_share = 0.5;
-  std::uint64_t label_seed = 1;
-  bool skip_malformed = false;
+struct replay_cli {
+  replay_command cmd;
   bool no_progress = false;
-  std::vector<std::string> label_models = mixed_stream_config{}.models;
-  cluster_command cluster;
+  cluster_cli cluster;
 
   void add_to(CLI::App& app) {
-    app.add_option("--trace", trace_path, "The trace file")->required()->check(CLI::ExistingFile);
+    app.add_option("--trace", cmd.trace_path, "The trace file")->required()->check(CLI::ExistingFile);
     // Names, aliases and descriptions come from the library's registry of formats, so the
     // help, the check and the readers cannot disagree.
-    std::vector<std::string> names;
     std::string help = "The trace's format; default: from the file name (.json: philly-json, "
                        "else philly-csv).";
     for (const auto& f : tgs::traces::trace_formats()) {
-      names.emplace_back(f.name);
       help += fmt::format(" {}: {}", f.name, f.description);
-      for (const auto alias : f.aliases) {
-        names.emplace_back(alias);
-        help += fmt::format(" (also {})", alias);
-      }
+      for (const auto alias : f.aliases) help += fmt::format(" (also {})", alias);
       help += ".";
     }
-    app.add_option("--trace-format", trace_format, help)->check(CLI::IsMember(names));
-    app.add_option("--production-share", production_share,
+    app.add_option("--trace-format", cmd.trace_format, help)
+        ->check(CLI::IsMember(trace_format_names()));
+    app.add_option("--production-share", cmd.production_share,
                    "Share of jobs labelled production when the trace has no classes (Philly)")
-        ->check(CLI::Range(0.0, 1.0))
+        ->check(range_of(replay_command::production_share_range))
         ->capture_default_str();
-    app.add_option("--label-seed", label_seed,
+    app.add_option("--label-seed", cmd.label_seed,
                    "Seed of the class and model labels drawn for unlabelled jobs")
         ->check(seed_digits)
         ->capture_default_str();
-    app.add_option("--label-models", label_models,
+    app.add_option("--label-models", cmd.label_models,
                    "Models drawn (uniformly, seeded) for jobs the trace gives none (Philly)")
         ->delimiter(',')
         ->capture_default_str();
-    app.add_flag("--skip-malformed", skip_malformed,
+    app.add_flag("--skip-malformed", cmd.skip_malformed,
                  "Skip malformed rows (counted and reported) instead of stopping at the first");
     app.add_flag("--no-progress", no_progress, "No progress lines on stderr");
-    // 800 GPUs: the completed Philly jobs kept busy 374 GPUs on average (589 in October); the
-    // full cluster also ran the killed and failed jobs (68% of GPU time), so 100 servers of 8
-    // give these jobs the ~50% average load Microsoft reports for its clusters.
-    cluster.add_to(app, "100x8:a100-40gb");
+    cluster.add_to(app, cmd.cluster);
   }
 
-  int run(const data_options& data) const {
-    const cluster_spec spec = parse_cluster_spec(cluster.cluster);
-    // --trace-format was checked against the registry when parsed; only the default is left.
-    const auto format = tgs::traces::parse_trace_format(
-        !trace_format.empty()
-            ? trace_format
-            : (trace_path.ends_with(".json") ? "philly-json" : "philly-csv"));
-    tgs::traces::read_options read;
-    if (skip_malformed) read.malformed = tgs::traces::on_malformed::skip;
-    tgs::traces::trace trace;
-    try {
-      trace = tgs::traces::read_trace(trace_path, format.value(), read);
-    } catch (const tgs::traces::trace_error& e) {
-      throw input_error(e.what());
-    }
+  int run(const data_options& data) {
+    cluster.flags.note_given(cmd.cluster.settings);
+    check(cmd);
+    const tgs::traces::trace trace = read_replay_trace(cmd);
     if (trace.stats.rows_skipped > 0 || trace.stats.rows_dropped > 0) {
       fmt::print(stderr, "tgs-sim: {}: {} rows read, {} kept, {} dropped by the format's rules, "
                          "{} skipped as malformed\n",
-                 trace_path, trace.stats.rows_read, trace.stats.rows_kept, trace.stats.rows_dropped,
-                 trace.stats.rows_skipped);
+                 cmd.trace_path, trace.stats.rows_read, trace.stats.rows_kept,
+                 trace.stats.rows_dropped, trace.stats.rows_skipped);
       for (const auto& reason : trace.stats.skip_reasons) fmt::print(stderr, "  skipped: {}\n", reason);
     }
-    // A job larger than the cluster can never start: say where it is in the file.
-    for (const auto& j : trace.jobs) {
-      if (j.gpus > static_cast<std::uint32_t>(spec.gpus())) {
-        throw input_error(fmt::format("{}:{}: job {}{} needs {} GPUs but --cluster {} has {}",
-                                      trace_path, j.source_line, static_cast<std::uint32_t>(j.id),
-                                      j.name.empty() ? "" : fmt::format(" ({})", j.name), j.gpus,
-                                      cluster.cluster, spec.gpus()));
-      }
-    }
+    check_fits(trace, cmd);
     const calibrated_model model = calibrate(data.sources);
-    check_cluster_gpu(model, spec);
-    label_trace(trace, model.data, spec.gpu, label_seed, production_share, label_models);
-    const auto jobs = to_cluster_jobs(trace, model.data, spec.gpu);
-    const std::string workload =
-        fmt::format("replay of {} ({} jobs, {:.0f}% production, label seed {}) on {}", trace_path,
-                    jobs.size(), production_share * 100, label_seed, cluster.cluster);
-    return cluster.run(model, jobs, workload, label_seed, spec, !no_progress);
+    const cluster_workload workload = replay_workload(model, trace, cmd);
+    return cluster.run(model, workload, cmd.cluster, !no_progress);
   }
 };
 
@@ -459,18 +319,18 @@ int main(int argc, char** argv) {
   data_options data;
   data.add_to(app);
 
-  mixed_command mixed;
+  mixed_cli mixed;
   CLI::App* mixed_app = app.add_subcommand(
       "mixed", "The paper's mixed production/opportunistic job stream on a small cluster (the "
                "default)");
   mixed.add_to(*mixed_app);
 
-  replay_command replay;
+  replay_cli replay;
   CLI::App* replay_app = app.add_subcommand(
       "replay", "Replay a real trace (Philly) on a cluster under each sharing policy");
   replay.add_to(*replay_app);
 
-  pairs_command pairs;
+  pairs_cli pairs;
   CLI::App* pairs_app = app.add_subcommand(
       "pairs",
       "One production and one opportunistic job on one GPU under each sharing policy, with the "
@@ -486,13 +346,12 @@ int main(int argc, char** argv) {
   fit_app->add_option("--write", fit_write,
                       "Fit afresh and write the cache (sim/data/fit.csv's format) to this file");
 
-  std::string predict_gpu;
-  bool predict_loo = false;
+  predict_command predict;
   bool predict_markdown = false;
   CLI::App* predict_app = app.add_subcommand(
       "predict", "Every measured pair beside the simulator's prediction of it (docs/simulator/predictions.md)");
-  predict_app->add_option("--gpu", predict_gpu, "Only this GPU type; default: every type");
-  predict_app->add_flag("--leave-one-out", predict_loo,
+  predict_app->add_option("--gpu", predict.gpu, "Only this GPU type; default: every type");
+  predict_app->add_flag("--leave-one-out", predict.leave_one_out,
                         "Also predict each pair with a fit that left its cells out (one refit per pair)");
   predict_app->add_flag("--markdown", predict_markdown, "A Markdown table");
 
@@ -509,29 +368,14 @@ int main(int argc, char** argv) {
   try {
     if (fit_app->parsed()) {
       const output_format format = parse_format(fit_format);
-      calibrated_model model = calibrate(data.sources);
-      if (!fit_write.empty()) {
-        const std::uint64_t hash = model.fit.inputs_hash;
-        model.fit = fit_catalog(model.unfitted);
-        model.fit.inputs_hash = hash;
-        model.fit_from_cache = false;
-        std::ofstream out(fit_write);
-        out << render_fit_csv(model.fit);
-        if (!out) throw input_error(fmt::format("--write: cannot write \"{}\"", fit_write));
-        model.data = model.unfitted;
-        apply_fit(model.data, model.fit);
-      }
-      fmt::print("{}", render_fit(model, format));
+      const calibrated_model model = calibrate(data.sources);
+      fmt::print("{}", render_fit(fit_write.empty() ? model : write_fit(model, fit_write), format));
       return 0;
     }
     if (predict_app->parsed()) {
-      const calibrated_model model = calibrate(data.sources);
-      if (!predict_gpu.empty() && model.data.find_gpu(predict_gpu) == nullptr) {
-        throw input_error(fmt::format("--gpu: unknown gpu \"{}\"", predict_gpu));
-      }
-      const auto in_sample = predict_measured(model, predict_gpu, false);
-      const auto left_out = predict_loo ? predict_measured(model, predict_gpu, true) : std::vector<prediction>{};
-      fmt::print("{}", render_predictions(in_sample, predict_loo ? &left_out : nullptr, predict_markdown));
+      const predict_outcome out = run_predict(calibrate(data.sources), predict);
+      fmt::print("{}", render_predictions(out.in_sample, predict.leave_one_out ? &out.left_out : nullptr,
+                                          predict_markdown));
       return 0;
     }
     if (profiles_app->parsed()) {

@@ -21,25 +21,15 @@ const cluster_run* find_exclusive(const std::vector<cluster_run>& runs) {
   return nullptr;
 }
 
-struct row {
-  std::string policy;
-  class_summary production;
-  class_summary opportunistic;
-  std::optional<double> production_norm;
-  std::optional<double> opportunistic_norm;
-  std::uint64_t events = 0;
-  std::uint64_t pairings = 0;
-  std::uint64_t preemptions = 0;
-  double wall = 0;
-};
+}  // namespace
 
-std::vector<row> rows_of(const std::vector<cluster_run>& runs) {
+std::vector<cluster_summary> summarize_runs(const std::vector<cluster_run>& runs) {
   const cluster_run* base = find_exclusive(runs);
   const class_summary bp = base ? summarize(base->result, job_class::production) : class_summary{};
   const class_summary bo = base ? summarize(base->result, job_class::opportunistic) : class_summary{};
-  std::vector<row> out;
+  std::vector<cluster_summary> out;
   for (const auto& r : runs) {
-    row x;
+    cluster_summary x;
     x.policy = r.result.policy;
     x.production = summarize(r.result, job_class::production);
     x.opportunistic = summarize(r.result, job_class::opportunistic);
@@ -48,11 +38,13 @@ std::vector<row> rows_of(const std::vector<cluster_run>& runs) {
     x.events = r.result.events;
     x.pairings = r.result.pairings;
     x.preemptions = r.result.preemptions;
-    x.wall = r.wall_seconds;
+    x.wall_seconds = r.wall_seconds;
     out.push_back(x);
   }
   return out;
 }
+
+namespace {
 
 std::string num(double v) { return fmt::format("{:.4f}", v); }
 
@@ -71,11 +63,11 @@ std::string csv_field(std::string_view text) {
 
 std::string render_cluster(const std::vector<cluster_run>& runs, output_format format,
                            std::string_view workload, std::uint64_t seed) {
-  const auto rows = rows_of(runs);
+  const auto rows = summarize_runs(runs);
   std::string out;
   if (format == output_format::json) {
     std::vector<json> records;
-    for (const row& r : rows) {
+    for (const cluster_summary& r : rows) {
       records.push_back({{"policy", r.policy},
                          {"workload", workload},
                          {"seed", seed},
@@ -96,7 +88,7 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
                          {"events", r.events},
                          {"pairings", r.pairings},
                          {"preemptions", r.preemptions},
-                         {"wall_s", json_number(r.wall)}});
+                         {"wall_s", json_number(r.wall_seconds)}});
     }
     return json_records(records);
   }
@@ -114,7 +106,7 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
                          num(r.production.p90_jct_s), num(r.opportunistic.p90_jct_s),
                          num(r.production.mean_queueing_s), num(r.opportunistic.mean_queueing_s),
                          r.production.jobs, r.opportunistic.jobs, r.events, r.pairings,
-                         r.preemptions, num(r.wall));
+                         r.preemptions, num(r.wall_seconds));
     }
     return out;
   }
@@ -126,7 +118,7 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
     out += fmt::format("{:<16} {:>22} {:>22} {:>16.0f} s {:>16.0f} s {:>10} {:>7.3f} s\n", r.policy,
                        r.production_norm ? fmt::format("{:.2f}", *r.production_norm) : "-",
                        r.opportunistic_norm ? fmt::format("{:.2f}", *r.opportunistic_norm) : "-",
-                       r.production.mean_jct_s, r.opportunistic.mean_jct_s, r.events, r.wall);
+                       r.production.mean_jct_s, r.opportunistic.mean_jct_s, r.events, r.wall_seconds);
   }
   out += "\nJCT normalized to exclusive (lower is better for the class).\n";
   return out;

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "embedded_data.hpp"
@@ -33,13 +35,45 @@ const model_profile& model_or_throw(const catalog& c, const std::string& model,
                                 join(c.model_names(gpu))));
 }
 
+/// The run's controller, which also tells the timeline the phase it reports after each step:
+/// a pair run hands its observer segments, not the controller.
+class phase_reporting_controller {
+ public:
+  using config = any_rate_controller::config;
+  static constexpr std::string_view name = "phase-reporting";
+
+  explicit phase_reporting_controller(const config& cfg) : inner_(cfg) {}
+  phase_reporting_controller(any_rate_controller inner, std::string_view* phase)
+      : inner_(std::move(inner)), phase_(phase) {}
+
+  [[nodiscard]] rate_decision step(const rate_observation& obs) noexcept {
+    const rate_decision d = inner_.step(obs);
+    if (phase_ != nullptr) {
+      const state_report report = inner_.describe();
+      const state_field* f = report.find("phase");
+      const auto* word = f != nullptr ? std::get_if<std::string_view>(&f->value) : nullptr;
+      *phase_ = word != nullptr ? *word : std::string_view{};
+    }
+    return d;
+  }
+  [[nodiscard]] const config& settings() const noexcept { return inner_.settings(); }
+  [[nodiscard]] state_report describe() const noexcept { return inner_.describe(); }
+
+ private:
+  any_rate_controller inner_;
+  std::string_view* phase_ = nullptr;
+};
+static_assert(RateController<phase_reporting_controller>);
+
 struct timeline_recorder {
   std::vector<timeline_row>* rows;
   const pair_request* request;
+  /// The phase the controller reported at its latest step (a string literal of its own).
+  const std::string_view* phase;
   void on_segment(const pair_segment& s) {
     rows->push_back({request->scenario, request->policy, to_seconds(s.start - epoch),
                      to_seconds(s.end - epoch), s.rates.production, s.rates.opportunistic,
-                     s.opportunistic_budget});
+                     s.opportunistic_budget, std::string(*phase)});
   }
 };
 
@@ -222,8 +256,10 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
 
   pair_result result{r, memory_name, {}, r.target};
   if (timeline != nullptr) {
-    result.outcome = run_pair(spec, std::move(*controller), std::move(*memory),
-                              timeline_recorder{timeline, &r});
+    std::string_view phase;
+    result.outcome =
+        run_pair(spec, phase_reporting_controller{std::move(*controller), &phase},
+                 std::move(*memory), timeline_recorder{timeline, &r, &phase});
   } else {
     result.outcome = run_pair(spec, std::move(*controller), std::move(*memory));
   }

@@ -120,11 +120,12 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
 
 std::string render_timeline(const std::vector<timeline_row>& rows) {
   std::string out =
-      "scenario,policy,start_s,end_s,production,opportunistic,opportunistic_budget_blocks\n";
+      "scenario,policy,start_s,end_s,production,opportunistic,opportunistic_budget_blocks,phase\n";
   for (const auto& r : rows) {
-    out += fmt::format("{},{},{:.3f},{:.3f},{:.5f},{:.5f},{}\n", r.scenario, r.policy, r.start_s,
-                       r.end_s, r.production, r.opportunistic,
-                       r.opportunistic_budget ? fmt::format("{}", *r.opportunistic_budget) : "");
+    out += fmt::format("{},{},{:.3f},{:.3f},{:.5f},{:.5f},{},{}\n", r.scenario, r.policy,
+                       r.start_s, r.end_s, r.production, r.opportunistic,
+                       r.opportunistic_budget ? fmt::format("{}", *r.opportunistic_budget) : "",
+                       r.phase);
   }
   return out;
 }

@@ -97,6 +97,18 @@ class InstalledTools:
             rendered = re.sub(".\x08", "", rendered)  # overstrike (bold) as plain text
             self.assertIn("--version", rendered, "man renders the page with its options")
 
+    def test_python_module_imports_and_runs(self):
+        if not ARGS.python_dir:
+            self.skipTest("the Python module is not built")
+        where = self.root / ARGS.python_dir
+        for name in ("__init__.py", "plot.py"):
+            self.assertTrue((where / "tgs" / name).is_file(), where / "tgs" / name)
+        code = ("import tgs, tgs.plot; r = tgs.pairs(policies=['tgs'], duration=60, warmup=10); "
+                "print(tgs.__version__, r['results'][0]['policy'], tgs.__file__)")
+        out = run([ARGS.python, "-c", code], env=dict(os.environ, PYTHONPATH=str(where)), cwd="/").stdout.split()
+        self.assertEqual(out[:2], [ARGS.version, "tgs"])
+        self.assertTrue(out[2].startswith(str(where)), out[2])
+
     def test_systemd_unit_runs_the_installed_node(self):
         if "tgs-node" not in ARGS.tools:
             self.skipTest("tgs-node not built")
@@ -178,11 +190,23 @@ class DebianPackage(InstalledTools, unittest.TestCase):
                                            text=True).stdout.endswith("installed")]
             self.assertTrue(installed, f"dependency {dep.strip()} is not installed here")
 
+    def test_python_module_recommends_what_it_imports(self):
+        if not ARGS.python_dir:
+            self.skipTest("the Python module is not built")
+        version = run([ARGS.python, "-c", "import sys; print(*sys.version_info[:2], sep='.')"]).stdout.strip()
+        major, minor = version.split(".")
+        recommends = [r.strip() for r in self.field("Recommends").split(",")]
+        self.assertEqual(recommends, [f"python3 (>= {version})", f"python3 (<< {major}.{int(minor) + 1})",
+                                      "python3-numpy", "python3-matplotlib"])
+        self.assertEqual(self.field("Suggests"), "python3-pandas")
+
     def test_files_are_in_their_fhs_places(self):
         listing = run(["dpkg-deb", "-c", self.deb]).stdout
         paths = {line.split()[-1] for line in listing.splitlines()}
         expected = [f"./usr/bin/{t}" for t in ARGS.tools] + ["./usr/include/tgs/version.hpp",
                                                              "./usr/share/doc/tgs/copyright"]
+        if ARGS.python_dir:
+            expected.append(f"./usr/{ARGS.python_dir}/tgs/__init__.py")
         if ARGS.interposer:
             expected.append("./usr/lib/tgs/libtgs-intercept.so")
         if "tgs-node" in ARGS.tools:
@@ -217,6 +241,8 @@ if __name__ == "__main__":
     parser.add_argument("--tools", required=True, help="comma-separated tools that were built")
     parser.add_argument("--man", default="0", help="1 when man pages were built")
     parser.add_argument("--interposer", default="0", help="1 when libtgs-intercept.so was built")
+    parser.add_argument("--python", help="the interpreter the Python module is built for")
+    parser.add_argument("--python-dir", help="where the Python package is installed, under the prefix")
     parser.add_argument("--cmake", default="cmake")
     parser.add_argument("--cpack", default="cpack")
     parser.add_argument("--generator", required=True)

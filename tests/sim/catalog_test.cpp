@@ -5,10 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "sim_test_support.hpp"
+
 namespace tgs::sim {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::error_of;
 
 constexpr std::string_view models_header =
     "model,gpu,batch_size,iteration_ms,busy_fraction,kernels_per_iteration,blocks_per_iteration,"
@@ -19,15 +22,6 @@ constexpr std::string_view gpus_header =
 constexpr std::string_view pairs_header =
     "scenario,gpu,production_model,opportunistic_model,policy,memory_policy,budget_gib,"
     "production_idle,settings,production,opportunistic,runs,source\n";
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const input_error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(Catalog, EmbeddedDefaultHasThePapersModelsOnAnA100) {
   const catalog c = load_catalog();

@@ -19,6 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using testing::default_model;
+using testing::error_of;
 
 const std::vector<std::string> six_policies{"exclusive", "co-execution", "mps",
                                             "mig",       "antman",       "tgs"};
@@ -34,15 +35,6 @@ cluster_job job(std::uint32_t id, double submit_s, job_class cls, const char* mo
                 std::uint32_t gpus, double work_s) {
   return {job_id{id}, epoch + from_seconds(submit_s), cls,
           default_model().data.find_model(model, "a100-40gb"), gpus, work_s};
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const input_error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(ClusterSpec, ParsesNodesGpusAndType) {

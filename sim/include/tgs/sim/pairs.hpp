@@ -89,6 +89,9 @@ struct timeline_row {
   double production = 0;
   double opportunistic = 0;
   std::optional<std::uint64_t> opportunistic_budget{};
+  /// The controller's phase over the segment (its `describe()`'s "phase"; empty if it has none),
+  /// as tgs-node reports it for a real GPU, so that the two can be compared.
+  std::string phase;
 };
 
 /// The traits of the rate controller registered as `policy`. Throws `input_error` listing the

@@ -3,6 +3,8 @@
 /// Renders simulator results as a table for people and as JSON or CSV for programs.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,7 +25,8 @@ output_format parse_format(std::string_view text);
 std::string render_pairs(const std::vector<pair_result>& results, output_format format,
                          double tolerance = 0.10);
 
-/// A timeline as CSV: one row per segment of constant rates.
+/// A timeline as CSV: one row per segment of constant rates; its last column is the controller's
+/// phase (empty for a policy that reports none).
 std::string render_timeline(const std::vector<timeline_row>& rows);
 
 /// The global fit: each GPU type's mechanism parameters and the profile fields it inferred
@@ -50,6 +53,24 @@ struct cluster_run {
   cluster_result result;
   double wall_seconds = 0;
 };
+
+/// One policy's cluster run summarized: what every output row of `render_cluster` says.
+struct cluster_summary {
+  std::string policy;
+  class_summary production;
+  class_summary opportunistic;
+  /// Each class's mean JCT over the baseline run's (a policy that keeps the classes apart);
+  /// empty without a baseline run or with an empty class.
+  std::optional<double> production_norm;
+  std::optional<double> opportunistic_norm;
+  std::uint64_t events = 0;
+  std::uint64_t pairings = 0;
+  std::uint64_t preemptions = 0;
+  double wall_seconds = 0;
+};
+
+/// The runs summarized, in order, normalized to the first baseline run among them.
+std::vector<cluster_summary> summarize_runs(const std::vector<cluster_run>& runs);
 
 /// Cluster results, one row (or JSON object) per policy: per-class mean JCT normalized to the
 /// exclusive run (`baseline`, which must be among `runs` for normalization; otherwise the
