@@ -173,6 +173,9 @@ class Timeline(ImageChecks):
                                     scenario="high-contention")
             labels = [line.get_label() for line in fig.axes[0].get_lines()]
             self.assertEqual(labels, ["production (GPU)", "opportunistic (GPU)"])
+            # The simulated run is far longer than the real one: the axes show the real run's span.
+            r = tgs.plot._real_timeline(d, None)
+            self.assertEqual(fig.axes[2].get_xlim(), (min(r["t"][0], 0.0) - 5.0, r["t"][-1] + 5.0))
             self.assert_svg(os.path.join(d, "both.svg"), ["GPU", "sim", "congestion avoidance",
                                                           "GPU: run 1/high/tgs", "GPU (tgs-node)"])
             tgs.plot.timeline(real=os.path.join(d, "status-samples.jsonl"), path=os.path.join(d, "real.png"))

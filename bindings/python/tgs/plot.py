@@ -362,7 +362,7 @@ def timeline(sim=None, real=None, path=None, *, policy="tgs", scenario=None, run
     for the rates) or a status-samples.jsonl file; `run` picks the run (default: the first with
     both jobs at tgs-node). Time 0 is the opportunistic job's arrival: both jobs start together in
     the simulation; on the GPU, when tgs-node registered the opportunistic job. `xlim` (start, end)
-    in seconds zooms in (a real run is often shorter than a simulated one)."""
+    in seconds zooms in; beside a real run the default is that run's span."""
     if sim is None and real is None:
         raise InputError("timeline: give sim, real or both")
     s = _sim_timeline(sim, policy, scenario) if sim is not None else None
@@ -416,6 +416,10 @@ def timeline(sim=None, real=None, path=None, *, policy="tgs", scenario=None, run
     ax_phase.set_yticks(range(len(rows)), [n for n, *_ in reversed(rows)])
     ax_phase.set_ylim(-0.6, max(len(rows), 1) - 0.4)
     ax_phase.set_xlabel("time since the opportunistic job arrived (s)")
+    if xlim is None and s and r and len(r["t"]):
+        # Beside a GPU run, the simulated pair is shown over the run's span (a simulated run is
+        # usually far longer), so the two can be compared at one scale.
+        xlim = (min(r["t"][0], 0.0) - 5.0, r["t"][-1] + 5.0)
     if xlim is not None:
         ax_phase.set_xlim(*xlim)
     if colors:
@@ -539,7 +543,8 @@ def tradeoff(sim=None, real=None, path=None, *, scenario=None, real_scenario=Non
         sources = ", ".join(x for x in dict.fromkeys(measured) if x)
         marks.append(Line2D([], [], ls="none", marker="D", mfc="none", mec="0.3", ms=7,
                             label=f"measured ({sources})" if sources else "measured"))
-    ax.legend(handles=marks, fontsize="small", loc="upper right")
+    # Below the axes: inside, the legend covered the points near (1, 1) that matter most.
+    ax.legend(handles=marks, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=2)
     if title is None:
         parts = []
         if records:
