@@ -58,6 +58,7 @@ double as_double(std::uint64_t v) { return static_cast<double>(v); }
 metric_snapshot node_server::metrics_snapshot() const {
   builder b;
   const any_rate_controller sample{options_.controller};
+  const any_fault_policy fault_sample{options_.fault_policy};
   b.gauge("tgs_node_info", "tgs-node's version, ABI and policies (always 1)",
           {{"version", TGS_VERSION},
            {"abi", std::to_string(abi::version)},
@@ -112,6 +113,15 @@ metric_snapshot node_server::metrics_snapshot() const {
       b.gauge("tgs_gpu_production_blocks_per_second", "thread blocks the production jobs launched per second",
               {{"gpu", g}}, production);
     }
+    // The fault policy's work, announced on every GPU the node knows (zero until a job ends).
+    const auto faults_at = faults_.find(gpu);
+    const labels fl{{"gpu", g},
+                    {"fault_policy", std::string(faults_at != faults_.end() ? faults_at->second.policy.policy_name()
+                                                                             : fault_sample.policy_name())}};
+    b.counter("tgs_gpu_faults_handled_total", "jobs that ended on the GPU while registered (the fault policy stepped)",
+              fl, faults_at != faults_.end() ? as_double(faults_at->second.handled) : 0.0);
+    b.counter("tgs_gpu_co_runners_ended_total", "jobs the node ended because the fault policy said their co-runner's "
+              "fault reached them", fl, faults_at != faults_.end() ? as_double(faults_at->second.co_runners_ended) : 0.0);
     if (m != nullptr) {
       b.gauge("tgs_gpu_memory_budget_bytes", "the memory policy's budget", {{"gpu", g}}, as_double(m->budget().count()));
       if (m->opportunistic_resident_limit() != bytes::max()) {
@@ -152,6 +162,12 @@ metric_snapshot node_server::metrics_snapshot() const {
                 as_double(seg.denied_allocs.load()));
       b.gauge("tgs_job_sync_wait_ratio", "share of the last second the job blocked in synchronisation calls", jl,
               n.report.sync_wait_fraction);
+      if (n.report.gpu_busy_fraction) {
+        b.gauge("tgs_job_gpu_busy_ratio", "share of the last second a sampled production job had unfinished GPU work", jl,
+                *n.report.gpu_busy_fraction);
+      }
+      b.counter("tgs_job_gap_launches_total", "launches that passed in the production job's idle gaps (gap filling)", jl,
+                as_double(seg.gap_launches.load()));
     }
   }
   for (const auto& [key, u] : unregistered_) {

@@ -369,10 +369,13 @@ TEST_F(Metrics, AScrapeHasEveryFamilyAndPassesPromtool) {
   EXPECT_TRUE(has(R"(class="opportunistic",pid=")" + o + R"(",container="",name="opp \"quoted\"\\x0a"})")) << text;
   for (const char* family : {"tgs_job_throttled_seconds_total", "tgs_job_memory_resident_bytes",
                              "tgs_job_memory_evicted_bytes", "tgs_job_evictions_total", "tgs_job_restores_total",
-                             "tgs_job_denied_allocations_total", "tgs_node_jobs", "tgs_node_info"}) {
+                             "tgs_job_denied_allocations_total", "tgs_job_gap_launches_total",
+                             "tgs_gpu_faults_handled_total", "tgs_gpu_co_runners_ended_total", "tgs_node_jobs",
+                             "tgs_node_info"}) {
     EXPECT_TRUE(has(std::string("# TYPE ") + family + " ")) << family << "\n" << text;
   }
   EXPECT_TRUE(has(R"(tgs_unregistered_process{gpu="0",pid=")" + std::to_string(rogue.pid()))) << text;
+  EXPECT_TRUE(has(R"(tgs_gpu_faults_handled_total{gpu="0",fault_policy="separate-contexts"} 0)")) << text;
   // The opportunistic job waited for budget, and the counter says so.
   const std::size_t line = text.find("tgs_job_throttled_seconds_total{");
   const std::size_t at = text.find(R"(pid=")" + o + '"', line);
