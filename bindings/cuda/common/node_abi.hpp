@@ -98,15 +98,6 @@ struct counter_delta {
   return ((has_slack ? used_blocks : allowance) + budget_blocks) & block_mask;
 }
 
-/// The allowance the node sets at a budget refill under gap filling. Every launch before the
-/// furthest position known passed (through the allowance, or in a gap up to `gap_passed_to`)
-/// ran; the window grants `budget_blocks` from there, whatever passed in gaps before. A launch
-/// still waiting has its blocks in `used_blocks` but not before that position, so a zero budget
-/// keeps it waiting.
-[[nodiscard]] constexpr std::uint64_t gap_fill_allowance(std::uint64_t allowance, std::uint64_t used_blocks,
-                                                         std::uint64_t gap_passed_to,
-                                                         std::uint64_t budget_blocks) noexcept;
-
 /// The blocks of `used_blocks` that have passed the gate under `allowance`.
 [[nodiscard]] constexpr std::uint64_t passed_blocks(std::uint64_t used_blocks, std::uint64_t allowance) noexcept {
   const std::uint64_t d = block_distance(used_blocks, allowance);
@@ -124,8 +115,14 @@ struct counter_delta {
   return gap_ahead ? gap_passed_to : through_allowance;
 }
 
-constexpr std::uint64_t gap_fill_allowance(std::uint64_t allowance, std::uint64_t used_blocks,
-                                           std::uint64_t gap_passed_to, std::uint64_t budget_blocks) noexcept {
+/// The allowance the node sets at a budget refill under gap filling. Every launch before the
+/// furthest position known passed (through the allowance, or in a gap up to `gap_passed_to`)
+/// ran; the window grants `budget_blocks` from there, whatever passed in gaps before. A launch
+/// still waiting has its blocks in `used_blocks` but not before that position, so a zero budget
+/// keeps it waiting.
+[[nodiscard]] constexpr std::uint64_t gap_fill_allowance(std::uint64_t allowance, std::uint64_t used_blocks,
+                                                         std::uint64_t gap_passed_to,
+                                                         std::uint64_t budget_blocks) noexcept {
   return (passed_position(used_blocks, allowance, gap_passed_to) + budget_blocks) & block_mask;
 }
 
@@ -398,6 +395,10 @@ static_assert(sizeof(gpu_page) <= gpu_page_bytes);
 /// in microseconds. Our choice: a query per 50 us is a few percent of one driver lock's time for a
 /// job that launches every 10 us, and still sees the gaps worth filling (docs/cuda-backend.md).
 inline constexpr std::uint32_t default_sample_period_us = 50;
+/// The periods a sampler keeps to, whatever a segment asks: below 10 us a thread cannot keep up,
+/// and above 1 ms a gap gate would see stale samples.
+inline constexpr std::uint32_t fastest_sample_period_us = 10;
+inline constexpr std::uint32_t slowest_sample_period_us = 1'000;
 
 /// How old the latest sample may be for a gate to open a gap on it.
 inline constexpr std::uint64_t gap_sample_fresh_ns = 5'000'000;

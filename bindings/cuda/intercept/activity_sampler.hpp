@@ -2,12 +2,14 @@
 /// @file
 /// The production job's GPU activity sampler: a thread of the production job's process that,
 /// while the node asks for it (an opportunistic job shares the GPU), queries the streams the job
-/// launched on at the period the node sets (`job_segment::sample_activity`) and publishes whether any has unfinished work (the GPU page, which
-/// the opportunistic jobs' gates read) and for how long it had (`gpu_busy_ns`, the controller's
-/// GPU-side signal). It stays off the launch path: a launch only notes its stream, one load and
-/// one compare when the stream is the one it launched on before.
+/// launched on at the period the node sets (`job_segment::sample_activity`) and publishes whether
+/// any has unfinished work (the GPU page, which the opportunistic jobs' gates read) and for how
+/// long it had (`gpu_busy_ns`, the controller's GPU-side signal). It stays off the launch path: a
+/// launch only notes its stream, one load and one compare when the stream is the one it launched
+/// on before.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda_subset.hpp"
@@ -51,9 +53,7 @@ inline constexpr std::uint64_t max_sample_gap_ns = 1'000'000;
 /// The sampling period the node asked for (`job_segment::sample_activity`, microseconds; 0: do
 /// not sample), kept within what the gap gate's freshness allows and what a thread can keep up.
 [[nodiscard]] constexpr std::uint64_t sample_period_ns(std::uint32_t asked_us) noexcept {
-  constexpr std::uint32_t fastest_us = 10;
-  constexpr std::uint32_t slowest_us = 1'000;
-  const std::uint32_t us = asked_us < fastest_us ? fastest_us : asked_us > slowest_us ? slowest_us : asked_us;
+  const std::uint32_t us = std::clamp(asked_us, abi::fastest_sample_period_us, abi::slowest_sample_period_us);
   return std::uint64_t{us} * 1'000;
 }
 

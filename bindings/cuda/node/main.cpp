@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
   app.add_option("--activity-sample-us", options.activity_sample_us,
                  "how often a production job's interposer queries its streams while an opportunistic job shares "
                  "its GPU, microseconds")
-      ->check(CLI::Range(std::uint32_t{10}, std::uint32_t{1000}))
+      ->check(CLI::Range(tgs::cuda::abi::fastest_sample_period_us, tgs::cuda::abi::slowest_sample_period_us))
       ->capture_default_str();
   // Every policy's settings, from the tables tgs-sim shares: `--tgs.dead-band`, `--memory.tgs.reserve-mib`.
   const auto rate_flags = tgs::add_registry_flags<tgs::any_rate_controller, CLI::Option>(app, rate_settings, "");
