@@ -44,8 +44,11 @@ std::vector<std::string_view> split(std::string_view line) {
   return out;
 }
 
+/// Reads a table whose header is `expected_header`; with `optional_tail` > 0 the header may also
+/// end before that many last columns (tables written before those columns existed).
 csv_table read_table(std::string_view text, std::string_view origin,
-                     const std::vector<std::string_view>& expected_header) {
+                     const std::vector<std::string_view>& expected_header,
+                     std::size_t optional_tail = 0) {
   csv_table table{std::string(origin), {}, 0, {}};
   std::size_t line_no = 0;
   std::size_t pos = 0;
@@ -62,10 +65,17 @@ csv_table read_table(std::string_view text, std::string_view origin,
     }
     auto fields = split(line);
     if (table.header.empty()) {
-      if (fields != expected_header) {
+      const std::size_t required = expected_header.size() - optional_tail;
+      const bool matches =
+          fields == expected_header ||
+          (optional_tail > 0 && fields.size() == required &&
+           std::equal(fields.begin(), fields.end(), expected_header.begin()));
+      if (!matches) {
         std::string want;
         for (auto h : expected_header) want += (want.empty() ? "" : ",") + std::string(h);
-        throw input_error(fmt::format("{}:{}: expected the header \"{}\", got \"{}\"", origin,
+        if (optional_tail > 0) want += fmt::format("\" (the last {} optional)", optional_tail);
+        else want += "\"";
+        throw input_error(fmt::format("{}:{}: expected the header \"{}, got \"{}\"", origin,
                                       line_no, want, line));
       }
       table.header = std::move(fields);
@@ -220,7 +230,9 @@ std::vector<measured_pair> parse_measurements(std::string_view text, std::string
   const auto t = read_table(text, origin,
                             {"scenario", "gpu", "production_model", "opportunistic_model",
                              "policy", "memory_policy", "budget_gib", "production_idle",
-                             "settings", "production", "opportunistic", "runs", "source"});
+                             "settings", "production", "opportunistic", "runs", "source",
+                             "production_alone_it_per_s", "opportunistic_alone_it_per_s"},
+                            2);
   std::vector<measured_pair> out;
   auto optional_number = [&](const csv_row& r, std::size_t col) -> std::optional<double> {
     if (r.fields[col].empty()) return std::nullopt;
@@ -258,6 +270,17 @@ std::vector<measured_pair> parse_measurements(std::string_view text, std::string
     }
     p.runs = r.fields[11].empty() ? 0 : integer(t, r, 11, 0, 1000000);
     p.source = std::string(r.fields[12]);
+    if (r.fields.size() > 14) {
+      auto alone_rate = [&](std::size_t col) -> std::optional<double> {
+        if (r.fields[col].empty()) return std::nullopt;
+        return number(t, r, col, 0, 1e6, true, "iterations per second above 0, or nothing");
+      };
+      p.production_alone_rate = alone_rate(13);
+      p.opportunistic_alone_rate = alone_rate(14);
+      if (p.opportunistic_alone_rate && p.opportunistic_model.empty()) {
+        bad_field(t, r, 14, "nothing: the row names no opportunistic model");
+      }
+    }
     p.origin = fmt::format("{}:{}", origin, r.line);
     out.push_back(std::move(p));
   }

@@ -160,6 +160,8 @@ pair_request request_of(const measured_pair& m) {
   r.memory_budget = m.memory_budget;
   r.production_idle = m.production_idle;
   r.settings = m.settings;
+  r.production_alone_rate = m.production_alone_rate;
+  r.opportunistic_alone_rate = m.opportunistic_alone_rate;
   r.target = m;
   return r;
 }
@@ -211,9 +213,16 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
     for (const auto& g : c.gpus) names.push_back(g.name);
     throw input_error(fmt::format("unknown gpu \"{}\" (known: {})", r.gpu, join(names)));
   }
-  const model_profile& prod = model_or_throw(c, r.production_model, r.gpu);
-  const model_profile* opp =
-      r.opportunistic_model.empty() ? nullptr : &model_or_throw(c, r.opportunistic_model, r.gpu);
+  // Each job at the host speed of the call that measured the cell, where it is recorded.
+  const auto at_host = [](const model_profile& m, const std::optional<double>& rate) {
+    return rate ? m.at_alone_rate(*rate) : m;
+  };
+  const model_profile prod = at_host(model_or_throw(c, r.production_model, r.gpu), r.production_alone_rate);
+  std::optional<model_profile> opp_profile;
+  if (!r.opportunistic_model.empty()) {
+    opp_profile = at_host(model_or_throw(c, r.opportunistic_model, r.gpu), r.opportunistic_alone_rate);
+  }
+  const model_profile* opp = opp_profile ? &*opp_profile : nullptr;
   // The policy's settings as the command line gave them, then the cell's own, as tgs-node
   // builds its controller: validation errors are bad input.
   const rate_policy_traits traits = policy_traits(r.policy);

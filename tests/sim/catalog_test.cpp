@@ -137,6 +137,37 @@ TEST(Catalog, MeasuredPairsKeepTheirSettingsAndMissingSides) {
               HasSubstr("q.csv:2: settings: expected space-separated policy.setting=value items"));
 }
 
+TEST(Catalog, MeasuredPairsMayCarryTheCallsAloneRates) {
+  // The two last columns are optional: a table written before them still loads.
+  const std::string header = std::string(pairs_header.substr(0, pairs_header.size() - 1)) +
+                             ",production_alone_it_per_s,opportunistic_alone_it_per_s\n";
+  const auto pairs = parse_measurements(header +
+                                            "s,g,a,b,co-execution,,,0,,0.5,0.8,1,x,15.1,36.25\n"
+                                            "s,g,a,b,co-execution,,,0,,0.5,0.8,1,x,,\n"
+                                            "s,g,a,,tgs,hard-limit,,0,,1.0,,1,x,30,\n",
+                                        "p.csv");
+  ASSERT_EQ(pairs.size(), 3U);
+  EXPECT_EQ(pairs[0].production_alone_rate, 15.1);
+  EXPECT_EQ(pairs[0].opportunistic_alone_rate, 36.25);
+  EXPECT_FALSE(pairs[1].production_alone_rate.has_value());
+  EXPECT_FALSE(pairs[1].opportunistic_alone_rate.has_value());
+  EXPECT_EQ(pairs[2].production_alone_rate, 30.0);
+  EXPECT_FALSE(parse_measurements(std::string(pairs_header) + "s,g,a,b,tgs,,,0,,1,0,1,x\n", "old.csv")[0]
+                   .production_alone_rate.has_value());
+  EXPECT_THAT(error_of([&] { (void)parse_measurements(header + "s,g,a,b,tgs,,,0,,1,0,1,x,0,3\n", "q.csv"); }),
+              HasSubstr("q.csv:2: production_alone_it_per_s: expected iterations per second above 0"));
+  EXPECT_THAT(error_of([&] { (void)parse_measurements(header + "s,g,a,,tgs,,,0,,1,,1,x,3,3\n", "q.csv"); }),
+              HasSubstr("q.csv:2: opportunistic_alone_it_per_s: expected nothing: the row names no "
+                        "opportunistic model"));
+  // One optional column without the other is not a header this table has.
+  EXPECT_THAT(error_of([&] {
+                (void)parse_measurements(std::string(pairs_header.substr(0, pairs_header.size() - 1)) +
+                                             ",production_alone_it_per_s\n",
+                                         "r.csv");
+              }),
+              HasSubstr("r.csv:1: expected the header"));
+}
+
 TEST(Catalog, InputsHashFollowsEveryTable) {
   catalog_inputs a{"g", "m", "p"};
   catalog_inputs b = a;

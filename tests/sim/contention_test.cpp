@@ -34,6 +34,30 @@ gpu_contention gpu(double switch_loss = 0.0) {
   return g;
 }
 
+TEST(ModelProfile, AFasterHostLeavesTheGpuBusierWithTheSameKernels) {
+  // 10 ms alone with the GPU busy 40%: 4 ms of kernels. At 125 it/s (8 ms) the same kernels keep
+  // it busy half the time; at 50 it/s (20 ms), a fifth.
+  const model_profile p = job(0.4, 10);
+  const model_profile fast = p.at_alone_rate(125);
+  EXPECT_NEAR(to_seconds(fast.iteration_time), 0.008, 1e-12);
+  EXPECT_NEAR(fast.busy_fraction, 0.5, 1e-12);
+  EXPECT_NEAR(fast.kernel_seconds(), p.kernel_seconds(), 1e-15);
+  const model_profile slow = p.at_alone_rate(50);
+  EXPECT_NEAR(slow.busy_fraction, 0.2, 1e-12);
+  // Idle time grows by the host's 10 ms, spread over the same gaps.
+  EXPECT_NEAR(slow.gap_seconds() - p.gap_seconds(), 0.010 / 50, 1e-12);
+  // No host makes the iteration shorter than its kernels: the GPU is then busy all the time.
+  const model_profile bound = p.at_alone_rate(1000);
+  EXPECT_NEAR(to_seconds(bound.iteration_time), 0.004, 1e-12);
+  EXPECT_DOUBLE_EQ(bound.busy_fraction, 1.0);
+  // A rate that is no rate leaves the profile as it was.
+  for (const double bad : {0.0, -3.0, std::nan(""), HUGE_VAL}) {
+    const model_profile same = p.at_alone_rate(bad);
+    EXPECT_EQ(same.iteration_time, p.iteration_time);
+    EXPECT_EQ(same.busy_fraction, p.busy_fraction);
+  }
+}
+
 TEST(PairModel, AJobAloneRunsAtFullSpeed) {
   const model_profile p = job(0.7);
   const pair_side alone{.profile = &p, .running = true};

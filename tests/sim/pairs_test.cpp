@@ -83,6 +83,39 @@ TEST(PairSimulator, PredictsTheH100PairsOfRateControl) {
   EXPECT_EQ(checked, 4U);
 }
 
+TEST(PairSimulator, ACellRunsItsJobsAtTheHostSpeedOfItsCall) {
+  // The low pair's co-execution as the idle-harvest call measured it: both jobs ran about 1.5x
+  // their profiles' rates alone, so the same kernels kept the GPU busier and the jobs collided
+  // more. The request carries those rates; the same pair at the profiles' speed collides less.
+  const auto& m = default_model();
+  pair_request r{"low", "h100-80gb", "mobilenet", "shufflenet", "co-execution"};
+  const pair_result at_profile = run_pair_request(m.data, r, steady_state_options());
+  const model_profile& prod = *m.data.find_model("mobilenet", "h100-80gb");
+  const model_profile& opp = *m.data.find_model("shufflenet", "h100-80gb");
+  r.production_alone_rate = 1.5 / to_seconds(prod.iteration_time);
+  r.opportunistic_alone_rate = 1.5 / to_seconds(opp.iteration_time);
+  const pair_result faster_host = run_pair_request(m.data, r, steady_state_options());
+  EXPECT_LT(faster_host.outcome.production, at_profile.outcome.production - 0.02);
+  EXPECT_LT(faster_host.outcome.opportunistic, at_profile.outcome.opportunistic - 0.02);
+  // It is exactly the pair of the two profiles at those rates.
+  catalog c = m.data;
+  for (auto& p : c.models) {
+    if (p.gpu != "h100-80gb") continue;
+    if (p.model == "mobilenet") p = p.at_alone_rate(*r.production_alone_rate);
+    if (p.model == "shufflenet") p = p.at_alone_rate(*r.opportunistic_alone_rate);
+  }
+  const pair_result rebuilt =
+      run_pair_request(c, {"low", "h100-80gb", "mobilenet", "shufflenet", "co-execution"}, steady_state_options());
+  EXPECT_DOUBLE_EQ(rebuilt.outcome.production, faster_host.outcome.production);
+  EXPECT_DOUBLE_EQ(rebuilt.outcome.opportunistic, faster_host.outcome.opportunistic);
+  // A measured cell hands its call's rates to its request.
+  for (const auto& cell : m.data.measurements) {
+    if (cell.production_alone_rate) {
+      EXPECT_EQ(request_of(cell).production_alone_rate, cell.production_alone_rate) << cell.origin;
+    }
+  }
+}
+
 TEST(PairSimulator, HostJitterStarvesTheReleasedControllerAndDoesNotMoveIdleHarvest) {
   // The low pair on an H100: both jobs are host-bound and their launch rates move 7-10% from
   // window to window (their measured profiles). The released controller reads that as slowdowns

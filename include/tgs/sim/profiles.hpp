@@ -4,7 +4,9 @@
 /// the mechanism parameters of a GPU type that the GPU-pair model reads.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -154,6 +156,21 @@ struct model_profile {
     return kernels_per_iteration > 0
                ? busy_fraction * to_seconds(iteration_time) / kernels_per_iteration
                : 0.0;
+  }
+  /// The same job on a host that runs it alone at `alone_it_per_s` iterations per second (the
+  /// alone runs of the call that measured a pair): its kernels take the GPU time they take in
+  /// this profile, and the host side stretches or shrinks to make up the iteration — a faster
+  /// host leaves the GPU busier. The iteration never gets shorter than its GPU time (busy
+  /// fraction 1). A rate that is not positive and finite leaves the profile as it is.
+  [[nodiscard]] model_profile at_alone_rate(double alone_it_per_s) const {
+    model_profile p = *this;
+    if (!(alone_it_per_s > 0) || !std::isfinite(alone_it_per_s)) return p;
+    const double gpu_seconds = busy_fraction * to_seconds(iteration_time);
+    const double seconds = std::max(1.0 / alone_it_per_s, gpu_seconds);
+    if (seconds <= 0) return p;
+    p.iteration_time = from_seconds(seconds);
+    p.busy_fraction = gpu_seconds / seconds;
+    return p;
   }
   /// Mean length of one of its idle gaps, alone.
   [[nodiscard]] double gap_seconds() const noexcept {

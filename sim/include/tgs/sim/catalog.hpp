@@ -45,6 +45,11 @@ struct measured_pair {
   /// Throughputs relative to alone; empty where that job's rate was not measured.
   std::optional<double> production{};
   std::optional<double> opportunistic{};
+  /// Each job's alone rate (iterations per second) in the call that measured the cell, where
+  /// recorded: that day's host speed, which the prediction runs the job at
+  /// (`model_profile::at_alone_rate`). Empty: the profile's.
+  std::optional<double> production_alone_rate{};
+  std::optional<double> opportunistic_alone_rate{};
   int runs = 0;        ///< runs behind the medians (0: not stated)
   std::string source;  ///< where the measurement is recorded
   std::string origin;  ///< "file:line", for messages

@@ -32,6 +32,10 @@ struct pair_request {
   std::optional<bytes> memory_budget{};
   bool production_idle = false;
   std::vector<std::pair<std::string, std::string>> settings{};
+  /// Each job's alone rate (it/s) on the host that ran the cell; empty: its profile's. The job is
+  /// simulated at that host speed (`model_profile::at_alone_rate`).
+  std::optional<double> production_alone_rate{};
+  std::optional<double> opportunistic_alone_rate{};
   /// The measured cell this request reproduces, if any.
   std::optional<measured_pair> target{};
 };
