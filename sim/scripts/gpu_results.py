@@ -31,7 +31,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest")
+TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest", "pair-predictions")
 
 # The GPU types of sim/data/gpus.csv, by the name nvidia-smi gives the card.
 DEVICES = {"NVIDIA H100 80GB HBM3": "h100-80gb", "NVIDIA H200": "h200-141gb"}
