@@ -273,6 +273,64 @@ def repeats(rows):
              [r["opportunistic"] for r in g if r["opportunistic"] is not None]) for k, g in groups.items() if len(g) > 1]
 
 
+def predicted_table(path):
+    """[(gpu, (production, opportunistic))] of a `tgs-sim predict --markdown` table, in its order."""
+    def number(text):
+        text = text.replace("**off**", "").strip()
+        return None if text in ("", "–", "-") else float(text)
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ResultsError(f"{path}: {e.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cols) < 6 or cols[0] in ("gpu", "") or cols[0].startswith("-"):
+            continue
+        try:
+            p, o = cols[5].split("/")
+            out.append((cols[0], (number(p), number(o))))
+        except ValueError:
+            raise ResultsError(f"{path}:{n}: expected a 'production / opportunistic' prediction, "
+                               f"got {cols[5]!r}") from None
+    return out
+
+
+def repeats_followed(rows, predicted_path):
+    """How far predictions follow the spread of repeated settings: (throughputs, Pearson, Spearman) of
+    each repeated cell's deviation from its setting's mean, predicted against measured."""
+    predicted = predicted_table(predicted_path)
+    gpus = {g for g, _ in predicted}
+    mine = [r for r in rows if r["gpu"] in gpus]
+    if len(mine) != len(predicted):
+        raise ResultsError(f"{predicted_path}: {len(predicted)} predictions for {len(mine)} measured cells of "
+                           f"{', '.join(sorted(gpus))}: not this tree's table")
+    groups = {}
+    for r, (_, pred) in zip(mine, predicted):
+        groups.setdefault(tuple(str(r[k]) for k in PAIRS_HEADER[1:9]), []).append((r, pred))
+    measured_dev, predicted_dev = [], []
+    for cells in groups.values():
+        for side, key in ((0, "production"), (1, "opportunistic")):
+            pairs = [(r[key], p[side]) for r, p in cells if r[key] is not None and p[side] is not None]
+            if len(pairs) < 2:
+                continue
+            mm, pm = statistics.mean(m for m, _ in pairs), statistics.mean(p for _, p in pairs)
+            measured_dev += [m - mm for m, _ in pairs]
+            predicted_dev += [p - pm for _, p in pairs]
+    if len(measured_dev) < 3:
+        raise ResultsError(f"{predicted_path}: fewer than 3 repeated throughputs")
+
+    def ranks(xs):
+        order = sorted(range(len(xs)), key=lambda i: xs[i])
+        out = [0.0] * len(xs)
+        for rank, i in enumerate(order):
+            out[i] = float(rank)
+        return out
+    return (len(measured_dev), statistics.correlation(measured_dev, predicted_dev),
+            statistics.correlation(ranks(measured_dev), ranks(predicted_dev)))
+
+
 def alone_rates(results_dir):
     """{(model, gpu): [it/s of each cell's alone runs]} from every cell that records them."""
     rates = {}
@@ -581,7 +639,10 @@ def main(argv):
     p = sub.add_parser("pairs", help="measured_pairs.csv on stdout; the cells left out on stderr")
     p.add_argument("--skipped", help="write the cells left out, with why, to this file (Markdown table)")
     sub.add_parser("alone", help="each model's alone rate per GPU type")
-    sub.add_parser("repeats", help="cells measured more than once with the same setting, and their spread")
+    rp = sub.add_parser("repeats", help="cells measured more than once with the same setting, and their spread")
+    rp.add_argument("--predicted", metavar="TABLE",
+                    help="also: how far the predictions follow the repeats, from the Markdown table of "
+                         "`tgs-sim predict --gpu G --markdown` (its cells in measured_pairs.csv's order)")
     j = sub.add_parser("jitter", help="each model's window-to-window spread alone, from the raw runs at a commit")
     j.add_argument("--commit", default="5dbc452", help="where the raw runs files were kept (5dbc452)")
     mo = sub.add_parser("models", help="the H100 and H200 rows of models.csv: profile rows, else results and rules")
@@ -610,6 +671,10 @@ def main(argv):
             w.writerow(["model", "gpu", "iteration_ms", "alone_it_per_s", "cells"])
             for (model, gpu), v in sorted(alone_rates(args.results).items()):
                 w.writerow([model, gpu, f"{1e3 / statistics.median(v):.2f}", f"{statistics.median(v):.2f}", len(v)])
+        elif args.cmd == "repeats" and args.predicted:
+            n, pearson, spearman = repeats_followed(measured_pairs(args.results)[0], args.predicted)
+            print(f"{n} throughputs of settings measured more than once: their deviations from their setting's "
+                  f"mean, predicted against measured: Pearson {pearson:.2f}, Spearman {spearman:.2f}")
         elif args.cmd == "repeats":
             spreads = []
             for key, p, o in repeats(measured_pairs(args.results)[0]):

@@ -89,6 +89,40 @@ class Cells(unittest.TestCase):
         self.assertIsNone(gpu_results.classify("memory", self.cell(production_model="AlexNet b8"))[0])
 
 
+class Repeats(unittest.TestCase):
+    ROWS = [{"gpu": "h100-80gb", "production_model": "a", "opportunistic_model": "b", "policy": "co-execution",
+             "memory_policy": "", "budget_gib": "", "production_idle": 0, "settings": "", "production": p,
+             "opportunistic": o} for p, o in ((0.9, 0.5), (0.7, 0.63), (0.8, 0.41))] + [
+            {"gpu": "h100-80gb", "production_model": "c", "opportunistic_model": "b", "policy": "mps",
+             "memory_policy": "", "budget_gib": "", "production_idle": 0, "settings": "", "production": 1.0,
+             "opportunistic": 0.2}]
+
+    def table(self, predictions):
+        f = tempfile.NamedTemporaryFile("w", suffix=".md", delete=False)
+        self.addCleanup(os.unlink, f.name)
+        f.write("| gpu | production / opportunistic | policy | settings | measured | predicted | error |\n"
+                "|---|---|---|---|---|---|---|\n")
+        for p, o in predictions:
+            f.write(f"| h100-80gb | x / y | co-execution |  | 0 / 0 | {p} / {o} **off** | 0 / 0 |\n")
+        f.close()
+        return f.name
+
+    def test_predictions_that_follow_the_repeats_correlate(self):
+        # The three repeats move as predicted (up to scale); the cell measured once counts for nothing.
+        n, pearson, spearman = gpu_results.repeats_followed(
+            self.ROWS, self.table([(0.95, 0.55), (0.75, 0.68), (0.85, 0.46), (0.1, 0.1)]))
+        self.assertEqual(n, 6)
+        self.assertAlmostEqual(pearson, 1.0)
+        self.assertAlmostEqual(spearman, 1.0)
+        _, pearson, _ = gpu_results.repeats_followed(
+            self.ROWS, self.table([(0.7, 0.6), (0.9, 0.5), (0.8, 0.7), (1.0, 0.2)]))
+        self.assertLess(pearson, 0)
+
+    def test_a_table_of_another_tree_is_refused(self):
+        with self.assertRaisesRegex(gpu_results.ResultsError, "3 predictions for 4 measured cells"):
+            gpu_results.repeats_followed(self.ROWS, self.table([(1, 1)] * 3))
+
+
 PROFILE = {"job": "resnet50_b256", "device": "NVIDIA H100 80GB HBM3", "driver": "580", "date": "d",
            "command": "python3 bench/gpu/harness.py profile resnet50_b256 --no-build --build /tmp/b --out /x/y "
                       "--max-s 420 --set profile_windows=20",
