@@ -1,0 +1,339 @@
+# SPDX-License-Identifier: Apache-2.0
+"""How time slicing shares a GPU between two processes, measured with synthetic jobs.
+
+A probe job launches spin kernels of a set length (`torch.cuda._sleep`) with a set host time
+between launches (a busy wait), and synchronizes once per iteration of --kernels launches: a
+training job's shape with its busy fraction and kernel length under control. `run` runs each job
+of the grid alone, then each pair of the grid as two processes on the same GPU with no MPS (the
+driver's time slicing), both measuring over the same seconds, and writes each job's rate in the
+pair over its rate alone (docs/results/time-slicing.md). No PyTorch is needed for --plan or
+`summarize`.
+
+  python3 bench/gpu/slice_probe.py run --out $OUT            # the grid (about 3 minutes)
+  python3 bench/gpu/slice_probe.py run --plan                # the runs, nothing started
+  python3 bench/gpu/slice_probe.py summarize A/runs.jsonl B/runs.jsonl  # medians over calls
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+# name: (kernel length us, host time between launches us). Python's own launch cost adds a few us
+# of host time; each job's busy fraction alone is measured, not assumed.
+JOBS = {
+    "busy": (30, 0),
+    "medium": (20, 15),
+    "light": (20, 70),
+    "light-short": (5, 15),
+    "busy-long": (100, 10),
+}
+# (production, opportunistic): a busy job beside light ones of long and short kernels, the same
+# jobs beside their own kind, and the mirror of the first pair.
+PAIRS = [("busy", "light"), ("busy", "light-short"), ("busy", "medium"), ("medium", "light"),
+         ("medium", "medium"), ("light", "light"), ("busy", "busy"), ("busy-long", "light"),
+         ("light", "busy"), ("light", "light-short")]
+KERNELS_PER_ITERATION = 100
+
+
+class ProbeError(Exception):
+    """Bad input or a failed run: the message says which and why."""
+
+
+def spin_until(deadline_ns: int) -> None:
+    while time.perf_counter_ns() < deadline_ns:
+        pass
+
+
+def job_main(args) -> int:
+    """One probe job: calibrate, wait for the common start, measure, print one JSON line."""
+    import torch  # only the job itself needs PyTorch
+
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
+    torch.cuda.init()
+    # Cycles per microsecond of the spin kernel, timed with CUDA events.
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    start.record()
+    torch.cuda._sleep(20_000_000)
+    end.record()
+    torch.cuda.synchronize()
+    cycles_per_us = 20_000_000 / (start.elapsed_time(end) * 1e3)
+    cycles = max(1, int(args.kernel_us * cycles_per_us))
+    # The kernel's length as launched back to back (no host time between launches).
+    start.record()
+    for _ in range(200):
+        torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize()
+    kernel_us = start.elapsed_time(end) * 1e3 / 200
+    host_ns = int(args.host_us * 1e3)
+
+    def iteration():
+        for _ in range(args.kernels):
+            torch.cuda._sleep(cycles)
+            if host_ns:
+                spin_until(time.perf_counter_ns() + host_ns)
+        torch.cuda.synchronize()
+
+    print(json.dumps({"event": "ready"}), flush=True)
+    while time.time() < args.start_at:  # both jobs of a pair warm up, then measure together
+        iteration()
+    t0, n = time.perf_counter(), 0
+    stop = t0 + args.seconds
+    while time.perf_counter() < stop:
+        iteration()
+        n += 1
+    wall = time.perf_counter() - t0
+    it_per_s = n / wall
+    print(json.dumps({"event": "result", "iterations": n, "seconds": wall, "it_per_s": it_per_s,
+                      "kernel_us": kernel_us, "kernels_per_iteration": args.kernels,
+                      "busy_fraction": min(1.0, args.kernels * kernel_us * 1e-6 * it_per_s)}), flush=True)
+    return 0
+
+
+def plan(seconds: float, warmup: float):
+    """[(label, [job names])]: each job alone, then each pair."""
+    runs = [(f"alone/{j}", [j]) for j in JOBS]
+    runs += [(f"pair/{p}+{o}", [p, o]) for p, o in PAIRS]
+    return runs, len(runs) * (seconds + warmup + 4)
+
+
+def run_one(label, names, args, cpus):
+    start_at = time.time() + args.warmup + 4  # 4 s for PyTorch and CUDA to start
+    procs = []
+    for name, cpu in zip(names, cpus):
+        kernel_us, host_us = JOBS[name]
+        cmd = [sys.executable, os.path.abspath(__file__), "job", "--kernel-us", str(kernel_us), "--host-us",
+               str(host_us), "--kernels", str(KERNELS_PER_ITERATION), "--seconds", str(args.seconds),
+               "--start-at", f"{start_at:.3f}", "--cpu", str(cpu)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for name, p in zip(names, procs):
+        try:
+            out, err = p.communicate(timeout=args.seconds + args.warmup + 60)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise ProbeError(f"{label}: {name} did not finish") from None
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        res = [r for r in lines if r.get("event") == "result"]
+        if p.returncode != 0 or not res:
+            raise ProbeError(f"{label}: {name} exited {p.returncode}: {err.strip()[-400:]}")
+        results.append({"job": name, **{k: v for k, v in res[0].items() if k != "event"}})
+    return {"run": label, "jobs": results}
+
+
+def summarize(records):
+    """The summary of `run`'s records: each job alone, and each pair's rates over alone."""
+    alone = {}
+    for r in records:
+        if r["run"].startswith("alone/"):
+            j = r["jobs"][0]
+            alone[j["job"]] = j
+    pairs = []
+    for r in records:
+        if not r["run"].startswith("pair/"):
+            continue
+        if len(r["jobs"]) != 2:
+            raise ProbeError(f"{r['run']}: expected two jobs, got {len(r['jobs'])}")
+        p, o = r["jobs"]
+        for j in (p, o):
+            if j["job"] not in alone:
+                raise ProbeError(f"{r['run']}: no alone run of {j['job']}")
+        pairs.append({"production": p["job"], "opportunistic": o["job"],
+                      "production_ratio": round(p["it_per_s"] / alone[p["job"]]["it_per_s"], 4),
+                      "opportunistic_ratio": round(o["it_per_s"] / alone[o["job"]]["it_per_s"], 4)})
+    jobs = {name: {"kernel_us": round(j["kernel_us"], 2), "host_us_set": JOBS.get(name, (None, None))[1],
+                   "it_per_s": round(j["it_per_s"], 2), "busy_fraction": round(j["busy_fraction"], 4),
+                   "kernel_launches_per_s": round(j["it_per_s"] * j["kernels_per_iteration"])}
+            for name, j in alone.items()}
+    return {"jobs": jobs, "pairs": pairs}
+
+
+def launch_costs(summary):
+    """What one launch of a light job costs beside a GPU-bound one (busy fraction >= 0.99 alone): the
+    light job's wait per launch, (1/x - 1) / its launches per second alone, and the GPU time neither
+    job used, per launch of the light job in the pair. {pair label: (wait_us, dead_us)}."""
+    out = {}
+    for p in summary["pairs"]:
+        for busy, light, xb, xl in ((p["production"], p["opportunistic"], p["production_ratio"], p["opportunistic_ratio"]),
+                                    (p["opportunistic"], p["production"], p["opportunistic_ratio"], p["production_ratio"])):
+            jb, jl = summary["jobs"][busy], summary["jobs"][light]
+            if jb["busy_fraction"] < 0.99 or jl["busy_fraction"] > 0.5 or xl <= 0:
+                continue
+            launches = jl["kernel_launches_per_s"]
+            wait = (1 / xl - 1) / launches
+            dead = (1 - xb * jb["busy_fraction"] - xl * jl["busy_fraction"]) / (launches * xl)
+            out[f"{p['production']} + {p['opportunistic']}"] = (round(wait * 1e6, 1), round(dead * 1e6, 1))
+    return out
+
+
+def pool(summaries):
+    """Several calls' summaries as one: per job and pair, the median over calls with min and max."""
+    if not summaries:
+        raise ProbeError("nothing to pool")
+    jobs = {}
+    for name in summaries[0]["jobs"]:
+        have = [s["jobs"][name] for s in summaries if name in s["jobs"]]
+        jobs[name] = {k: round(statistics.median(h[k] for h in have), 4) for k in have[0] if k != "host_us_set"}
+        jobs[name]["host_us_set"] = have[0]["host_us_set"]
+    pairs = []
+    for p in summaries[0]["pairs"]:
+        same = [q for s in summaries for q in s["pairs"]
+                if (q["production"], q["opportunistic"]) == (p["production"], p["opportunistic"])]
+        row = {"production": p["production"], "opportunistic": p["opportunistic"], "runs": len(same)}
+        for side in ("production_ratio", "opportunistic_ratio"):
+            vals = [q[side] for q in same]
+            row[side] = round(statistics.median(vals), 4)
+            row[side.replace("ratio", "range")] = [min(vals), max(vals)]
+        pairs.append(row)
+    return {"jobs": jobs, "pairs": pairs}
+
+
+def table(summary):
+    lines = ["pair (production + opportunistic)   busy alone     rate over alone"]
+    for p in summary["pairs"]:
+        bp, bo = summary["jobs"][p["production"]]["busy_fraction"], summary["jobs"][p["opportunistic"]]["busy_fraction"]
+        spread = ""
+        if "production_range" in p:
+            spread = (f"   ({p['production_range'][0]:.2f}-{p['production_range'][1]:.2f} / "
+                      f"{p['opportunistic_range'][0]:.2f}-{p['opportunistic_range'][1]:.2f}, {p['runs']} calls)")
+        lines.append(f"{p['production'] + ' + ' + p['opportunistic']:<35} {bp:.2f} / {bo:.2f}    "
+                     f"{p['production_ratio']:.2f} / {p['opportunistic_ratio']:.2f}{spread}")
+    costs = launch_costs(summary)
+    if costs:
+        lines.append("")
+        lines.append("a light job beside a GPU-bound one, per launch of the light job: its wait, and GPU time unused")
+        for label, (wait, dead) in costs.items():
+            lines.append(f"{label:<35} wait {wait:.1f} us, unused {dead:.1f} us")
+    return "\n".join(lines)
+
+
+def run_main(args) -> int:
+    runs, estimate = plan(args.seconds, args.warmup)
+    if args.plan:
+        for label, names in runs:
+            print(f"{label:<28} {' + '.join(names)}")
+        print(f"{len(runs)} runs, about {estimate:.0f} s")
+        return 0
+    if not args.out:
+        raise ProbeError("run: --out DIR is required (or --plan)")
+    os.makedirs(args.out, exist_ok=True)
+    cpus = sorted(os.sched_getaffinity(0))
+    # Two cores apart, as the harness pins its two jobs to different halves.
+    pinned = [cpus[len(cpus) // 4], cpus[(3 * len(cpus)) // 4]] if len(cpus) >= 4 else [None, None]
+    records = []
+    t0 = time.time()
+    with open(os.path.join(args.out, "runs.jsonl"), "w", encoding="utf-8") as f:
+        for label, names in runs:
+            if time.time() - t0 + args.seconds + args.warmup + 4 > args.max_s:
+                print(f"skip {label}: past --max-s", file=sys.stderr)
+                continue
+            rec = run_one(label, names, args, pinned)
+            records.append(rec)
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            print(label, " ".join(f"{j['job']} {j['it_per_s']:.1f} it/s busy {j['busy_fraction']:.2f}"
+                                   for j in rec["jobs"]), flush=True)
+    summary = summarize(records)
+    summary.update(device=gpu_name(), seconds=args.seconds, kernels_per_iteration=KERNELS_PER_ITERATION)
+    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+    print(table(summary))
+    return 0
+
+
+def gpu_name():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        return out[0] if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def read_runs(path):
+    records = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise ProbeError(f"{path}:{n}: not JSON: {e.msg}") from None
+                    if not isinstance(rec, dict) or not isinstance(rec.get("run"), str) \
+                            or not isinstance(rec.get("jobs"), list):
+                        raise ProbeError(f"{path}:{n}: expected a run record with 'run' and 'jobs'")
+                    records.append(rec)
+    except OSError as e:
+        raise ProbeError(f"{path}: {e.strerror}") from None
+    return records
+
+
+def summarize_main(args) -> int:
+    summaries = [summarize(read_runs(path)) for path in args.runs]
+    summary = summaries[0] if len(summaries) == 1 else pool(summaries)
+    if args.json:
+        summary["launch_costs_us"] = {k: {"wait": w, "unused": d} for k, (w, d) in launch_costs(summary).items()}
+    print(json.dumps(summary, indent=1) if args.json else table(summary))
+    return 0
+
+
+def model_rows(summary, gpu):
+    """models.csv rows (tgs-sim --models) of the probe jobs as measured alone: one 1-block kernel per
+    launch, an idle gap after each launch of a job with host time, no jitter, a few MiB."""
+    rows = []
+    for name, j in summary["jobs"].items():
+        host_us = JOBS.get(name, (0, 0))[1]
+        launches = summary.get("kernels_per_iteration", KERNELS_PER_ITERATION)
+        rows.append(",".join(str(x) for x in (
+            f"probe-{name}", gpu, 1, f"{1e3 / j['it_per_s']:.4f}", f"{min(1.0, j['busy_fraction']):.4f}", launches,
+            launches, launches if host_us > 0 else 1, 0, 1, 0.01, 0.01, "mmmmmmemm",
+            "bench/gpu/slice_probe.py (a synthetic job alone)")))
+    return rows
+
+
+def main(argv) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    j = sub.add_parser("job", help="one probe job (run starts these)")
+    j.add_argument("--kernel-us", type=float, required=True, help="length of each spin kernel")
+    j.add_argument("--host-us", type=float, required=True, help="host busy time after each launch")
+    j.add_argument("--kernels", type=int, default=KERNELS_PER_ITERATION, help="launches per iteration")
+    j.add_argument("--seconds", type=float, default=6.0, help="measured seconds")
+    j.add_argument("--start-at", type=float, default=0.0, help="Unix time at which to start measuring")
+    j.add_argument("--cpu", type=int, help="pin the job to this CPU")
+    r = sub.add_parser("run", help="the grid: each job alone, then each pair")
+    r.add_argument("--out", help="folder for runs.jsonl and summary.json")
+    r.add_argument("--seconds", type=float, default=6.0, help="measured seconds per run (6)")
+    r.add_argument("--warmup", type=float, default=2.0, help="seconds before measuring (2)")
+    r.add_argument("--max-s", type=float, default=540.0, help="start no run that would end later (540)")
+    r.add_argument("--plan", action="store_true", help="list the runs and their time; run nothing")
+    s = sub.add_parser("summarize", help="the summary of runs.jsonl files (several: medians over the calls)")
+    s.add_argument("runs", nargs="+", help="runs.jsonl of `run`, one per call")
+    s.add_argument("--json", action="store_true", help="JSON instead of a table")
+    m = sub.add_parser("models", help="models.csv rows of the probe jobs, to simulate the same pairs (tgs-sim --models)")
+    m.add_argument("runs", nargs="+", help="runs.jsonl of `run`, one per call (medians over calls)")
+    m.add_argument("--gpu", default="h100-80gb", help="the GPU type the rows describe (h100-80gb)")
+    args = ap.parse_args(argv)
+    if args.cmd == "job" and (args.kernel_us <= 0 or args.host_us < 0 or args.kernels < 1 or args.seconds <= 0):
+        ap.error("job: --kernel-us and --seconds must be above 0, --host-us at least 0, --kernels at least 1")
+    try:
+        if args.cmd == "models":
+            summaries = [summarize(read_runs(path)) for path in args.runs]
+            print("\n".join(model_rows(summaries[0] if len(summaries) == 1 else pool(summaries), args.gpu)))
+            return 0
+        return {"job": job_main, "run": run_main, "summarize": summarize_main}[args.cmd](args)
+    except ProbeError as e:
+        print(f"slice_probe: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
