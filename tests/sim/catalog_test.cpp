@@ -5,6 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "sim_test_support.hpp"
 
 namespace tgs::sim {
@@ -166,6 +170,35 @@ TEST(Catalog, MeasuredPairsMayCarryTheCallsAloneRates) {
                                          "r.csv");
               }),
               HasSubstr("r.csv:1: expected the header"));
+}
+
+TEST(Catalog, FuzzSeedsParseOrFailWithAnInputError) {
+  // sim/fuzz/corpus: the libFuzzer target's seeds (its first byte picks the table), so a g++-only
+  // CI still runs each through its reader: a table, or an input_error naming the input.
+  const std::filesystem::path root = std::filesystem::path{TGS_SOURCE_DIR} / "sim" / "fuzz" / "corpus";
+  std::size_t files = 0;
+  std::size_t parsed = 0;
+  for (const char* folder : {"gpus", "models", "pairs"}) {
+    ASSERT_TRUE(std::filesystem::is_directory(root / folder)) << folder;
+    for (const auto& entry : std::filesystem::directory_iterator{root / folder}) {
+      std::ifstream in{entry.path(), std::ios::binary};
+      std::stringstream buffer;
+      buffer << in.rdbuf();
+      const std::string text = buffer.str().substr(1);
+      ++files;
+      try {
+        const std::string_view f = folder;
+        if (f == "gpus") (void)parse_gpus(text, "seed.csv");
+        if (f == "models") (void)parse_models(text, "seed.csv");
+        if (f == "pairs") (void)parse_measurements(text, "seed.csv");
+        ++parsed;
+      } catch (const input_error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("seed.csv")) << entry.path();
+      }
+    }
+  }
+  EXPECT_GE(files, 6U);
+  EXPECT_GE(parsed, 3U) << "each table's seed should parse";
 }
 
 TEST(Catalog, InputsHashFollowsEveryTable) {
