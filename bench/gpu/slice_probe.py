@@ -9,7 +9,8 @@ driver's time slicing), both measuring over the same seconds, and writes each jo
 pair over its rate alone (docs/results/time-slicing.md). No PyTorch is needed for --plan or
 `summarize`.
 
-  python3 bench/gpu/slice_probe.py run --out $OUT            # the grid (about 3 minutes)
+  python3 bench/gpu/slice_probe.py run --out $OUT            # the basic grid (about 3 minutes)
+  python3 bench/gpu/slice_probe.py run --grid queue --out $OUT  # light jobs beside shallow queues
   python3 bench/gpu/slice_probe.py run --plan                # the runs, nothing started
   python3 bench/gpu/slice_probe.py summarize A/runs.jsonl B/runs.jsonl  # medians over calls
 """
@@ -21,20 +22,34 @@ import subprocess
 import sys
 import time
 
-# name: (kernel length us, host time between launches us). Python's own launch cost adds a few us
-# of host time; each job's busy fraction alone is measured, not assumed.
+# name: (kernel length us, host time us after every `burst` launches, burst). Python's own launch
+# cost adds about 5 us of host time per launch; each job's busy fraction alone is measured, not
+# assumed.
 JOBS = {
-    "busy": (30, 0),
-    "medium": (20, 15),
-    "light": (20, 70),
-    "light-short": (5, 15),
-    "busy-long": (100, 10),
+    "busy": (30, 0, 1),
+    "medium": (20, 15, 1),
+    "light": (20, 70, 1),
+    "light-short": (5, 15, 1),
+    "busy-long": (100, 10, 1),
+    # The queue grid: co-runners whose queue drains after each kernel, at rising busy fractions, and
+    # a light job whose launches come in bursts of ten.
+    "q50": (20, 38, 1),
+    "q70": (20, 26, 1),
+    "q85": (20, 20, 1),
+    "light-burst": (20, 700, 10),
 }
-# (production, opportunistic): a busy job beside light ones of long and short kernels, the same
-# jobs beside their own kind, and the mirror of the first pair.
-PAIRS = [("busy", "light"), ("busy", "light-short"), ("busy", "medium"), ("medium", "light"),
-         ("medium", "medium"), ("light", "light"), ("busy", "busy"), ("busy-long", "light"),
-         ("light", "busy"), ("light", "light-short")]
+# (production, opportunistic). basic: a busy job beside light ones of long and short kernels, the
+# same jobs beside their own kind, and the mirror of the first pair. queue: a light job beside
+# co-runners that keep shallow queues at rising busy fractions, and launches in bursts.
+GRIDS = {
+    "basic": [("busy", "light"), ("busy", "light-short"), ("busy", "medium"), ("medium", "light"),
+              ("medium", "medium"), ("light", "light"), ("busy", "busy"), ("busy-long", "light"),
+              ("light", "busy"), ("light", "light-short")],
+    "queue": [("q50", "light"), ("q70", "light"), ("q85", "light"), ("medium", "light"), ("busy", "light"),
+              ("q50", "light-short"), ("q70", "light-short"), ("medium", "light-short"),
+              ("busy", "light-burst"), ("q70", "light-burst"), ("q50", "q50"), ("q70", "q70")],
+}
+PAIRS = GRIDS["basic"]
 KERNELS_PER_ITERATION = 100
 
 
@@ -74,9 +89,9 @@ def job_main(args) -> int:
     host_ns = int(args.host_us * 1e3)
 
     def iteration():
-        for _ in range(args.kernels):
+        for i in range(args.kernels):
             torch.cuda._sleep(cycles)
-            if host_ns:
+            if host_ns and (i + 1) % args.burst == 0:
                 spin_until(time.perf_counter_ns() + host_ns)
         torch.cuda.synchronize()
 
@@ -96,10 +111,12 @@ def job_main(args) -> int:
     return 0
 
 
-def plan(seconds: float, warmup: float):
-    """[(label, [job names])]: each job alone, then each pair."""
-    runs = [(f"alone/{j}", [j]) for j in JOBS]
-    runs += [(f"pair/{p}+{o}", [p, o]) for p, o in PAIRS]
+def plan(seconds: float, warmup: float, grid: str = "basic"):
+    """[(label, [job names])]: each job of the grid alone, then each pair."""
+    pairs = GRIDS[grid]
+    names = list(dict.fromkeys(n for pair in pairs for n in pair))
+    runs = [(f"alone/{j}", [j]) for j in names]
+    runs += [(f"pair/{p}+{o}", [p, o]) for p, o in pairs]
     return runs, len(runs) * (seconds + warmup + 4)
 
 
@@ -107,9 +124,9 @@ def run_one(label, names, args, cpus):
     start_at = time.time() + args.warmup + 4  # 4 s for PyTorch and CUDA to start
     procs = []
     for name, cpu in zip(names, cpus):
-        kernel_us, host_us = JOBS[name]
+        kernel_us, host_us, burst = JOBS[name]
         cmd = [sys.executable, os.path.abspath(__file__), "job", "--kernel-us", str(kernel_us), "--host-us",
-               str(host_us), "--kernels", str(KERNELS_PER_ITERATION), "--seconds", str(args.seconds),
+               str(host_us), "--burst", str(burst), "--kernels", str(KERNELS_PER_ITERATION), "--seconds", str(args.seconds),
                "--start-at", f"{start_at:.3f}", "--cpu", str(cpu)]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
@@ -148,7 +165,8 @@ def summarize(records):
         pairs.append({"production": p["job"], "opportunistic": o["job"],
                       "production_ratio": round(p["it_per_s"] / alone[p["job"]]["it_per_s"], 4),
                       "opportunistic_ratio": round(o["it_per_s"] / alone[o["job"]]["it_per_s"], 4)})
-    jobs = {name: {"kernel_us": round(j["kernel_us"], 2), "host_us_set": JOBS.get(name, (None, None))[1],
+    jobs = {name: {"kernel_us": round(j["kernel_us"], 2), "host_us_set": JOBS.get(name, (None, None, 1))[1],
+                   "burst": JOBS.get(name, (None, None, 1))[2],
                    "it_per_s": round(j["it_per_s"], 2), "busy_fraction": round(j["busy_fraction"], 4),
                    "kernel_launches_per_s": round(j["it_per_s"] * j["kernels_per_iteration"])}
             for name, j in alone.items()}
@@ -215,7 +233,7 @@ def table(summary):
 
 
 def run_main(args) -> int:
-    runs, estimate = plan(args.seconds, args.warmup)
+    runs, estimate = plan(args.seconds, args.warmup, args.grid)
     if args.plan:
         for label, names in runs:
             print(f"{label:<28} {' + '.join(names)}")
@@ -290,11 +308,11 @@ def model_rows(summary, gpu):
     launch, an idle gap after each launch of a job with host time, no jitter, a few MiB."""
     rows = []
     for name, j in summary["jobs"].items():
-        host_us = JOBS.get(name, (0, 0))[1]
+        _, host_us, burst = JOBS.get(name, (0, 0, 1))
         launches = summary.get("kernels_per_iteration", KERNELS_PER_ITERATION)
         rows.append(",".join(str(x) for x in (
             f"probe-{name}", gpu, 1, f"{1e3 / j['it_per_s']:.4f}", f"{min(1.0, j['busy_fraction']):.4f}", launches,
-            launches, launches if host_us > 0 else 1, 0, 1, 0.01, 0.01, "mmmmmmemm",
+            launches, launches // burst if host_us > 0 else 1, 0, 1, 0.01, 0.01, "mmmmmmemm",
             "bench/gpu/slice_probe.py (a synthetic job alone)")))
     return rows
 
@@ -306,6 +324,7 @@ def main(argv) -> int:
     j.add_argument("--kernel-us", type=float, required=True, help="length of each spin kernel")
     j.add_argument("--host-us", type=float, required=True, help="host busy time after each launch")
     j.add_argument("--kernels", type=int, default=KERNELS_PER_ITERATION, help="launches per iteration")
+    j.add_argument("--burst", type=int, default=1, help="launches between host waits (1)")
     j.add_argument("--seconds", type=float, default=6.0, help="measured seconds")
     j.add_argument("--start-at", type=float, default=0.0, help="Unix time at which to start measuring")
     j.add_argument("--cpu", type=int, help="pin the job to this CPU")
@@ -315,6 +334,8 @@ def main(argv) -> int:
     r.add_argument("--warmup", type=float, default=2.0, help="seconds before measuring (2)")
     r.add_argument("--max-s", type=float, default=540.0, help="start no run that would end later (540)")
     r.add_argument("--plan", action="store_true", help="list the runs and their time; run nothing")
+    r.add_argument("--grid", choices=sorted(GRIDS), default="basic",
+                   help="basic: busy and light jobs; queue: light jobs beside shallow queues, bursts (basic)")
     s = sub.add_parser("summarize", help="the summary of runs.jsonl files (several: medians over the calls)")
     s.add_argument("runs", nargs="+", help="runs.jsonl of `run`, one per call")
     s.add_argument("--json", action="store_true", help="JSON instead of a table")
@@ -322,8 +343,10 @@ def main(argv) -> int:
     m.add_argument("runs", nargs="+", help="runs.jsonl of `run`, one per call (medians over calls)")
     m.add_argument("--gpu", default="h100-80gb", help="the GPU type the rows describe (h100-80gb)")
     args = ap.parse_args(argv)
-    if args.cmd == "job" and (args.kernel_us <= 0 or args.host_us < 0 or args.kernels < 1 or args.seconds <= 0):
-        ap.error("job: --kernel-us and --seconds must be above 0, --host-us at least 0, --kernels at least 1")
+    if args.cmd == "job" and (args.kernel_us <= 0 or args.host_us < 0 or args.kernels < 1 or args.seconds <= 0
+                            or args.burst < 1):
+        ap.error("job: --kernel-us and --seconds must be above 0, --host-us at least 0, --kernels and --burst at "
+                 "least 1")
     try:
         if args.cmd == "models":
             summaries = [summarize(read_runs(path)) for path in args.runs]

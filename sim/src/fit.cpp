@@ -21,6 +21,7 @@ namespace {
 /// What a fitted number is, and where it lives in a catalog.
 enum class target_kind : std::uint8_t {
   switch_loss,
+  overrun_switch,
   mps_switch_loss,
   mps_capacity,
   thrash_time_slicing,
@@ -35,6 +36,7 @@ enum class target_kind : std::uint8_t {
 constexpr std::string_view name_of(target_kind k) noexcept {
   switch (k) {
     case target_kind::switch_loss: return "switch_loss";
+    case target_kind::overrun_switch: return "overrun_switch_s";
     case target_kind::mps_switch_loss: return "mps_switch_loss";
     case target_kind::mps_capacity: return "mps_capacity";
     case target_kind::thrash_time_slicing: return "thrash_time_slicing";
@@ -59,6 +61,7 @@ std::optional<target_kind> kind_named(std::string_view name) noexcept {
 double& gpu_field(gpu_profile& g, target_kind k) {
   switch (k) {
     case target_kind::switch_loss: return g.contention.switch_loss;
+    case target_kind::overrun_switch: return g.contention.overrun_switch_s;
     case target_kind::mps_switch_loss: return g.contention.mps_switch_loss;
     case target_kind::mps_capacity: return g.contention.mps_capacity;
     case target_kind::thrash_time_slicing: return g.contention.thrash[0];
@@ -197,6 +200,17 @@ fit_result fit_catalog(const catalog& c, const fit_options& options) {
     };
     add(g.name, "", target_kind::switch_loss, 0.0, 3.0, false, [&](const fit_cell& f) {
       return f.mode == compute_mode::time_slicing && both_run(f);
+    });
+    // The gap overrun reads the jobs' kernels and idle gaps: fitted from the cells whose two
+    // profiles measure them (none on a GPU type whose rows are estimates: it stays off there).
+    auto gaps_measured = [&](const std::string& model) {
+      const model_profile* m = work.find_model(model, g.name);
+      return m != nullptr && m->origin_of(profile_field::gaps_per_iteration) == provenance::measured &&
+             m->origin_of(profile_field::kernels_per_iteration) == provenance::measured;
+    };
+    add(g.name, "", target_kind::overrun_switch, 0.0, 100e-6, false, [&](const fit_cell& f) {
+      return f.mode == compute_mode::time_slicing && both_run(f) &&
+             gaps_measured(f.cell->production_model) && gaps_measured(f.cell->opportunistic_model);
     });
     add(g.name, "", target_kind::mps_switch_loss, 0.0, 3.0, false,
         [&](const fit_cell& f) { return f.mode == compute_mode::mps && both_run(f); });

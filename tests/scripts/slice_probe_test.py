@@ -61,11 +61,22 @@ class Command(unittest.TestCase):
     def run_script(self, *args):
         return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
 
-    def test_plan_lists_every_job_alone_and_every_pair(self):
+    def test_plan_lists_each_job_of_the_grid_alone_and_every_pair(self):
         r = self.run_script("run", "--plan")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn(f"{len(slice_probe.JOBS) + len(slice_probe.PAIRS)} runs", r.stdout)
+        self.assertIn(f"{5 + len(slice_probe.GRIDS['basic'])} runs", r.stdout)  # 5 jobs alone
         self.assertIn("pair/busy+light", r.stdout)
+        self.assertNotIn("light-burst", r.stdout)
+        r = self.run_script("run", "--plan", "--grid", "queue")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("alone/light-burst", r.stdout)
+        self.assertIn(f"{8 + len(slice_probe.GRIDS['queue'])} runs", r.stdout)
+        self.assertNotIn("busy-long", r.stdout)
+
+    def test_a_bursty_jobs_profile_has_a_gap_per_burst(self):
+        summary = {"jobs": {"light-burst": {"it_per_s": 50.0, "busy_fraction": 0.25}}}
+        row = slice_probe.model_rows(summary, "h100-80gb")[0].split(",")
+        self.assertEqual((row[0], row[3], row[5], row[7]), ("probe-light-burst", "20.0000", "100", "10"))
 
     def test_summarize_reads_records_and_names_a_bad_line(self):
         with tempfile.TemporaryDirectory() as d:
@@ -91,6 +102,9 @@ class Command(unittest.TestCase):
         r = self.run_script("job", "--kernel-us", "0", "--host-us", "1")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--kernel-us", r.stderr)
+        r = self.run_script("job", "--kernel-us", "5", "--host-us", "1", "--burst", "0")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--burst", r.stderr)
 
 
 if __name__ == "__main__":

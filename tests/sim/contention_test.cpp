@@ -99,6 +99,55 @@ TEST(PairModel, CollisionsCostInProportionToBothJobsBusyTime) {
   EXPECT_NEAR(r.opportunistic, r.production, 1e-12);
 }
 
+TEST(PairModel, ACoRunnersKernelsOverrunABusyJobsShortGaps) {
+  // Busy job: 10 ms, busy 0.8, 100 kernels of 80 us and 100 gaps of 20 us. Light job: 10 ms, busy
+  // 0.2, 100 kernels of 20 us and 100 gaps of 80 us (10,000 arrivals a second each alone). With a
+  // 10 us switch and no other loss, each light kernel landing in the busy job's busy stretch
+  // (0.8 of the time) delays it by 20 + 10 - 20 = 10 us: 10,000 x 0.8 x 10 us = 0.08 per light
+  // rate unit; each busy kernel delays the light job by 80 + 10 - 80 = 10 us, 0.2 of the time:
+  // 0.02. Solved together: x_b = 1 / (1 + 0.08 x_l), x_l = 1 / (1 + 0.02 x_b).
+  model_profile busy = job(0.8);
+  busy.gaps_per_iteration = 100;
+  model_profile light = job(0.2);
+  light.gaps_per_iteration = 100;
+  gpu_contention g = gpu(0.0);
+  g.overrun_switch_s = 10e-6;
+  const pair_rates r = solve_pair(compute_mode::time_slicing, g, {.profile = &busy, .running = true},
+                                  {.profile = &light, .running = true});
+  double xb = 1;
+  double xl = 1;
+  for (int i = 0; i < 200; ++i) {
+    xb = 1.0 / (1.0 + 0.08 * xl);
+    xl = 1.0 / (1.0 + 0.02 * xb);
+  }
+  EXPECT_NEAR(r.production, xb, 1e-6);
+  EXPECT_NEAR(r.opportunistic, xl, 1e-6);
+  EXPECT_LT(r.production, r.opportunistic - 0.05);
+  // No switch, no overrun: the gaps absorb every kernel.
+  g.overrun_switch_s = 0;
+  const pair_rates none = solve_pair(compute_mode::time_slicing, g, {.profile = &busy, .running = true},
+                                     {.profile = &light, .running = true});
+  EXPECT_DOUBLE_EQ(none.production, 1.0);
+  EXPECT_DOUBLE_EQ(none.opportunistic, 1.0);
+  // MPS runs kernels side by side: no overrun.
+  g.overrun_switch_s = 10e-6;
+  const pair_rates mps = solve_pair(compute_mode::mps, g, {.profile = &busy, .running = true},
+                                    {.profile = &light, .running = true});
+  EXPECT_DOUBLE_EQ(mps.production, 1.0);
+}
+
+TEST(PairModel, TwoGpuBoundJobsPayTheirOverrunsInsideTheirHalves) {
+  // Each gets half the GPU; their overruns would allow more than half, so the share binds alone.
+  model_profile a = job(1.0);
+  a.gaps_per_iteration = 1;
+  gpu_contention g = gpu(0.0);
+  g.overrun_switch_s = 10e-6;
+  const pair_rates r = solve_pair(compute_mode::time_slicing, g, {.profile = &a, .running = true},
+                                  {.profile = &a, .running = true});
+  EXPECT_DOUBLE_EQ(r.production, 0.5);
+  EXPECT_DOUBLE_EQ(r.opportunistic, 0.5);
+}
+
 TEST(PairModel, ALaunchBudgetCapsTheOpportunisticJob) {
   // 1000 blocks per 10 ms iteration alone = 100k blocks/s; a budget of 25k blocks/s caps it at 0.25.
   const model_profile p = job(0.97);

@@ -12,7 +12,9 @@
 /// - **Time slicing** divides the GPU's time max-min fairly between the jobs' demands: a job that
 ///   needs less than half gets what it needs, the other the rest; two that need more get half
 ///   each. Each unit of GPU time a co-runner takes also costs a job `switch_loss` of its own
-///   (context switches, refilled caches).
+///   (context switches, refilled caches), and each co-runner kernel that lands in the job's busy
+///   stretch delays it by what the kernel and a switch (`overrun_switch_s`) overrun its next
+///   idle gap (the gap overrun).
 /// - **MPS** runs both jobs' kernels side by side with more room in all (`mps_capacity`); the
 ///   opportunistic job keeps at least its thread share of what it needs, and the production job
 ///   the rest; `mps_switch_loss` plays the part of the switch loss.
@@ -135,12 +137,42 @@ inline std::pair<double, double> fair_shares(double a, double b, double capacity
   pair_rates r;
   // Two jobs collide where both want the GPU at once: in proportion to the co-runner's share and
   // to the job's own busy fraction (a job with idle gaps leaves room the co-runner takes freely).
-  auto rate = [loss](const detail::side_need& n, double share, double other) {
+  // A job held to its share has already waited for the co-runner: gap overruns (below) bound its
+  // rate on their own, not on top of the share (two GPU-bound jobs split the GPU with no loss).
+  auto rate = [loss](const detail::side_need& n, double share, double other, double overrun) {
     if (!n.on) return 0.0;
-    return std::min(n.best, share / n.gpu_time) / (1.0 + loss * other * std::min(1.0, n.gpu_time));
+    const double collide = 1.0 + loss * other * std::min(1.0, n.gpu_time);
+    return std::min(std::min(n.best, share / n.gpu_time) / collide, n.best / (collide + overrun));
   };
-  r.production = rate(p, sp, so);
-  r.opportunistic = rate(o, so, sp);
+  r.production = rate(p, sp, so, 0.0);
+  r.opportunistic = rate(o, so, sp, 0.0);
+  if (mode == compute_mode::time_slicing && p.on && o.on && gpu.overrun_switch_s > 0) {
+    // Gap overrun: each kernel the co-runner launches after an idle gap takes the GPU for its
+    // length and a context switch. Landing in a job's busy stretch (its busy fraction of the
+    // time), it delays the job by what its own next idle gap cannot absorb. So a busy job with
+    // short gaps beside a light job with many launches loses much, the light one little
+    // (docs/results/time-slicing.md). The co-runner's launches follow its rate: a few damped
+    // steps to the fixed point.
+    const auto delay = [&](const pair_side& self, const pair_side& other_side) {
+      return std::max(0.0, other_side.profile->kernel_seconds() + gpu.overrun_switch_s -
+                               self.profile->gap_seconds());
+    };
+    const auto arrivals = [](const pair_side& s) {
+      return s.profile->gaps_per_iteration / std::max(to_seconds(s.profile->iteration_time), 1e-9);
+    };
+    const double bp = std::clamp(production.profile->busy_fraction, 0.0, 1.0);
+    const double bo = std::clamp(opportunistic.profile->busy_fraction, 0.0, 1.0);
+    const double to_p = arrivals(opportunistic) * bp * delay(production, opportunistic);
+    const double to_o = arrivals(production) * bo * delay(opportunistic, production);
+    double xp = r.production;
+    double xo = r.opportunistic;
+    for (int i = 0; i < 40; ++i) {
+      xp = 0.5 * xp + 0.5 * rate(p, sp, so, to_p * xo);
+      xo = 0.5 * xo + 0.5 * rate(o, so, sp, to_o * xp);
+    }
+    r.production = xp;
+    r.opportunistic = xo;
+  }
   r.production_share = p.on ? r.production * p.gpu_time : 0.0;
   r.opportunistic_share = o.on ? r.opportunistic * o.gpu_time : 0.0;
   // A job waiting for the GPU still has work on it: its pending time stretches with the

@@ -77,6 +77,10 @@ struct gpu_contention {
   /// Measured as 0.0% on an H100 and 0.3% on an H200 (docs/results/rate-control.md); the paper
   /// reports up to 4.5% on its A100.
   double interposer_overhead = 0;
+  /// Time slicing, gap overrun: the context switch, in seconds, that a co-runner's kernel adds to
+  /// its own length when it lands in a job's busy stretch (docs/results/time-slicing.md). Fitted
+  /// on GPU types whose profiles measure kernels and idle gaps; 0 (no overrun) elsewhere.
+  double overrun_switch_s = 0;
   /// What a context switch costs a job whose kernel waits behind the co-runner's, in seconds
   /// (gap filling: the wait of a production job that resumes). Estimate.
   double context_switch_s = 25e-6;
