@@ -22,6 +22,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  the machine facts and CPU halves the harness uses
+
 # name: (kernel length us, host time us after every `burst` launches, burst). Python's own launch
 # cost adds about 5 us of host time per launch; each job's busy fraction alone is measured, not
 # assumed.
@@ -242,9 +245,10 @@ def run_main(args) -> int:
     if not args.out:
         raise ProbeError("run: --out DIR is required (or --plan)")
     os.makedirs(args.out, exist_ok=True)
-    cpus = sorted(os.sched_getaffinity(0))
-    # Two cores apart, as the harness pins its two jobs to different halves.
-    pinned = [cpus[len(cpus) // 4], cpus[(3 * len(cpus)) // 4]] if len(cpus) >= 4 else [None, None]
+    # Each job on the first CPU of its half of the GPU's local CPUs, as the harness splits them.
+    facts = harness.nvidia_smi(["name", "driver_version", "pci.bus_id"]) or {}
+    halves = harness.gpu_cpu_halves(facts.get("pci.bus_id"))
+    pinned = [int(halves[c].split(",")[0]) for c in ("production", "opportunistic")] if halves else [None, None]
     records = []
     t0 = time.time()
     with open(os.path.join(args.out, "runs.jsonl"), "w", encoding="utf-8") as f:
@@ -259,20 +263,12 @@ def run_main(args) -> int:
             print(label, " ".join(f"{j['job']} {j['it_per_s']:.1f} it/s busy {j['busy_fraction']:.2f}"
                                    for j in rec["jobs"]), flush=True)
     summary = summarize(records)
-    summary.update(device=gpu_name(), seconds=args.seconds, kernels_per_iteration=KERNELS_PER_ITERATION)
+    summary.update(device=f"{facts.get('name', 'unknown')}, {facts.get('driver_version', 'unknown')}",
+                   seconds=args.seconds, kernels_per_iteration=KERNELS_PER_ITERATION)
     with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
     print(table(summary))
     return 0
-
-
-def gpu_name():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
-        return out[0] if out else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def read_runs(path):

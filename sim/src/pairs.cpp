@@ -213,16 +213,21 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
     for (const auto& g : c.gpus) names.push_back(g.name);
     throw input_error(fmt::format("unknown gpu \"{}\" (known: {})", r.gpu, join(names)));
   }
-  // Each job at the host speed of the call that measured the cell, where it is recorded.
-  const auto at_host = [](const model_profile& m, const std::optional<double>& rate) {
-    return rate ? m.at_alone_rate(*rate) : m;
+  // Each job at the host speed of the call that measured the cell, where it is recorded; the
+  // catalog's profile as it is otherwise (no copy: the fit runs requests in its inner loop).
+  std::optional<model_profile> prod_at_host;
+  std::optional<model_profile> opp_at_host;
+  const auto at_host = [](const model_profile& m, const std::optional<double>& rate,
+                          std::optional<model_profile>& slot) -> const model_profile* {
+    if (!rate) return &m;
+    return &slot.emplace(m.at_alone_rate(*rate));
   };
-  const model_profile prod = at_host(model_or_throw(c, r.production_model, r.gpu), r.production_alone_rate);
-  std::optional<model_profile> opp_profile;
-  if (!r.opportunistic_model.empty()) {
-    opp_profile = at_host(model_or_throw(c, r.opportunistic_model, r.gpu), r.opportunistic_alone_rate);
-  }
-  const model_profile* opp = opp_profile ? &*opp_profile : nullptr;
+  const model_profile* prod =
+      at_host(model_or_throw(c, r.production_model, r.gpu), r.production_alone_rate, prod_at_host);
+  const model_profile* opp =
+      r.opportunistic_model.empty()
+          ? nullptr
+          : at_host(model_or_throw(c, r.opportunistic_model, r.gpu), r.opportunistic_alone_rate, opp_at_host);
   // The policy's settings as the command line gave them, then the cell's own, as tgs-node
   // builds its controller: validation errors are bad input.
   const rate_policy_traits traits = policy_traits(r.policy);
@@ -251,7 +256,7 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
   }
 
   pair_spec spec;
-  spec.production = {&prod, epoch, std::nullopt, {}};
+  spec.production = {prod, epoch, std::nullopt, {}};
   if (r.production_idle) spec.production.idle = {{epoch, never}};
   spec.opportunistic = {opp, epoch, std::nullopt, {}};
   spec.gpu = *gpu;

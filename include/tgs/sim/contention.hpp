@@ -167,8 +167,12 @@ inline std::pair<double, double> fair_shares(double a, double b, double capacity
     double xp = r.production;
     double xo = r.opportunistic;
     for (int i = 0; i < 40; ++i) {
-      xp = 0.5 * xp + 0.5 * rate(p, sp, so, to_p * xo);
-      xo = 0.5 * xo + 0.5 * rate(o, so, sp, to_o * xp);
+      const double np = 0.5 * xp + 0.5 * rate(p, sp, so, to_p * xo);
+      const double no = 0.5 * xo + 0.5 * rate(o, so, sp, to_o * np);
+      const bool settled = std::abs(np - xp) + std::abs(no - xo) < 1e-12;
+      xp = np;
+      xo = no;
+      if (settled) break;
     }
     r.production = xp;
     r.opportunistic = xo;
