@@ -22,6 +22,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import re
 import shlex
@@ -31,7 +32,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest", "pair-predictions")
+TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest", "pair-predictions",
+          "repeat-noise")
 
 # The GPU types of sim/data/gpus.csv, by the name nvidia-smi gives the card.
 DEVICES = {"NVIDIA H100 80GB HBM3": "h100-80gb", "NVIDIA H200": "h200-141gb"}
@@ -61,6 +63,7 @@ PROFILE_COLUMNS = ["job", "device", "driver", "date", "command", "windows", "it_
 PROFILE_TEXT = ("job", "device", "driver", "date", "command")
 # A job whose steps touch less than this share of its footprint reads it sparsely (profile_row).
 SPARSE_TOUCH = 0.5
+TOLERANCE = 0.10  # the per-cell target of docs/simulator/predictions.md
 # Options of a harness call that name the machine it ran on or the call's time budget, not what
 # was measured: the recorded command leaves them out (--out names $OUT).
 MACHINE_OPTIONS = {"--build": 1, "--no-build": 0, "--max-s": 1, "--free-mib": 1, "--data": 1}
@@ -273,8 +276,9 @@ def repeats(rows):
              [r["opportunistic"] for r in g if r["opportunistic"] is not None]) for k, g in groups.items() if len(g) > 1]
 
 
-def predicted_table(path):
-    """[(gpu, (production, opportunistic))] of a `tgs-sim predict --markdown` table, in its order."""
+def predicted_table(path, left_out=False):
+    """[(gpu, (production, opportunistic))] of a `tgs-sim predict --markdown` table, in its order;
+    LEFT_OUT: the predictions of the fits that left each pair out (`--leave-one-out`) instead."""
     def number(text):
         text = text.replace("**off**", "").strip()
         return None if text in ("", "–", "-") else float(text)
@@ -288,24 +292,79 @@ def predicted_table(path):
         cols = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cols) < 6 or cols[0] in ("gpu", "") or cols[0].startswith("-"):
             continue
+        col = 7 if left_out else 5
+        if col >= len(cols):
+            raise ResultsError(f"{path}:{n}: no 'pair left out' prediction: make the table with --leave-one-out")
         try:
-            p, o = cols[5].split("/")
+            p, o = cols[col].split("/")
             out.append((cols[0], (number(p), number(o))))
         except ValueError:
             raise ResultsError(f"{path}:{n}: expected a 'production / opportunistic' prediction, "
-                               f"got {cols[5]!r}") from None
+                               f"got {cols[col]!r}") from None
     return out
 
 
-def repeats_followed(rows, predicted_path):
-    """How far predictions follow the spread of repeated settings: (throughputs, Pearson, Spearman) of
-    each repeated cell's deviation from its setting's mean, predicted against measured."""
+def repeat_noise(rows):
+    """The noise of a measured cell: (pooled standard deviation of a throughput between calls of the same
+    setting, its degrees of freedom, the share of throughputs and of cells a prediction equal to each
+    setting's mean lands within TOLERANCE of, if that noise is normal)."""
+    ss, dof = 0.0, 0
+    for _, p, o in repeats(rows):
+        for v in (p, o):
+            if len(v) > 1:
+                m = statistics.mean(v)
+                ss += sum((x - m) ** 2 for x in v)
+                dof += len(v) - 1
+    if dof == 0:
+        raise ResultsError("no setting measured more than once")
+    sigma = (ss / dof) ** 0.5
+    per_throughput = math.erf(TOLERANCE / (sigma * math.sqrt(2))) if sigma > 0 else 1.0
+    return sigma, dof, per_throughput, per_throughput ** 2
+
+
+def repeats_within(rows, predicted_path):
+    """On the cells of settings measured more than once: how many cells (both throughputs) lie within
+    TOLERANCE of (the mean of the same setting's other calls, the prediction, the prediction of the fit
+    that left the pair out). The first is what knowing the setting, but not the call, gives."""
+    mine, predicted = matched(rows, predicted_path)
+    left_out = [p for _, p in predicted_table(predicted_path, left_out=True)]
+    groups = {}
+    for r, (_, pred), loo in zip(mine, predicted, left_out):
+        groups.setdefault(tuple(str(r[k]) for k in PAIRS_HEADER[1:9]), []).append((r, pred, loo))
+    cells, counts = 0, [0, 0, 0]
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        for i, (r, pred, loo) in enumerate(group):
+            inside, any_side = [True, True, True], False
+            for side, key in ((0, "production"), (1, "opportunistic")):
+                others = [g[0][key] for j, g in enumerate(group) if j != i and g[0][key] is not None]
+                if r[key] is None or not others:
+                    continue
+                any_side = True
+                for k, guess in enumerate((statistics.mean(others), pred[side], loo[side])):
+                    inside[k] &= guess is not None and abs(r[key] - guess) <= TOLERANCE + 1e-9
+            if any_side:
+                cells += 1
+                counts = [c + x for c, x in zip(counts, inside)]
+    return cells, *counts
+
+
+def matched(rows, predicted_path):
+    """The measured rows of the table's GPUs, and the table's predictions, in the same order."""
     predicted = predicted_table(predicted_path)
     gpus = {g for g, _ in predicted}
     mine = [r for r in rows if r["gpu"] in gpus]
     if len(mine) != len(predicted):
         raise ResultsError(f"{predicted_path}: {len(predicted)} predictions for {len(mine)} measured cells of "
                            f"{', '.join(sorted(gpus))}: not this tree's table")
+    return mine, predicted
+
+
+def repeats_followed(rows, predicted_path):
+    """How far predictions follow the spread of repeated settings: (throughputs, Pearson, Spearman) of
+    each repeated cell's deviation from its setting's mean, predicted against measured."""
+    mine, predicted = matched(rows, predicted_path)
     groups = {}
     for r, (_, pred) in zip(mine, predicted):
         groups.setdefault(tuple(str(r[k]) for k in PAIRS_HEADER[1:9]), []).append((r, pred))
@@ -643,6 +702,10 @@ def main(argv):
     rp.add_argument("--predicted", metavar="TABLE",
                     help="also: how far the predictions follow the repeats, from the Markdown table of "
                          "`tgs-sim predict --gpu G --markdown` (its cells in measured_pairs.csv's order)")
+    rp.add_argument("--left-out", action="store_true",
+                    help="with --predicted from `tgs-sim predict --leave-one-out`: also count the cells of repeated "
+                         "settings within ±0.10 of the other calls' mean, of the prediction and of the prediction "
+                         "with the pair left out")
     j = sub.add_parser("jitter", help="each model's window-to-window spread alone, from the raw runs at a commit")
     j.add_argument("--commit", default="5dbc452", help="where the raw runs files were kept (5dbc452)")
     mo = sub.add_parser("models", help="the H100 and H200 rows of models.csv: profile rows, else results and rules")
@@ -672,9 +735,15 @@ def main(argv):
             for (model, gpu), v in sorted(alone_rates(args.results).items()):
                 w.writerow([model, gpu, f"{1e3 / statistics.median(v):.2f}", f"{statistics.median(v):.2f}", len(v)])
         elif args.cmd == "repeats" and args.predicted:
-            n, pearson, spearman = repeats_followed(measured_pairs(args.results)[0], args.predicted)
+            rows = measured_pairs(args.results)[0]
+            n, pearson, spearman = repeats_followed(rows, args.predicted)
             print(f"{n} throughputs of settings measured more than once: their deviations from their setting's "
                   f"mean, predicted against measured: Pearson {pearson:.2f}, Spearman {spearman:.2f}")
+            if args.left_out:
+                cells, others, fit, loo = repeats_within(rows, args.predicted)
+                print(f"{cells} cells of those settings within ±{TOLERANCE:.2f} on each throughput: of the mean of "
+                      f"the setting's other calls {others}, of the prediction {fit}, of the prediction with the "
+                      f"pair left out {loo}")
         elif args.cmd == "repeats":
             spreads = []
             for key, p, o in repeats(measured_pairs(args.results)[0]):
@@ -687,6 +756,10 @@ def main(argv):
                 print(f"{len(spreads)} settings measured more than once; the spread between calls: median "
                       f"{statistics.median(spreads):.2f}, largest {spreads[-1]:.2f}; "
                       f"{sum(x > 0.2 for x in spreads)} above 0.20")
+                sigma, dof, per_throughput, per_cell = repeat_noise(measured_pairs(args.results)[0])
+                print(f"a cell's standard deviation between calls: {sigma:.3f} (pooled, {dof} degrees of "
+                      f"freedom); a prediction equal to each setting's mean would lie within ±{TOLERANCE:.2f} of "
+                      f"one measurement for {per_throughput:.0%} of throughputs and {per_cell:.0%} of cells")
         elif args.cmd == "models":
             w = csv.writer(sys.stdout, lineterminator="\n")
             for row in model_rows(args.results, args.commit, args.profiles):

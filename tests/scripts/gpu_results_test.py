@@ -4,6 +4,7 @@ committed tables are the script's output), its cell classification and the harne
 import csv
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -117,6 +118,37 @@ class Repeats(unittest.TestCase):
         _, pearson, _ = gpu_results.repeats_followed(
             self.ROWS, self.table([(0.7, 0.6), (0.9, 0.5), (0.8, 0.7), (1.0, 0.2)]))
         self.assertLess(pearson, 0)
+
+    def loo_table(self, predictions, left_out):
+        f = tempfile.NamedTemporaryFile("w", suffix=".md", delete=False)
+        self.addCleanup(os.unlink, f.name)
+        f.write("| gpu | production / opportunistic | policy | settings | measured | predicted | error | "
+                "pair left out: predicted | error |\n|---|---|---|---|---|---|---|---|---|\n")
+        for (p, o), (lp, lo) in zip(predictions, left_out):
+            f.write(f"| h100-80gb | x / y | co-execution |  | 0 / 0 | {p} / {o} | 0 / 0 | {lp} / {lo} **off** | 0 / 0 |\n")
+        f.close()
+        return f.name
+
+    def test_the_noise_of_repeated_settings_bounds_any_prediction(self):
+        # Production 0.9/0.7/0.8 and opportunistic 0.5/0.63/0.41, two degrees of freedom each.
+        sigma, dof, per_throughput, per_cell = gpu_results.repeat_noise(self.ROWS)
+        self.assertEqual(dof, 4)
+        ss = sum((x - 0.8) ** 2 for x in (0.9, 0.7, 0.8)) + sum((x - 1.54 / 3) ** 2 for x in (0.5, 0.63, 0.41))
+        self.assertAlmostEqual(sigma, (ss / 4) ** 0.5)
+        self.assertAlmostEqual(per_throughput, math.erf(0.10 / (sigma * math.sqrt(2))))
+        self.assertAlmostEqual(per_cell, per_throughput ** 2)
+        with self.assertRaisesRegex(gpu_results.ResultsError, "no setting measured more than once"):
+            gpu_results.repeat_noise(self.ROWS[3:])
+
+    def test_cells_within_the_tolerance_of_the_other_calls_and_of_the_predictions(self):
+        # The other calls' means, (0.75, 0.52), (0.85, 0.455) and (0.8, 0.565), miss every cell by 0.15 or
+        # more on one side; the predictions miss the third cell, those with the pair left out the second.
+        cells, others, fit, loo = gpu_results.repeats_within(
+            self.ROWS, self.loo_table([(0.9, 0.5), (0.7, 0.63), (0.8, 0.2), (0.1, 0.1)],
+                                      [(0.85, 0.55), (0.5, 0.63), (0.8, 0.41), (1.0, 0.2)]))
+        self.assertEqual((cells, others, fit, loo), (3, 0, 2, 2))
+        with self.assertRaisesRegex(gpu_results.ResultsError, "make the table with --leave-one-out"):
+            gpu_results.repeats_within(self.ROWS, self.table([(1, 1)] * 4))
 
     def test_a_table_of_another_tree_is_refused(self):
         with self.assertRaisesRegex(gpu_results.ResultsError, "3 predictions for 4 measured cells"):
