@@ -10,6 +10,10 @@ each job's throughput over its alone runs) and the profile rows of `bench/gpu/ha
              every other cell is listed on stderr (or --skipped FILE) with the reason
   alone      each model's alone rate per GPU (median over the cells' alone runs): the measured
              iteration times of sim/data/models.csv
+  repeats    the settings measured in more than one call, their spread, and the noise of one
+             cell: the share of cells a perfect prediction of each setting would put within ±0.10;
+             --predicted TABLE [--left-out]: how far tgs-sim's predictions follow the repeats
+  jitter     each model's window-to-window spread alone, from the raw runs at a commit
   models     the H100/H200 rows of sim/data/models.csv: each profiled job's row from its profile
              (sim/data/gpu_profiles.csv), the others from the alone rates and stated rules
   profile    profile.json rows (or a profile table) as models.csv rows, each field marked measured;
