@@ -36,8 +36,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest", "pair-predictions",
-          "repeat-noise")
+TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest", "pair-predictions")
 
 # The GPU types of sim/data/gpus.csv, by the name nvidia-smi gives the card.
 DEVICES = {"NVIDIA H100 80GB HBM3": "h100-80gb", "NVIDIA H200": "h200-141gb"}
@@ -269,13 +268,17 @@ def write_pairs(rows, out):
         w.writerow([fmt(r[k]) for k in PAIRS_HEADER])
 
 
+def setting_of(row):
+    """What makes two cells the same setting: GPU, both jobs, the policies and their settings."""
+    return tuple(str(row[k]) for k in PAIRS_HEADER[1:9])
+
+
 def repeats(rows):
     """The cells measured more than once with the same pair, policy and settings (different calls):
     [(key, [production values], [opportunistic values])], the noise floor any prediction meets."""
     groups = {}
     for r in rows:
-        key = tuple(str(r[k]) for k in PAIRS_HEADER[1:9])
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(setting_of(r), []).append(r)
     return [(k, [r["production"] for r in g if r["production"] is not None],
              [r["opportunistic"] for r in g if r["opportunistic"] is not None]) for k, g in groups.items() if len(g) > 1]
 
@@ -334,7 +337,7 @@ def repeats_within(rows, predicted_path):
     left_out = [p for _, p in predicted_table(predicted_path, left_out=True)]
     groups = {}
     for r, (_, pred), loo in zip(mine, predicted, left_out):
-        groups.setdefault(tuple(str(r[k]) for k in PAIRS_HEADER[1:9]), []).append((r, pred, loo))
+        groups.setdefault(setting_of(r), []).append((r, pred, loo))
     cells, counts = 0, [0, 0, 0]
     for group in groups.values():
         if len(group) < 2:
@@ -371,7 +374,7 @@ def repeats_followed(rows, predicted_path):
     mine, predicted = matched(rows, predicted_path)
     groups = {}
     for r, (_, pred) in zip(mine, predicted):
-        groups.setdefault(tuple(str(r[k]) for k in PAIRS_HEADER[1:9]), []).append((r, pred))
+        groups.setdefault(setting_of(r), []).append((r, pred))
     measured_dev, predicted_dev = [], []
     for cells in groups.values():
         for side, key in ((0, "production"), (1, "opportunistic")):
