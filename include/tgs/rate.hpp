@@ -12,6 +12,7 @@
 #include "tgs/rate/idle_harvest.hpp"         // IWYU pragma: export
 #include "tgs/rate/mig.hpp"                  // IWYU pragma: export
 #include "tgs/rate/mps.hpp"                  // IWYU pragma: export
+#include "tgs/rate/priority_share.hpp"       // IWYU pragma: export
 #include "tgs/rate/tgs_rate_control.hpp"     // IWYU pragma: export
 #include "tgs/rate/time_slice_lock.hpp"      // IWYU pragma: export
 #include "tgs/rate/token_bucket.hpp"         // IWYU pragma: export

@@ -30,7 +30,7 @@ TEST(AnyRateController, UnknownNameGivesNothingAndTheListNamesAll) {
   EXPECT_FALSE(make_rate_controller("foo").has_value());
   EXPECT_FALSE(make_rate_controller("").has_value());
   EXPECT_EQ(rate_controller_list(),
-            "tgs, idle-harvest, exclusive, co-execution, mps, mig, antman, token-bucket, time-slice-lock");
+            "tgs, idle-harvest, priority-share, exclusive, co-execution, mps, mig, antman, token-bucket, time-slice-lock");
 }
 
 TEST(AnyRateController, BehavesExactlyLikeTheWrappedController) {

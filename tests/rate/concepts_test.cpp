@@ -20,6 +20,7 @@ static_assert(RateController<antman>);
 static_assert(RateController<token_bucket>);
 static_assert(RateController<time_slice_lock>);
 static_assert(RateController<idle_harvest>);
+static_assert(RateController<priority_share>);
 static_assert(RateController<any_rate_controller>);
 
 // Counter-example from the concept's documentation: a controller that reads a clock in `step`
@@ -163,16 +164,17 @@ static_assert(!RegisteredRateController<no_setting_table>);
 TEST(RateControllerConcept, RegistryNamesMatchTheModelsNames) {
   // Run-time twin of the static checks: the names a CLI prints are the models' own names.
   const auto names = rate_controller_names();
-  ASSERT_EQ(names.size(), 9u);
+  ASSERT_EQ(names.size(), 10u);
   EXPECT_EQ(names[0], tgs_rate_control::name);
   EXPECT_EQ(names[1], idle_harvest::name);
-  EXPECT_EQ(names[2], exclusive::name);
-  EXPECT_EQ(names[3], co_execution::name);
-  EXPECT_EQ(names[4], mps::name);
-  EXPECT_EQ(names[5], mig::name);
-  EXPECT_EQ(names[6], antman::name);
-  EXPECT_EQ(names[7], token_bucket::name);
-  EXPECT_EQ(names[8], time_slice_lock::name);
+  EXPECT_EQ(names[2], priority_share::name);
+  EXPECT_EQ(names[3], exclusive::name);
+  EXPECT_EQ(names[4], co_execution::name);
+  EXPECT_EQ(names[5], mps::name);
+  EXPECT_EQ(names[6], mig::name);
+  EXPECT_EQ(names[7], antman::name);
+  EXPECT_EQ(names[8], token_bucket::name);
+  EXPECT_EQ(names[9], time_slice_lock::name);
 }
 
 }  // namespace

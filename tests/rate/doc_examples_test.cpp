@@ -96,7 +96,7 @@ TEST(RateDocExamples, AnyRateController) {
     FAIL() << "'foo' is not a policy";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string{e.what()},
-              "unknown policy 'foo'; known: tgs, idle-harvest, exclusive, co-execution, mps, mig, antman, "
+              "unknown policy 'foo'; known: tgs, idle-harvest, priority-share, exclusive, co-execution, mps, mig, antman, "
               "token-bucket, time-slice-lock");
   }
 }

@@ -19,6 +19,7 @@
 #include "tgs/rate/idle_harvest.hpp"
 #include "tgs/rate/mig.hpp"
 #include "tgs/rate/mps.hpp"
+#include "tgs/rate/priority_share.hpp"
 #include "tgs/rate/tgs_rate_control.hpp"
 #include "tgs/rate/time_slice_lock.hpp"
 #include "tgs/rate/token_bucket.hpp"
@@ -43,7 +44,7 @@ namespace tgs {
 class any_rate_controller
     // The registry: one line per controller, in the order tools list them.
     : public policy_variant<rate_observation, rate_decision, tgs_rate_control, idle_harvest,
-                            exclusive, co_execution, mps, mig, antman, token_bucket,
+                            priority_share, exclusive, co_execution, mps, mig, antman, token_bucket,
                             time_slice_lock> {
  public:
   using policy_variant::policy_variant;

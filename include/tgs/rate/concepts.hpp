@@ -81,6 +81,10 @@ struct job_activity {
   /// fall; between synchronisations they are whole iterations.
   std::optional<std::uint64_t> synced_blocks{};
   std::optional<duration> synced_gpu_busy{};
+  /// The wall-clock time between those two synchronisations, when the driver knows it:
+  /// `synced_blocks` over it is the job's throughput in whole iterations, which is what its user
+  /// sees (host and GPU together) and what a launch-count window misreads by an iteration.
+  std::optional<duration> synced_span{};
 };
 
 /// Everything a rate controller may look at when it is stepped.
@@ -105,6 +109,11 @@ struct time_sliced {
 struct mps_partition {
   double production_threads = 1.0;     ///< fraction of SMs, in (0, 1]
   double opportunistic_threads = 1.0;  ///< fraction of SMs, in (0, 1]
+  /// The opportunistic client runs at MPS's below-normal dispatch priority
+  /// (`CUDA_MPS_CLIENT_PRIORITY=1`) and the production client at normal (0): the MPS server
+  /// dispatches the production client's pending blocks first, so an opportunistic job takes the
+  /// SMs the production job leaves free rather than a share of its time.
+  bool opportunistic_below_normal = false;
   constexpr bool operator==(const mps_partition&) const noexcept = default;
 };
 
