@@ -65,6 +65,8 @@ def load_data(paths: list) -> dict:
             raise HarnessError(f"mode '{name}': jobs must be each, production or both, not {m.get('jobs')!r}")
         if "mps" in m and not all(isinstance(m["mps"].get(c), int) and 1 <= m["mps"][c] <= 100 for c in CLASSES):
             raise HarnessError(f"mode '{name}': mps needs production and opportunistic thread percentages in 1..100")
+        if "mps" in m and not all(m["mps"].get("priority", {}).get(c, 0) in (0, 1) for c in CLASSES):
+            raise HarnessError(f"mode '{name}': an MPS client priority is 0 (normal) or 1 (below normal)")
     data["jobs"] = {name: {**data["job_defaults"], **job} for name, job in data["jobs"].items()}
     for name, p in data["pairs"].items():
         for c in CLASSES:
@@ -106,7 +108,9 @@ def setting_of(mode: dict, flags) -> str:
     """What a mode ran, in words: its tgs-node flags (FLAGS, filled in) and MPS percentages."""
     words = [] if flags is None else [shlex.join(["tgs-node"] + flags)]
     if "mps" in mode:
-        words.append(f"MPS {mode['mps']['production']}%/{mode['mps']['opportunistic']}%")
+        priority = mode["mps"].get("priority", {})
+        words.append(f"MPS {mode['mps']['production']}%/{mode['mps']['opportunistic']}%"
+                     + (f", priority {priority.get('production', 0)}/{priority.get('opportunistic', 0)}" if priority else ""))
     return "; ".join(words) or "-"
 
 
@@ -407,13 +411,20 @@ def gpu_cpu_halves(bus_id):
     return {"production": ",".join(map(str, a)), "opportunistic": ",".join(map(str, b))} if len(cpus) > 1 else None
 
 
+def backend_build_steps(build: str) -> list:
+    """The commands that build libtgs-intercept.so and tgs-node for a call: CI runs exactly these
+    (`harness.py build`, ctest scripts.harness-build), so the harness's build cannot break unseen."""
+    deps = os.path.join(REPO, ".deps", "include")
+    return [["cmake", "-S", REPO, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DTGS_BUILD_SIM=OFF",
+             "-DTGS_BUILD_TESTS=OFF", "-DTGS_BUILD_BENCH=OFF", "-DTGS_BUILD_PYTHON=OFF"]
+            + [f"-DTGS_HEADER_DEPS={deps}"] * os.path.isdir(deps),
+            ["cmake", "--build", build, "--target", "tgs-intercept", "tgs-node"]]
+
+
 def build_backend(build: str, log: str) -> None:
     """libtgs-intercept.so and tgs-node against the machine's libcuda (no CUDA toolkit needed);
     without fmt and CLI11 packages their headers go in .deps/include at the repository root."""
-    deps = os.path.join(REPO, ".deps", "include")
-    steps = [["cmake", "-S", REPO, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DTGS_BUILD_SIM=OFF",
-              "-DTGS_BUILD_TESTS=OFF", "-DTGS_BUILD_BENCH=OFF"] + [f"-DTGS_HEADER_DEPS={deps}"] * os.path.isdir(deps),
-             ["cmake", "--build", build, "--target", "tgs-intercept", "tgs-node"]]
+    steps = backend_build_steps(build)
     with open(log, "a", encoding="utf-8") as f:
         for cmd in steps:
             if (rc := subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode) != 0:
@@ -673,7 +684,9 @@ class Call:
                     with contextlib.ExitStack() as running:
                         jobs = []
                         for cls in classes:
-                            mps = {self.data["mps"]["percentage_env"]: str(mode["mps"][cls])} if "mps" in mode else {}
+                            mps = {} if "mps" not in mode else {
+                                self.data["mps"]["percentage_env"]: str(mode["mps"][cls]),
+                                self.data["mps"]["priority_env"]: str(mode["mps"].get("priority", {}).get(cls, 0))}
                             jobs.append(j := self.start_job(run, cls, pair[cls], ctx, env | mps))
                             record["jobs"][cls] = {"job": pair[cls], "started": j.started}
                             running.callback(lambda j=j: record["jobs"][j.cls].update(exit=j.stop()))
@@ -836,6 +849,9 @@ def main(argv: list) -> int:
     t.add_argument("files", nargs="+", help="summaries or pools")
     t.add_argument("--production", type=float, default=0.95, help="the production target (0.95)")
     t.add_argument("--opportunistic", type=float, default=0.5, help="the opportunistic target (0.5)")
+    b = sub.add_parser("build", help="only the build a run or profile call makes (what CI checks)")
+    b.add_argument("--build", default="/tmp/tgs-gpu-build", help="build folder of tgs-node and the interposer")
+    b.add_argument("--log", help="the build's output (default: BUILD/harness-build.log)")
     ph = sub.add_parser("phases", help="tgs-node status samples per run and controller phase")
     ph.add_argument("file", help="a status-samples.jsonl, or a call's output folder that holds one")
     ph.add_argument("--json", action="store_true", help="one JSON line per run and phase")
@@ -856,7 +872,12 @@ def main(argv: list) -> int:
             data["settings"]["windows"] = sets.get("profile_windows", data["settings"]["profile_windows"])
             spec = {"run": f"1/profile/{args.mode}", "round": 1, "pair": "profile", "mode": args.mode}
             return cmd_run(args, data, [spec], True)
-        if args.cmd == "summarize":
+        if args.cmd == "build":
+            os.makedirs(args.build, exist_ok=True)
+            log = args.log or os.path.join(args.build, "harness-build.log")
+            build_backend(args.build, log)
+            print(f"built tgs-intercept and tgs-node in {args.build} (log: {log})")
+        elif args.cmd == "summarize":
             summarize(args.dir)
         elif args.cmd == "pool":
             pooled = pool(args.files)
