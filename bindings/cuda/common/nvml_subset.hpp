@@ -39,7 +39,16 @@ inline constexpr unsigned long long nvml_value_not_available = ~0ULL;
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
 static_assert(offsetof(nvmlProcessInfo_t, usedGpuMemory) == 8);
 
+/// `nvmlDeviceGetMigMode`'s current mode when MIG is on (`NVML_DEVICE_MIG_ENABLE`).
+inline constexpr unsigned nvml_device_mig_enable = 1;
+/// Room for a GPU's UUID (`NVML_DEVICE_UUID_V2_BUFFER_SIZE`).
+inline constexpr unsigned nvml_uuid_bytes = 96;
+
 /// The signatures tgs-node looks up.
 using nvml_init_fn = nvmlReturn_t (*)();
 using nvml_handle_fn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
 using nvml_processes_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+/// `nvmlDeviceGetMigMode(device, &current, &pending)` and `nvmlDeviceGetUUID(device, buffer, size)`:
+/// whether MPS can run on a GPU, and the name its MPS daemon is given it by.
+using nvml_mig_mode_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+using nvml_uuid_fn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);

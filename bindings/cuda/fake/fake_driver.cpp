@@ -665,13 +665,48 @@ CUresult graph_launch(CUgraphExec exec, CUstream s) {
   return CUDA_SUCCESS;
 }
 
+// --- MPS: what a client would be ------------------------------------------------------------------
+
+/// Appends what this process's environment makes of it as an MPS client to the file named by
+/// TGS_FAKE_MPS_RECORD (one line per event, written whole with O_APPEND, so processes never
+/// interleave): the real driver reads these variables at cuInit (the pipe folder: whether and
+/// where to connect) and when it creates the context (priority, thread percentage). `connected`
+/// says whether the pipe folder holds a control daemon's `control` pipe (the fake daemon's too).
+void record_mps_client(const char* event) {
+  const char* file = std::getenv("TGS_FAKE_MPS_RECORD");
+  if (file == nullptr || *file == '\0') return;
+  const auto value = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : "-";
+  };
+  const char* pipe = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  char control[4200];
+  std::snprintf(control, sizeof(control), "%s/control", pipe != nullptr ? pipe : "/tmp/nvidia-mps");
+  struct stat st{};
+  const bool connected = ::stat(control, &st) == 0;
+  char line[4608];
+  const int n = std::snprintf(line, sizeof(line), "pid=%d event=%s pipe=%s priority=%s threads=%s visible=%s connected=%d\n",
+                              static_cast<int>(::getpid()), event, value("CUDA_MPS_PIPE_DIRECTORY"),
+                              value("CUDA_MPS_CLIENT_PRIORITY"), value("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+                              value("CUDA_VISIBLE_DEVICES"), connected ? 1 : 0);
+  const int fd = ::open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || n <= 0) {
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  (void)!::write(fd, line, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof(line) - 1));
+  ::close(fd);
+}
+
+std::atomic<bool> context_recorded{false};
+
 }  // namespace
 
 // --- the exported driver API (the subset the tests and tgs-fake-train use) -------------------------
 
 FAKE_EXPORT CUresult cuInit(unsigned flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  initialised.store(true, std::memory_order_release);
+  if (!initialised.exchange(true, std::memory_order_acq_rel)) record_mps_client("init");
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuDriverGetVersion(int* version) {
@@ -705,6 +740,7 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(dev) + 1);
+  if (!context_recorded.exchange(true, std::memory_order_acq_rel)) record_mps_client("context");
   // A context puts the process on the device (a real one holds memory, and NVML lists the
   // process from then on): the fake NVML reads the slot.
   std::lock_guard lock(memory.mutex);

@@ -4,6 +4,8 @@
 // fake device's process table (fake_device.hpp), as the real NVML answers from the driver's.
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "fake_device.hpp"
 #include "nvml_subset.hpp"
@@ -55,4 +57,34 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t de
   const bool fits = infos != nullptr && found <= *count;
   *count = found;
   return fits || found == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+/// MIG mode: on for the GPUs listed in TGS_FAKE_MIG_GPUS (comma-separated indexes), so tests see
+/// a node keep MPS off a GPU in MIG mode. Elsewhere NVML_ERROR_NOT_SUPPORTED, as on a GPU without
+/// MIG.
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned* current, unsigned* pending) {
+  if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const int ordinal = ordinal_of(device);
+  if (ordinal < 0 || ordinal >= device_count()) return NVML_ERROR_INVALID_ARGUMENT;
+  const char* list = std::getenv("TGS_FAKE_MIG_GPUS");
+  for (const char* p = list; p != nullptr && *p != '\0';) {
+    char* end = nullptr;
+    const long n = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (n == ordinal) {
+      *current = *pending = nvml_device_mig_enable;
+      return NVML_SUCCESS;
+    }
+    p = *end == ',' ? end + 1 : end;
+  }
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/// "GPU-fake-<user or TGS_FAKE_DEVICE>-<index>": a name an MPS daemon is given its GPU by.
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
+  if (uuid == nullptr || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const int ordinal = ordinal_of(device);
+  if (ordinal < 0 || ordinal >= device_count()) return NVML_ERROR_INVALID_ARGUMENT;
+  const int n = std::snprintf(uuid, length, "GPU-fake-%d", ordinal);
+  return n > 0 && static_cast<unsigned>(n) < length ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
 }

@@ -232,11 +232,20 @@ int main(int argc, char** argv) {
   app.add_option("--late-mib", late_mib, "one more allocation (cuMemAlloc_v2) at --late-at, MiB (default: none)");
   app.add_option("--late-at", late_at, "when to make the --late-mib allocation, s after start")
       ->check(CLI::Range(0.0, 1e6));
+  bool init_through_dlsym = false;
+  app.add_flag("--init-through-dlsym", init_through_dlsym,
+               "call cuInit first, through dlsym, before any other driver call (a program that does not start as the "
+               "CUDA runtime does)");
   CLI11_PARSE(app, argc, argv);
 
   // The runtime's path: dlopen the driver, dlsym one entry point, ask it for itself.
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (driver == nullptr) return fail("dlopen libcuda.so.1", 0);
+  if (init_through_dlsym) {
+    auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(driver, "cuInit"));
+    if (init == nullptr) return fail("dlsym cuInit", 0);
+    if (const CUresult r = init(0); r != CUDA_SUCCESS) return fail("cuInit (through dlsym)", r);
+  }
   auto bootstrap = reinterpret_cast<get_proc_v2>(dlsym(driver, "cuGetProcAddress_v2"));
   if (bootstrap == nullptr) return fail("dlsym cuGetProcAddress_v2", 0);
   void* p = nullptr;
