@@ -26,7 +26,12 @@ namespace tgs::cuda::abi {
 /// number their reply echoes (a reply that came too late is never taken for the next one's).
 /// 4: gap filling: a registration reply carries a second descriptor, the GPU's page
 /// (`gpu_page`), and the segment gains the gap gate and the production job's busy time.
-inline constexpr std::uint32_t version = 4;
+/// 5: MPS: the registration reply carries the job's MPS client settings (`mps_client`: whether
+/// to be a client, the pipe folder of its GPU's control daemon, its client priority and active
+/// thread percentage), which the interposer puts in the job's environment before the driver's
+/// cuInit reads it. A longer reply is a layout change, and an interposer of version 4 would not
+/// make the job the client its node's policy expects.
+inline constexpr std::uint32_t version = 5;
 
 /// "TGSJOBSG" read as a little-endian integer: the first eight bytes of a job segment.
 inline constexpr std::uint64_t segment_magic = 0x4753424f4a534754ULL;
@@ -458,6 +463,42 @@ struct register_request {
   job_holdings holdings;                           ///< version 3
 };
 
+/// Bytes of `mps_client::pipe_directory`, the NUL included: a Unix socket path's limit
+/// (`sockaddr_un::sun_path`), since the driver connects to sockets in that folder.
+inline constexpr std::size_t mps_pipe_directory_bytes = 108;
+
+/// How the job becomes an MPS client (version 5): the node derives it from its policy's
+/// `tgs::mps_partition` where MPS is available on the job's GPU. The interposer sets the job's
+/// `CUDA_MPS_PIPE_DIRECTORY`, `CUDA_MPS_CLIENT_PRIORITY` and `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`
+/// from it (unsetting those left unset here) before the driver's cuInit; the job's own values
+/// count for nothing.
+struct mps_client {
+  /// 1: be a client of the control daemon in `pipe_directory`; 0: leave the job's environment
+  /// as it is (no MPS on this node or GPU, or a policy that does not use it).
+  std::uint8_t client = 0;
+  /// `CUDA_MPS_CLIENT_PRIORITY`: 0 normal, 1 below normal.
+  std::uint8_t priority = 0;
+  /// `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, 1-100; 0: unset (all of the GPU's SMs).
+  std::uint8_t active_thread_percentage = 0;
+  std::uint8_t reserved = 0;
+  /// The control daemon's pipe folder, an absolute path, NUL-terminated within the array.
+  char pipe_directory[mps_pipe_directory_bytes] = {};
+};
+
+/// Whether `m` is one a job may apply: a client with an absolute, NUL-terminated printable pipe
+/// folder, a priority of 0 or 1 and a percentage of at most 100; or not a client at all. The
+/// interposer checks this on receipt and runs unmanaged by MPS (as before version 5) otherwise.
+[[nodiscard]] constexpr bool valid_mps_client(const mps_client& m) noexcept {
+  if (m.client == 0) return true;
+  if (m.client != 1 || m.priority > 1 || m.active_thread_percentage > 100) return false;
+  if (m.pipe_directory[0] != '/') return false;
+  for (const char c : m.pipe_directory) {
+    if (c == '\0') return true;
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f) return false;
+  }
+  return false;  // no NUL within the array
+}
+
 /// The node's acceptance; the segment's descriptor travels with it, and the GPU page's after it
 /// (writable to the page's writer, read-only otherwise).
 struct register_reply {
@@ -465,6 +506,7 @@ struct register_reply {
   std::uint32_t job_id = 0;
   class_code job_class = class_code::production;
   std::uint8_t reserved[3] = {};
+  mps_client mps;  ///< version 5
 };
 
 /// The node's refusal, with a reason for the job's log. Also sent on an ABI mismatch, with the
@@ -518,7 +560,8 @@ struct memory_reply {
 /// The largest message either side sends (status lines included).
 inline constexpr std::size_t max_message_bytes = 4096;
 
-static_assert(sizeof(register_request) == 112 && sizeof(memory_request) == 32 && sizeof(memory_reply) == 24,
+static_assert(sizeof(register_request) == 112 && sizeof(memory_request) == 32 && sizeof(memory_reply) == 24 &&
+                  sizeof(register_reply) == 136,
               "a message's size is part of the ABI: bump `version` when it changes");
 
 }  // namespace tgs::cuda::abi

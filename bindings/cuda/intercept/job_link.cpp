@@ -21,6 +21,7 @@
 
 #include "activity_sampler.hpp"
 #include "allocations.hpp"
+#include "mps_env.hpp"
 #include "registration.hpp"
 
 namespace tgs::cuda::intercept {
@@ -71,6 +72,7 @@ bool node_silent(const abi::job_segment& seg) noexcept {
 void publish(const registration& r) noexcept {
   switch (r.outcome) {
     case register_outcome::registered:
+      apply_mps_client(r.mps);  // before the link is published: before the driver's cuInit
       current_link.store(r.link, std::memory_order_release);
       rehome_allocations(*r.link->segment);
       if (r.link->writable_page != nullptr) start_activity_sampler();

@@ -182,6 +182,14 @@ registration register_with_node(const abi::job_holdings& holdings) noexcept {
     std::snprintf(out.reason, sizeof(out.reason), "malformed reply from the node");
     return fail_fd(register_outcome::rejected);
   }
+  abi::register_reply reply;
+  std::memcpy(&reply, buffer, sizeof(reply));
+  if (!abi::valid_mps_client(reply.mps)) {
+    // A node of this ABI never sends one: the job still registers, outside MPS.
+    log(log_level::warn, "the node's MPS client settings are malformed: this job stays out of MPS");
+    reply.mps = abi::mps_client{};
+  }
+  out.mps = reply.mps;
   if (const char* why = unusable_file(segment_fd, abi::segment_bytes)) {
     std::snprintf(out.reason, sizeof(out.reason), "%s", why);
     return fail_fd(register_outcome::rejected);

@@ -26,6 +26,8 @@ struct registration {
   const link_state* link = nullptr;
   std::uint32_t node_version = 0;
   char reason[256] = {};
+  /// The job's MPS client settings (registered only; checked: `abi::valid_mps_client`).
+  abi::mps_client mps{};
 };
 
 /// Connects, registers (reporting `holdings`) and maps the segment. Never throws, never blocks

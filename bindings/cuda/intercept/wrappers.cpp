@@ -8,6 +8,7 @@
 #include "graphs.hpp"
 #include "hook_table.hpp"
 #include "launch_gate.hpp"
+#include "mps_env.hpp"
 #include "resolve.hpp"
 
 #define TGS_HOOK(symbol, base, ptds, since, params, args, gate, account)         \

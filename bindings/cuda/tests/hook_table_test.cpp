@@ -35,7 +35,9 @@ TEST(HookTable, FindsExportedNamesOnly) {
   ASSERT_TRUE(find_symbol("cuLaunchKernel_ptsz"));
   EXPECT_STREQ(hook_table[index(*find_symbol("cuLaunchKernel_ptsz"))].symbol, "cuLaunchKernel_ptsz");
   EXPECT_FALSE(find_symbol("cuMemAlloc"));  // v1 (32-bit sizes) is not hooked
-  EXPECT_FALSE(find_symbol("cuInit"));
+  EXPECT_FALSE(find_symbol("cuDeviceGet"));
+  // cuInit is hooked: the job's MPS client environment must be in place before the driver reads it.
+  ASSERT_TRUE(find_symbol("cuInit"));
 }
 
 TEST(Classify, PicksThePerThreadVariantOnlyWhenAsked) {
@@ -52,7 +54,8 @@ TEST(Classify, FollowsTheRequestedVersion) {
   EXPECT_STREQ(classified("cuGetProcAddress", 12000, 0), "cuGetProcAddress_v2");
   EXPECT_STREQ(classified("cuMemAlloc", 3000, 0), "none");  // the driver hands out v1: not ours
   EXPECT_STREQ(classified("cuLaunchKernelEx", 11000, 0), "none");
-  EXPECT_STREQ(classified("cuInit", 13000, 0), "none");
+  EXPECT_STREQ(classified("cuDeviceGet", 13000, 0), "none");
+  EXPECT_STREQ(classified("cuInit", 13000, 0), "cuInit");
   // "cuGraphInstantiate" is the 5-argument form before CUDA 12.0 and WithFlags from 12.0 on.
   EXPECT_STREQ(classified("cuGraphInstantiate", 11080, 0), "cuGraphInstantiate_v2");
   EXPECT_STREQ(classified("cuGraphInstantiate", 12000, 0), "cuGraphInstantiateWithFlags");

@@ -2,6 +2,9 @@
 // Tests of the interposer/node ABI arithmetic: the packed launch counter and the allowance rules.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstring>
+
 #include "node_abi.hpp"
 
 namespace cabi = tgs::cuda::abi;
@@ -100,4 +103,35 @@ TEST(GapFillAllowance, WorksAcrossTheWrapOfTheBlockSpace) {
   const std::uint64_t used = 400;                         // 500 blocks later, past the wrap
   const std::uint64_t gap_to = 300;
   EXPECT_EQ(cabi::gap_fill_allowance(near_end, used, gap_to, 50), 350u);
+}
+
+TEST(MpsClient, OnlyWellFormedSettingsAreApplied) {
+  using tgs::cuda::abi::mps_client;
+  using tgs::cuda::abi::valid_mps_client;
+  EXPECT_TRUE(valid_mps_client(mps_client{}));  // not a client: nothing to apply
+  mps_client m;
+  m.client = 1;
+  std::snprintf(m.pipe_directory, sizeof(m.pipe_directory), "/run/tgs/mps/gpu0/pipe");
+  m.priority = 1;
+  m.active_thread_percentage = 30;
+  EXPECT_TRUE(valid_mps_client(m));
+  mps_client bad = m;
+  bad.priority = 2;
+  EXPECT_FALSE(valid_mps_client(bad));
+  bad = m;
+  bad.active_thread_percentage = 101;
+  EXPECT_FALSE(valid_mps_client(bad));
+  bad = m;
+  bad.pipe_directory[0] = 'r';  // relative
+  EXPECT_FALSE(valid_mps_client(bad));
+  bad = m;
+  bad.pipe_directory[5] = '\n';
+  EXPECT_FALSE(valid_mps_client(bad));
+  bad = m;
+  std::memset(bad.pipe_directory, 'a', sizeof(bad.pipe_directory));  // no NUL within the array
+  bad.pipe_directory[0] = '/';
+  EXPECT_FALSE(valid_mps_client(bad));
+  bad = m;
+  bad.client = 7;
+  EXPECT_FALSE(valid_mps_client(bad));
 }
