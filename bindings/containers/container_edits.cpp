@@ -40,7 +40,19 @@ container_edits edits_for(unsigned gpu, job_class cls, const host_paths& paths) 
   // The socket stays writable: connecting to a Unix socket needs write permission on it.
   e.mounts = {{paths.interposer, std::string(container_interposer), true},
               {node_socket_path(paths, gpu, cls), std::string(container_node_socket), false}};
+  if (const std::string pipe = mps_pipe_dir_of(paths, gpu); !pipe.empty()) {
+    // The client connects to the daemon's sockets in the pipe folder (at the path tgs-node told
+    // it) and shares memory with the MPS server through /dev/shm: both are the host's.
+    e.mounts.push_back({pipe, pipe, false});
+    e.mounts.push_back({"/dev/shm", "/dev/shm", false});
+  }
   return e;
+}
+
+std::string mps_pipe_dir_of(const host_paths& paths, unsigned gpu) {
+  std::string dir = paths.mps_pipe_dir;
+  if (const std::size_t at = dir.find("%u"); at != std::string::npos) dir.replace(at, 2, std::to_string(gpu));
+  return dir;
 }
 
 }  // namespace tgs::containers

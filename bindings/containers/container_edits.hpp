@@ -25,7 +25,15 @@ struct host_paths {
   std::string interposer = "/usr/lib/tgs/libtgs-intercept.so";
   /// The folder where tgs-node serves one socket per GPU and class (`gpu0-production.sock`).
   std::string socket_dir = "/run/tgs";
+  /// The pipe folder of each GPU's MPS control daemon, `%u` standing for the GPU index
+  /// (`/run/tgs/mps/gpu%u/pipe` under `tgs-node --mps managed`); empty: no MPS. An MPS client in a
+  /// container needs that folder at the same path (tgs-node tells the job the host's path) and
+  /// the host's /dev/shm, where the driver keeps its shared state with the MPS server.
+  std::string mps_pipe_dir = {};
 };
+
+/// The MPS pipe folder of `gpu` (`paths.mps_pipe_dir` with `%u` replaced); empty without MPS.
+[[nodiscard]] std::string mps_pipe_dir_of(const host_paths& paths, unsigned gpu);
 
 /// The interposer where the package installs it relative to the running program: the program's
 /// folder (from `/proc/self/exe`) joined with `relative_from_bin` (`../lib/tgs/libtgs-intercept.so`
@@ -75,7 +83,8 @@ struct container_edits {
 /// The environment and mounts of tgs's CDI device for `gpu` and `cls`: `LD_PRELOAD` and
 /// `TGS_NODE_SOCKET`, the interposer mounted read-only, and the node's socket for that GPU and
 /// class mounted where `TGS_NODE_SOCKET` points. The class comes from which socket the job
-/// reaches, never from anything the job can change.
+/// reaches, never from anything the job can change. With MPS (`paths.mps_pipe_dir`), also the
+/// GPU's MPS pipe folder at its host path and the host's /dev/shm at /dev/shm.
 ///
 /// ```
 /// const container_edits e = edits_for(0, job_class::production, host_paths{});

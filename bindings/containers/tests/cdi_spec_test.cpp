@@ -49,6 +49,18 @@ TEST(ContainerEdits, LoadTheInterposerAndMountTheClassSocket) {
                           {"/var/run/tgs/gpu2-opportunistic.sock", "/run/tgs/tgs.sock", false}}));
 }
 
+TEST(ContainerEdits, WithMpsMountTheGpusPipeFolderAndTheHostsSharedMemory) {
+  host_paths paths{.interposer = "/usr/lib/tgs/libtgs-intercept.so", .socket_dir = "/run/tgs"};
+  paths.mps_pipe_dir = "/run/tgs/mps/gpu%u/pipe";
+  EXPECT_EQ(mps_pipe_dir_of(paths, 3), "/run/tgs/mps/gpu3/pipe");
+  const container_edits e = edits_for(3, job_class::production, paths);
+  ASSERT_EQ(e.mounts.size(), 4U);
+  // At the host's path: tgs-node tells the job that path as its CUDA_MPS_PIPE_DIRECTORY.
+  EXPECT_EQ(e.mounts[2], (mount{"/run/tgs/mps/gpu3/pipe", "/run/tgs/mps/gpu3/pipe", false}));
+  EXPECT_EQ(e.mounts[3], (mount{"/dev/shm", "/dev/shm", false}));
+  EXPECT_EQ(edits_for(3, job_class::production, host_paths{}).mounts.size(), 2U) << "no MPS, no MPS mounts";
+}
+
 TEST(CdiSpec, IsJsonWithKindAndVersion) {
   const json spec = parse(render_cdi_spec({.gpus = {0}, .paths = {}}));
   EXPECT_EQ(spec.at("cdiVersion"), "0.5.0");

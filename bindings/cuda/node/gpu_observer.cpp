@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <utility>
 
 #include "nvml_subset.hpp"
@@ -36,6 +37,8 @@ gpu_observer gpu_observer::nvml() {
   o.handle_by_index_ = by_index;
   o.running_processes_ = running;
   o.shutdown_ = shutdown;
+  o.mig_mode_ = ::dlsym(lib, "nvmlDeviceGetMigMode");
+  o.uuid_ = ::dlsym(lib, "nvmlDeviceGetUUID");
   Dl_info info{};
   o.description_ = std::string("NVML (") +
                    (::dladdr(by_index, &info) != 0 && info.dli_fname != nullptr ? info.dli_fname : "libnvidia-ml.so.1") +
@@ -55,6 +58,8 @@ gpu_observer::gpu_observer(gpu_observer&& other) noexcept
       handle_by_index_(other.handle_by_index_),
       running_processes_(other.running_processes_),
       shutdown_(other.shutdown_),
+      mig_mode_(other.mig_mode_),
+      uuid_(other.uuid_),
       description_(std::move(other.description_)) {}
 
 gpu_observer& gpu_observer::operator=(gpu_observer&& other) noexcept {
@@ -63,6 +68,8 @@ gpu_observer& gpu_observer::operator=(gpu_observer&& other) noexcept {
     std::swap(handle_by_index_, other.handle_by_index_);
     std::swap(running_processes_, other.running_processes_);
     std::swap(shutdown_, other.shutdown_);
+    std::swap(mig_mode_, other.mig_mode_);
+    std::swap(uuid_, other.uuid_);
     std::swap(description_, other.description_);
   }
   return *this;
@@ -102,6 +109,31 @@ std::optional<gpu_process> gpu_observer::process(std::uint32_t index, pid_t pid)
     if (p.pid == pid) return p;
   }
   return gpu_process{};
+}
+
+gpu_observer::gpu_facts gpu_observer::facts(std::uint32_t index) const {
+  gpu_facts f;
+  if (library_ == nullptr) return f;
+  nvmlDevice_t device = nullptr;
+  if (reinterpret_cast<nvml_handle_fn>(handle_by_index_)(index, &device) != NVML_SUCCESS) {
+    f.present = false;
+    return f;
+  }
+  f.present = true;
+  if (mig_mode_ != nullptr) {
+    unsigned current = 0;
+    unsigned pending = 0;
+    const nvmlReturn_t r = reinterpret_cast<nvml_mig_mode_fn>(mig_mode_)(device, &current, &pending);
+    if (r == NVML_SUCCESS) f.mig = current == nvml_device_mig_enable;
+    if (r == NVML_ERROR_NOT_SUPPORTED) f.mig = false;  // a GPU without MIG
+  }
+  if (uuid_ != nullptr) {
+    char buffer[nvml_uuid_bytes] = {};
+    if (reinterpret_cast<nvml_uuid_fn>(uuid_)(device, buffer, sizeof(buffer)) == NVML_SUCCESS && buffer[0] != '\0') {
+      f.uuid = std::string(buffer, strnlen(buffer, sizeof(buffer)));
+    }
+  }
+  return f;
 }
 
 }  // namespace tgs::cuda::node

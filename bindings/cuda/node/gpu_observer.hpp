@@ -49,11 +49,22 @@ class gpu_observer {
   /// pid 0 when NVML answered and the process is not there.
   [[nodiscard]] std::optional<gpu_process> process(std::uint32_t index, pid_t pid) const;
 
+  /// What NVML says of GPU `index` for MPS: whether it exists, whether it is in MIG mode, its
+  /// UUID; each empty where NVML cannot tell (no NVML, or a call it lacks).
+  struct gpu_facts {
+    std::optional<bool> present;
+    std::optional<bool> mig;
+    std::optional<std::string> uuid;
+  };
+  [[nodiscard]] gpu_facts facts(std::uint32_t index) const;
+
  private:
   void* library_ = nullptr;
   void* handle_by_index_ = nullptr;
   void* running_processes_ = nullptr;
   void* shutdown_ = nullptr;
+  void* mig_mode_ = nullptr;  ///< optional: NVML before MIG lacks it
+  void* uuid_ = nullptr;
   std::string description_ = "off";
 };
 

@@ -25,6 +25,9 @@
 
 namespace {
 
+/// The default policy where the node has MPS (when the registry has it).
+constexpr std::string_view mps_default_policy = "priority-share";
+
 std::atomic<bool> stop_requested{false};
 
 void on_signal(int) { stop_requested.store(true, std::memory_order_relaxed); }
@@ -87,7 +90,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tgs-node " TGS_VERSION);
   node_options options;
   std::string default_class = "opportunistic";
-  std::string policy = "idle-harvest";
+  // The default policy: priority-share where the node has MPS, idle-harvest where it has not
+  // (node_options::policy_named); a policy the operator names is used as named.
+  std::string policy;
   std::string level = "info";
   int liveness_ms = static_cast<int>(options.liveness_period.count());
   tgs::any_rate_controller::configs rate_settings;
@@ -182,15 +187,37 @@ int main(int argc, char** argv) {
   std::vector<std::string> node_policies;  // the controllers tgs-node can carry out
   for (std::string_view n : tgs::rate_controller_names()) {
     const auto t = tgs::any_rate_controller::traits_of_policy(n);
-    if (t->enforced_by == tgs::enforcement::interposer || t->enforced_by == tgs::enforcement::placement) {
+    // An MPS policy's partition is carried out by the node's MPS daemons and the jobs' client
+    // settings (--mps); MIG needs the GPU repartitioned and AntMan the framework.
+    if (t->enforced_by == tgs::enforcement::interposer || t->enforced_by == tgs::enforcement::placement ||
+        t->mechanism == tgs::sharing_mechanism::mps) {
       node_policies.emplace_back(n);
     }
   }
+  const std::string fallback_policy = "idle-harvest";
+  const std::string default_policy =
+      tgs::any_rate_controller::traits_of_policy(mps_default_policy) ? std::string(mps_default_policy) : fallback_policy;
   app.add_option("--policy", policy,
-                 "rate controller (MPS and MIG are carried out by the GPU and AntMan by the framework, not by "
-                 "tgs-node)")
-      ->check(CLI::IsMember(node_policies))
+                 "rate controller (default: " + default_policy +
+                     (default_policy == fallback_policy ? std::string()
+                                                        : " where MPS is available on the node, else " + fallback_policy) +
+                     "; an MPS policy needs --mps managed or external; MIG is carried out by the GPU and AntMan by "
+                     "the framework, not by tgs-node)")
+      ->check(CLI::IsMember(node_policies));
+  std::string mps_mode_name = "managed";
+  app.add_option("--mps", mps_mode_name,
+                 "MPS control daemons: managed (tgs-node starts one per GPU, with its pipe and log folders in <the "
+                 "socket's folder>/mps/gpu<N>, restarts it if it dies and stops it at exit), external (the operator "
+                 "runs them: --mps-pipe-dir) or off. MPS makes the default policy priority-share; without it the "
+                 "node falls back to idle-harvest")
+      ->check(CLI::IsMember({"managed", "external", "off"}))
       ->capture_default_str();
+  app.add_option("--mps-control", options.mps.control,
+                 "the MPS control program for --mps managed (a path, or a name looked up on PATH)")
+      ->capture_default_str();
+  app.add_option("--mps-pipe-dir", options.mps.pipe_dir,
+                 "--mps external: the pipe folder of the operator's control daemons (CUDA_MPS_PIPE_DIRECTORY); %u in "
+                 "it stands for the GPU index, e.g. /run/nvidia-mps/gpu%u");
   app.add_option("--liveness-ms", liveness_ms, "period of the check for dead job processes")
       ->check(CLI::Range(10, 1000))
       ->capture_default_str();
@@ -307,7 +334,21 @@ int main(int argc, char** argv) {
   if (level == "error") options.verbosity = log_level::error;
   if (level == "warn") options.verbosity = log_level::warn;
   if (level == "debug") options.verbosity = log_level::debug;
-  if (auto why = tgs::unused_policy_flag(rate_flags, std::vector<std::string>{policy})) {
+  options.policy_named = !policy.empty();
+  if (policy.empty()) policy = default_policy;
+  options.mps.mode = *parse_mps_mode(mps_mode_name);  // CLI::IsMember checked it
+  if (options.mps.mode == mps_mode::external && options.mps.pipe_dir.empty()) {
+    fmt::print(stderr, "tgs-node: --mps external needs --mps-pipe-dir (the operator's daemons' pipe folder)\n");
+    return 2;
+  }
+  if (options.mps.mode != mps_mode::external && !options.mps.pipe_dir.empty()) {
+    fmt::print(stderr, "tgs-node: --mps-pipe-dir is for --mps external\n");
+    return 2;
+  }
+  // The policies whose settings may be given: the named one, or the default and its fallback.
+  std::vector<std::string> settable{policy};
+  if (!options.policy_named && policy != fallback_policy) settable.push_back(fallback_policy);
+  if (auto why = tgs::unused_policy_flag(rate_flags, settable)) {
     fmt::print(stderr, "tgs-node: {}\n", *why);
     return 2;
   }
@@ -327,10 +368,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.controller = *rate_settings.find(policy);
+  if (!options.policy_named && policy != fallback_policy) options.fallback_controller = *rate_settings.find(fallback_policy);
   try {
     tgs::any_rate_controller check{options.controller};  // validated now, not at the first job
+    if (options.fallback_controller) tgs::any_rate_controller fallback{*options.fallback_controller};
   } catch (const tgs::config_error& e) {
     fmt::print(stderr, "tgs-node: {}\n", e.what());
+    return 2;
+  }
+  if (options.policy_named && options.mps.mode == mps_mode::off &&
+      tgs::any_rate_controller{options.controller}.traits().mechanism == tgs::sharing_mechanism::mps) {
+    fmt::print(stderr, "tgs-node: --policy {} shares the GPU through MPS, and --mps is off\n", policy);
     return 2;
   }
 

@@ -190,6 +190,7 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   abi::register_reply reply;
   reply.job_id = j->id;
   reply.job_class = seg->job_class;
+  reply.mps = mps_client_for(cls, j->gpu);
   const int fds[2] = {memfd, page_fd};
   const bool sent = send_with_fds(c.fd, &reply, sizeof(reply), fds, page_fd >= 0 ? 2 : 1);
   ::close(memfd);

@@ -66,6 +66,25 @@ metric_snapshot node_server::metrics_snapshot() const {
            {"memory_policy",
             options_.memory_policy ? std::string(any_memory_policy{*options_.memory_policy}.policy_name()) : "off"}},
           1);
+  // MPS: where it is available, and the policy in force (a default that needed MPS falls back).
+  b.gauge("tgs_node_policy_info", "the rate policy in force, and whether it is the fallback of a default that needs MPS "
+          "(always 1)",
+          {{"policy", std::string(sample.policy_name())},
+           {"fallback", policy_fallback_.empty() ? "false" : "true"},
+           {"reason", policy_fallback_},
+           {"mps", std::string(to_string(mps_ ? mps_->mode() : options_.mps.mode))}},
+          1);
+  b.family("tgs_node_mps_available", "1 where a job on the GPU can be an MPS client of the node's daemon",
+           metric_type::gauge);
+  if (mps_) {
+    for (const mps_daemons::gpu_view& g : mps_->view()) {
+      const std::string gpu = std::to_string(g.gpu);
+      b.gauge("tgs_node_mps_available", "1 where a job on the GPU can be an MPS client of the node's daemon",
+              {{"gpu", gpu}, {"state", g.state}}, g.available ? 1 : 0);
+      b.counter("tgs_node_mps_daemon_restarts_total", "times the GPU's MPS control daemon died and was started again",
+                {{"gpu", gpu}}, as_double(g.restarts));
+    }
+  }
   for (const job_class cls : {job_class::production, job_class::opportunistic}) {
     const auto n = std::count_if(jobs_.begin(), jobs_.end(), [&](const auto& e) { return e.second->cls == cls; });
     b.gauge("tgs_node_jobs", "registered jobs", {{"class", std::string(to_string(cls))}}, static_cast<double>(n));

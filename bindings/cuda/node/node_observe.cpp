@@ -53,6 +53,8 @@ void node_server::check_unregistered() {
         return e.second->pid == p.pid && e.second->gpu == gpu;
       });
       if (registered) continue;
+      // An MPS server holds the GPU for its clients (the jobs); it never registers.
+      if (mps_ && mps_->is_server(p.pid)) continue;
       const std::optional<std::uint64_t> start = process_start(p.pid);
       if (!start) continue;
       const std::pair<std::uint32_t, pid_t> key{gpu, p.pid};

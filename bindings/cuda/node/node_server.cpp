@@ -152,19 +152,24 @@ void node_server::bind() {
   }
   bind_class_sockets();
   if (options_.observe_gpus) observer_ = gpu_observer::nvml();
+  start_mps();  // may change the policy in force (the default's fallback), or refuse a named one
   if (!options_.metrics_address.empty()) {
     metrics_ = std::make_unique<metrics_endpoint>(options_.metrics_address);
     log(log_level::info, "metrics on {}", metrics_->url());
   }
   log(log_level::info,
       "listening on {} (ABI {}, policy {}, fault policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
-      "opportunistic launch window {}, GPU observer: {}, at most {} connections)",
+      "opportunistic launch window {}, GPU observer: {}, at most {} connections, MPS: {})",
       options_.socket_path, abi::version, any_rate_controller{options_.controller}.policy_name(),
       any_fault_policy{options_.fault_policy}.policy_name(),
       options_.memory_policy ? any_memory_policy{*options_.memory_policy}.policy_name() : "off",
       options_.memory_budget.count() >> 20, to_string(options_.residency),
       options_.max_inflight_launches == 0 ? std::string("off") : std::to_string(options_.max_inflight_launches),
-      observer_.description(), options_.max_connections);
+      observer_.description(), options_.max_connections,
+      mps_->mode() == mps_mode::off ? std::string("off")
+                                    : fmt::format("{}, {}", to_string(mps_->mode()),
+                                                  mps_->available_everywhere() ? "available"
+                                                                               : "not available: " + mps_->why_unavailable()));
   if (options_.observe_gpus && !observer_.available()) {
     log(log_level::warn,
         "without NVML the node cannot check what jobs report against the GPU, nor see processes that never "
@@ -215,6 +220,8 @@ void node_server::write_cdi_spec() const {
   containers::cdi_spec_options spec;
   for (std::uint32_t gpu = 0; gpu < options_.gpus; ++gpu) spec.gpus.push_back(gpu);
   spec.paths = {.interposer = options_.interposer_path, .socket_dir = options_.class_socket_dir};
+  // Where jobs become MPS clients, their containers reach the GPU's daemon (mps_daemons.hpp).
+  if (mps_ && mps_share_) spec.paths.mps_pipe_dir = mps_->pipe_dir_pattern();
   containers::write_cdi_spec(options_.cdi_spec_path, spec);
   log(log_level::info, "wrote the CDI spec {} (devices {}=<0..{}>-production, -opportunistic)", options_.cdi_spec_path,
       containers::cdi_kind, options_.gpus - 1);
@@ -233,6 +240,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     }
     // Frees, evictions and restores change the footprints between requests: re-observe.
     for (auto& [gpu, m] : memory_gpus_) m->run(t);
+    if (mps_) mps_->tick();  // a dead MPS daemon is started again
     send_pending_replies();
     // A held-back allocation is answered as soon as the evictions it waits for are done.
     if (!pending_.empty()) next = std::min(next, t + std::chrono::milliseconds{2});
@@ -292,6 +300,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
   }
   continue_paused();
   log(log_level::info, "stopping; {} job(s) keep running unthrottled until a node is back", jobs_.size());
+  if (mps_) mps_->stop();
 }
 
 void node_server::accept_connections(int listener_fd, std::optional<grant> granted) {

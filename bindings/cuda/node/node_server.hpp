@@ -18,11 +18,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "control_loop.hpp"
 #include "gpu_observer.hpp"
 #include "listener.hpp"
 #include "memory_loop.hpp"
 #include "metrics.hpp"
+#include "mps_daemons.hpp"
 #include "process_origin.hpp"
 #include "node_abi.hpp"
 #include "tgs/fault/any_fault_policy.hpp"
@@ -94,6 +97,15 @@ struct node_options {
   std::uint32_t gpus = 8;
   /// The rate controller's configuration (its alternative picks the policy).
   any_rate_controller::config controller = idle_harvest::config{};
+  /// Whether the operator named the policy. A default whose mechanism is MPS gives way to
+  /// `fallback_controller` where MPS is not available on the node (said in the log, the status
+  /// and the metrics); a named one is an error there.
+  bool policy_named = true;
+  /// The policy in force where the default needs MPS and the node has none (idle-harvest).
+  std::optional<any_rate_controller::config> fallback_controller;
+  /// The MPS control daemons (`--mps`): managed by the node, the operator's, or none. An empty
+  /// `mps.runtime_dir` is the socket's folder + `/mps`.
+  mps_options mps;
   /// The memory policy's configuration; empty: no memory policy (allocations are only counted).
   std::optional<any_memory_policy::config> memory_policy;
   /// The fault policy's configuration (its alternative picks the policy): what a job's death
@@ -238,6 +250,9 @@ class node_server {
   void check_unregistered();
   void act_on(unregistered_process& p, bool production_on_gpu);
   void continue_paused();
+  // node_mps.cpp: MPS: the daemons, the policy in force, each job's client settings.
+  void start_mps();
+  [[nodiscard]] abi::mps_client mps_client_for(job_class cls, std::uint32_t gpu) const;
   // node_metrics.cpp: the metrics snapshot.
   [[nodiscard]] metric_snapshot metrics_snapshot() const;
   loop& gpu_loop(std::uint32_t gpu);
@@ -248,11 +263,18 @@ class node_server {
   struct job_numbers;
   [[nodiscard]] job_numbers numbers_of(const job& j, const std::vector<job_report>& reports, const memory_loop* m) const;
   void send_status(connection& c, bool json);
+  [[nodiscard]] nlohmann::ordered_json mps_status() const;
   template <typename... Args>
   void log(log_level level, const char* format, const Args&... args) const;
 
   node_options options_;
   socket_listener listener_;
+  /// The MPS daemons; null until `bind`.
+  std::unique_ptr<mps_daemons> mps_;
+  /// The MPS partition of the policy in force when its mechanism is MPS (its first decision's).
+  std::optional<mps_partition> mps_share_;
+  /// Why the policy in force is not the default the operator left (empty when it is).
+  std::string policy_fallback_;
   std::vector<class_listener> class_listeners_;
   gpu_observer observer_;
   std::unique_ptr<metrics_endpoint> metrics_;

@@ -74,6 +74,25 @@ node_server::job_numbers node_server::numbers_of(const job& j, const std::vector
   return n;
 }
 
+/// The node's MPS: its mode, whether MPS is available on every GPU (and why not), each GPU's
+/// daemon.
+json node_server::mps_status() const {
+  json gpus = json::array();
+  if (mps_) {
+    for (const mps_daemons::gpu_view& g : mps_->view()) {
+      gpus.push_back(json{{"gpu", g.gpu}, {"state", g.state}, {"available", g.available}, {"pipe_dir", g.pipe_dir},
+                          {"log_dir", g.log_dir}, {"daemon_pid", g.daemon}, {"restarts", g.restarts},
+                          {"why", g.why.empty() ? json(nullptr) : json(g.why)}});
+    }
+  }
+  const bool available = mps_ && mps_->available_everywhere();
+  return json{{"mode", std::string(to_string(mps_ ? mps_->mode() : options_.mps.mode))},
+              {"available", available},
+              {"why", available ? std::string() : mps_ ? mps_->why_unavailable() : std::string("not started")},
+              {"client_settings", mps_share_.has_value()},
+              {"gpus", std::move(gpus)}};
+}
+
 void node_server::send_status(connection& c, bool json_lines) {
   std::vector<json> lines;
   const double uptime = std::chrono::duration<double>(clock::now() - start_).count();
@@ -87,7 +106,9 @@ void node_server::send_status(connection& c, bool json_lines) {
                                      {"class_sockets", options_.class_socket_dir.empty()
                                                            ? json(nullptr)
                                                            : json(options_.class_socket_dir)},
-                                     {"unregistered", unregistered_.size()}}}});
+                                     {"unregistered", unregistered_.size()},
+                                     {"policy_fallback", policy_fallback_.empty() ? json(nullptr) : json(policy_fallback_)},
+                                     {"mps", mps_status()}}}});
   std::set<std::uint32_t> gpus;
   for (const auto& [gpu, l] : gpus_) gpus.insert(gpu);
   for (const auto& [id, j] : jobs_) gpus.insert(j->gpu);
@@ -210,11 +231,25 @@ void node_server::send_status(connection& c, bool json_lines) {
       text = line.dump(-1, ' ', false, json::error_handler_t::replace);
     } else if (line.contains("node")) {
       const json& n = line["node"];
-      text = fmt::format("tgs-node: ABI {}, policy {}, socket {}{}, up {:.1f} s, {} job(s), {} unregistered process(es)",
-                         n["abi"].get<unsigned>(), n["policy"].get<std::string>(), n["socket"].get<std::string>(),
+      text = fmt::format("tgs-node: ABI {}, policy {}{}, socket {}{}, up {:.1f} s, {} job(s), {} unregistered process(es)",
+                         n["abi"].get<unsigned>(), n["policy"].get<std::string>(),
+                         n["policy_fallback"].is_null() ? std::string()
+                                                        : " (fallback: " + n["policy_fallback"].get<std::string>() + ")",
+                         n["socket"].get<std::string>(),
                          n["class_sockets"].is_null() ? std::string()
                                                       : ", class sockets in " + n["class_sockets"].get<std::string>(),
                          n["uptime_s"].get<double>(), n["jobs"].get<std::size_t>(), n["unregistered"].get<std::size_t>());
+      const json& mps = n["mps"];
+      text += fmt::format("\nMPS: {}, {}", mps["mode"].get<std::string>(),
+                          mps["available"].get<bool>() ? std::string("available")
+                                                       : "not available (" + mps["why"].get<std::string>() + ")");
+      for (const json& g : mps["gpus"]) {
+        if (mps["mode"] == "off") break;
+        text += fmt::format("\n  GPU {}: {}{}{}", g["gpu"].get<unsigned>(), g["state"].get<std::string>(),
+                            g["pipe_dir"].get<std::string>().empty() ? std::string() : ", pipe folder " + g["pipe_dir"].get<std::string>(),
+                            g["restarts"].get<std::uint64_t>() == 0 ? std::string()
+                                                                    : fmt::format(", restarted {} time(s)", g["restarts"].get<std::uint64_t>()));
+      }
     } else if (line.contains("unregistered")) {
       const json& p = line["unregistered"];
       const std::string container = p["container"].get<std::string>();

@@ -227,8 +227,10 @@ class EndToEnd : public ::testing::Test {
 
   /// The node's environment: the fake NVML beside the fake driver, on the test's fake device, so
   /// the node sees the jobs' contexts and memory as it sees a real GPU's through NVML.
+  /// Its PATH holds no MPS control program, so a node runs without MPS wherever the tests run
+  /// (a GPU machine's nvidia-cuda-mps-control included) unless a test names one (`--mps-control`).
   std::vector<std::string> node_env() const {
-    return {"LD_LIBRARY_PATH=" TGS_FAKE_DRIVER_DIR, "TGS_FAKE_DEVICE=" + device_};
+    return {"LD_LIBRARY_PATH=" TGS_FAKE_DRIVER_DIR, "TGS_FAKE_DEVICE=" + device_, "PATH=" + dir_ + "/no-programs"};
   }
 
   /// A production job: half the device busy (2 ms of kernels, 2 ms of host time per iteration).

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: Apache-2.0
+// tgs-node and MPS on the fake driver: the control daemons the node manages (started with their
+// folders, started again when they die, stopped at exit), the operator's daemons, the fallback to
+// idle-harvest where MPS is not available (said in the log, the status and the metrics), the
+// refusal of a named MPS policy there, and the jobs' MPS client environment, which the fake driver
+// records at cuInit and at context creation (TGS_FAKE_MPS_RECORD).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "e2e_support.hpp"
+#include "http_get.hpp"
+
+using namespace tgs_e2e;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// One line of the fake driver's MPS record: `key=value` fields.
+using record_line = std::map<std::string, std::string>;
+
+class Mps : public EndToEnd {
+ protected:
+  void TearDown() override {
+    jobs_.clear();
+    node_.reset();  // SIGKILL: a managed daemon may be left, as after a node crash
+    for (const std::string& pipe : daemon_pipes()) stop_daemon(pipe);
+    EndToEnd::TearDown();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  /// Every folder under the test's folder that holds a (fake) daemon's pid file.
+  [[nodiscard]] std::vector<std::string> daemon_pipes() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir_, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->path().filename() == "nvidia-cuda-mps-control.pid") out.push_back(it->path().parent_path().string());
+    }
+    return out;
+  }
+  /// The pid in `pipe`'s pid file (0: none).
+  static pid_t daemon_pid(const std::string& pipe) {
+    std::ifstream in(pipe + "/nvidia-cuda-mps-control.pid");
+    long pid = 0;
+    in >> pid;
+    return static_cast<pid_t>(pid);
+  }
+  /// Whether `pid` runs (a zombie does not: whoever reaps orphans here may take a while).
+  static bool alive(pid_t pid) {
+    if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const std::size_t close = stat.rfind(')');
+    return close == std::string::npos || close + 2 >= stat.size() || (stat[close + 2] != 'Z' && stat[close + 2] != 'X');
+  }
+  /// Ends a daemon the test left (SIGTERM: the fake's `quit`), bounded.
+  static void stop_daemon(const std::string& pipe) {
+    const pid_t pid = daemon_pid(pipe);
+    if (!alive(pid)) return;
+    ::kill(pid, SIGTERM);
+    for (int i = 0; i < 100 && alive(pid); ++i) std::this_thread::sleep_for(10ms);
+    if (alive(pid)) ::kill(pid, SIGKILL);
+  }
+
+  [[nodiscard]] std::string pipe_of(unsigned gpu) const { return dir_ + "/mps/gpu" + std::to_string(gpu) + "/pipe"; }
+  [[nodiscard]] std::string log_of(unsigned gpu) const { return dir_ + "/mps/gpu" + std::to_string(gpu) + "/log"; }
+  [[nodiscard]] std::string record_file() const { return dir_ + "/mps-record.txt"; }
+
+  /// A node (default policy unless `extra` names one) with `node_env` plus `env`.
+  void start_mps_node(const std::vector<std::string>& extra, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> argv{node_bin(), "--socket", socket_, "--liveness-ms", "100", "--log-level", "info"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::vector<std::string> e = node_env();
+    e.insert(e.end(), env.begin(), env.end());
+    node_ = std::make_unique<process>(argv, e);
+    // The socket is bound before the daemons start; the node serves once it says it listens.
+    wait_until([&] { return node_->stderr_text().find("listening on") != std::string::npos || !node_->running(); },
+               15s, "the node listening");
+    ASSERT_TRUE(node_->running()) << node_->stderr_text();
+  }
+  void start_managed_node(unsigned gpus = 1, const std::vector<std::string>& extra = {},
+                          const std::vector<std::string>& env = {}) {
+    std::vector<std::string> args{"--mps-control", TGS_FAKE_MPS_CONTROL, "--gpus", std::to_string(gpus)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<std::string> e{"TGS_FAKE_DEVICE_COUNT=" + std::to_string(gpus)};
+    e.insert(e.end(), env.begin(), env.end());
+    start_mps_node(args, e);
+  }
+
+  /// The node line of the status.
+  nlohmann::json node_line() {
+    for (const nlohmann::json& j : status_lines()) {
+      if (j.contains("node")) return j["node"];
+    }
+    return nlohmann::json::object();
+  }
+
+  /// A fake training job of class `cls` on GPU `gpu` that records its MPS client environment.
+  process& start_recorded(const std::string& cls, std::vector<std::string> env = {},
+                          std::vector<std::string> args = {}) {
+    env.push_back("TGS_FAKE_MPS_RECORD=" + record_file());
+    job_env_ = std::move(env);
+    std::vector<std::string> a{"--kernels", "5", "--blocks", "10", "--host-ms", "1"};
+    a.insert(a.end(), args.begin(), args.end());
+    process& p = start_job(a, cls, true);
+    job_env_.clear();
+    return p;
+  }
+  /// The record's line of `event` for process `pid`, waited for.
+  record_line recorded(pid_t pid, const std::string& event) {
+    record_line found;
+    wait_until(
+        [&] {
+          std::ifstream in(record_file());
+          for (std::string line; std::getline(in, line);) {
+            record_line fields;
+            std::istringstream words(line);
+            for (std::string w; words >> w;) {
+              const std::size_t eq = w.find('=');
+              if (eq != std::string::npos) fields[w.substr(0, eq)] = w.substr(eq + 1);
+            }
+            if (fields["pid"] == std::to_string(pid) && fields["event"] == event) {
+              found = fields;
+              return true;
+            }
+          }
+          return false;
+        },
+        10s, "the fake driver's MPS record");
+    return found;
+  }
+
+  std::string metrics_url() {
+    std::string url;
+    wait_until(
+        [&] {
+          const std::string& log = node_->stderr_text();
+          const std::size_t at = log.find("metrics on ");
+          if (at == std::string::npos) return false;
+          url = log.substr(at + 11, log.find('\n', at) - at - 11);
+          return true;
+        },
+        5s, "the metrics URL in the log");
+    return url;
+  }
+};
+
+// --- managed daemons ---------------------------------------------------------------------------
+
+TEST_F(Mps, AManagedDaemonStartsPerGpuWithItsOwnFolders) {
+  start_managed_node(2);
+  for (unsigned gpu = 0; gpu < 2; ++gpu) {
+    EXPECT_EQ(::access((pipe_of(gpu) + "/control").c_str(), F_OK), 0) << "GPU " << gpu;
+    EXPECT_TRUE(alive(daemon_pid(pipe_of(gpu)))) << "GPU " << gpu;
+    std::ifstream log(log_of(gpu) + "/control.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    // The daemon sees its GPU alone, by the UUID NVML gives it.
+    EXPECT_NE(text.find("CUDA_VISIBLE_DEVICES=GPU-fake-" + std::to_string(gpu) + ")"), std::string::npos) << text;
+  }
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["policy"], "priority-share");
+  EXPECT_TRUE(n["policy_fallback"].is_null());
+  EXPECT_EQ(n["mps"]["mode"], "managed");
+  EXPECT_TRUE(n["mps"]["available"].get<bool>());
+  ASSERT_EQ(n["mps"]["gpus"].size(), 2U);
+  EXPECT_EQ(n["mps"]["gpus"][1]["state"], "running");
+  EXPECT_EQ(n["mps"]["gpus"][1]["pipe_dir"], pipe_of(1));
+  EXPECT_NE(status(false).find("MPS: managed, available"), std::string::npos);
+}
+
+TEST_F(Mps, ADaemonThatDiesIsStartedAgain) {
+  start_managed_node(1);
+  const pid_t first = daemon_pid(pipe_of(0));
+  ASSERT_TRUE(alive(first));
+  ASSERT_GT(first, 1);
+  ::kill(first, SIGKILL);
+  wait_until([&] { return alive(daemon_pid(pipe_of(0))) && daemon_pid(pipe_of(0)) != first; }, 10s,
+             "a new daemon");
+  EXPECT_NE(node_->stderr_text().find("the control daemon is gone; starting it again"), std::string::npos)
+      << node_->stderr_text();
+  wait_until([&] { return node_line()["mps"]["gpus"][0]["state"] == "running"; }, 5s, "the daemon running again");
+  EXPECT_EQ(node_line()["mps"]["gpus"][0]["restarts"], 1);
+}
+
+TEST_F(Mps, TheNodeStopsItsDaemonsWhenItStops) {
+  start_managed_node(2);
+  const pid_t d0 = daemon_pid(pipe_of(0));
+  const pid_t d1 = daemon_pid(pipe_of(1));
+  ASSERT_TRUE(alive(d0) && alive(d1));
+  node_->kill(SIGTERM);
+  ASSERT_TRUE(node_->wait_for(10s).has_value()) << "the node did not stop";
+  EXPECT_FALSE(alive(d0));
+  EXPECT_FALSE(alive(d1));
+  EXPECT_TRUE(daemon_pipes().empty()) << "a daemon's pid file is left";
+  std::ifstream log(log_of(0) + "/control.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("Command: quit"), std::string::npos) << "stopped by `quit`, not a signal: " << text;
+  EXPECT_NE(node_->stderr_text().find("MPS on GPU 1: control daemon stopped"), std::string::npos);
+}
+
+TEST_F(Mps, ARestartedNodeAdoptsTheDaemonItsPredecessorLeft) {
+  start_managed_node(1);
+  const pid_t first = daemon_pid(pipe_of(0));
+  node_->kill(SIGKILL);
+  node_->wait();
+  start_managed_node(1);
+  EXPECT_EQ(daemon_pid(pipe_of(0)), first);
+  EXPECT_NE(node_->stderr_text().find("adopted the control daemon already running"), std::string::npos);
+}
+
+TEST_F(Mps, TheCdiSpecMountsTheGpusPipeFolderAndTheHostsSharedMemory) {
+  const std::string preload = intercept_preload();
+  const std::string interposer = preload.substr(preload.rfind(':') + 1);  // past a sanitizer's runtime
+  ::mkdir((dir_ + "/classes").c_str(), 0700);
+  start_managed_node(1, {"--class-sockets", dir_ + "/classes", "--cdi-spec", dir_ + "/tgs.json", "--interposer",
+                         interposer});
+  std::ifstream in(dir_ + "/tgs.json");
+  const nlohmann::json spec = nlohmann::json::parse(in);
+  for (const nlohmann::json& device : spec.at("devices")) {
+    const nlohmann::json& mounts = device.at("containerEdits").at("mounts");
+    ASSERT_EQ(mounts.size(), 4U) << device.dump();
+    EXPECT_EQ(mounts[2].at("hostPath"), pipe_of(0));
+    EXPECT_EQ(mounts[2].at("containerPath"), pipe_of(0));
+    EXPECT_EQ(mounts[3].at("hostPath"), "/dev/shm");
+  }
+}
+
+// --- the operator's daemons ----------------------------------------------------------------------
+
+TEST_F(Mps, AnExternalDaemonIsUsedWhereItsPipeFolderIs) {
+  const std::string pipe = dir_ + "/ext/gpu0";
+  process launcher({TGS_FAKE_MPS_CONTROL, "-d"}, {"CUDA_MPS_PIPE_DIRECTORY=" + pipe, "CUDA_MPS_LOG_DIRECTORY=" + dir_ + "/ext/log"});
+  ASSERT_EQ(launcher.wait_for(5s), std::optional<int>(0)) << launcher.stderr_text();
+  start_mps_node({"--mps", "external", "--mps-pipe-dir", dir_ + "/ext/gpu%u", "--gpus", "1"});
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["policy"], "priority-share");
+  EXPECT_EQ(n["mps"]["mode"], "external");
+  EXPECT_EQ(n["mps"]["gpus"][0]["state"], "ready");
+  process& job = start_recorded("opportunistic");
+  const record_line r = recorded(job.pid(), "init");
+  EXPECT_EQ(r.at("pipe"), pipe);
+  EXPECT_EQ(r.at("connected"), "1");
+  node_->kill(SIGTERM);
+  ASSERT_TRUE(node_->wait_for(10s).has_value());
+  EXPECT_TRUE(alive(daemon_pid(pipe))) << "the operator's daemon is the operator's to stop";
+}
+
+// --- no MPS: the fallback, and the refusal of a named MPS policy ----------------------------------
+
+TEST_F(Mps, WithMpsOffTheDefaultFallsBackAndSaysSoEverywhere) {
+  start_mps_node({"--mps", "off", "--metrics-address", "127.0.0.1:0"});
+  EXPECT_NE(node_->stderr_text().find("policy idle-harvest instead of the default priority-share: MPS is not "
+                                      "available (--mps off)"),
+            std::string::npos)
+      << node_->stderr_text();
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["policy"], "idle-harvest");
+  EXPECT_NE(n["policy_fallback"].get<std::string>().find("--mps off"), std::string::npos);
+  EXPECT_FALSE(n["mps"]["available"].get<bool>());
+  EXPECT_NE(status(false).find("policy idle-harvest (fallback: priority-share needs MPS: --mps off)"), std::string::npos);
+  const std::string url = metrics_url();
+  std::string text;
+  wait_until([&] { return (text = http_get(url)).find("tgs_node_policy_info") != std::string::npos; }, 5s, "metrics");
+  EXPECT_NE(text.find(R"(tgs_node_policy_info{policy="idle-harvest",fallback="true",reason="priority-share needs MPS: --mps off",mps="off"} 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(tgs_node_mps_available{gpu="0",state="off"} 0)"), std::string::npos) << text;
+  // Jobs are no MPS clients: their own environment stands.
+  process& job = start_recorded("opportunistic", {"CUDA_MPS_CLIENT_PRIORITY=0"});
+  EXPECT_EQ(recorded(job.pid(), "init").at("priority"), "0");
+}
+
+TEST_F(Mps, WithoutTheControlProgramTheDefaultFallsBack) {
+  start_mps_node({"--gpus", "1"});  // the tests' node has no nvidia-cuda-mps-control on its PATH
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["policy"], "idle-harvest");
+  EXPECT_NE(n["policy_fallback"].get<std::string>().find("is not on PATH"), std::string::npos) << n.dump();
+  EXPECT_NE(node_->stderr_text().find("instead of the default priority-share"), std::string::npos);
+}
+
+TEST_F(Mps, AGpuInMigModeHasNoMpsAndTheDefaultFallsBack) {
+  start_managed_node(1, {}, {"TGS_FAKE_MIG_GPUS=0"});
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["policy"], "idle-harvest");
+  EXPECT_NE(n["policy_fallback"].get<std::string>().find("GPU 0 is in MIG mode"), std::string::npos) << n.dump();
+  EXPECT_EQ(n["mps"]["gpus"][0]["state"], "mig");
+  EXPECT_TRUE(daemon_pipes().empty()) << "no daemon on a GPU in MIG mode";
+}
+
+TEST_F(Mps, ADaemonThatFailsToStartMakesTheDefaultFallBack) {
+  start_managed_node(1, {}, {"TGS_FAKE_MPS_FAIL=1"});
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["policy"], "idle-harvest");
+  EXPECT_NE(n["policy_fallback"].get<std::string>().find("exited with status 1"), std::string::npos) << n.dump();
+}
+
+TEST_F(Mps, ANamedMpsPolicyWithoutMpsIsAnErrorAtStart) {
+  process off({node_bin(), "--socket", socket_, "--policy", "priority-share", "--mps", "off"}, node_env());
+  EXPECT_EQ(off.wait_for(10s), std::optional<int>(2));
+  EXPECT_NE(off.stderr_text().find("--policy priority-share shares the GPU through MPS, and --mps is off"),
+            std::string::npos)
+      << off.stderr_text();
+  process missing({node_bin(), "--socket", socket_, "--policy", "priority-share", "--gpus", "1"}, node_env());
+  EXPECT_EQ(missing.wait_for(10s), std::optional<int>(1));
+  EXPECT_NE(missing.stderr_text().find("--policy priority-share shares the GPU through MPS, which this node does not "
+                                       "have: no MPS control program"),
+            std::string::npos)
+      << missing.stderr_text();
+}
+
+// --- the jobs' client environment ----------------------------------------------------------------
+
+TEST_F(Mps, EachClassBecomesTheClientItsPolicySaysWhateverItsOwnEnvironment) {
+  start_managed_node(1);
+  // The job's own values count for nothing, and its CUDA_VISIBLE_DEVICES (the host's index of its
+  // GPU) goes: the node's daemon shows that GPU as device 0.
+  process& opportunistic = start_recorded(
+      "opportunistic", {"CUDA_MPS_CLIENT_PRIORITY=0", "CUDA_MPS_PIPE_DIRECTORY=/tmp/elsewhere",
+                        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", "CUDA_VISIBLE_DEVICES=0"});
+  process& production = start_recorded("production", {"CUDA_MPS_CLIENT_PRIORITY=1"});
+  for (const char* event : {"init", "context"}) {
+    const record_line o = recorded(opportunistic.pid(), event);
+    EXPECT_EQ(o.at("pipe"), pipe_of(0)) << event;
+    EXPECT_EQ(o.at("priority"), "1") << event;
+    EXPECT_EQ(o.at("threads"), "-") << event;
+    EXPECT_EQ(o.at("visible"), "-") << event;
+    EXPECT_EQ(o.at("connected"), "1") << event;
+    const record_line p = recorded(production.pid(), event);
+    EXPECT_EQ(p.at("pipe"), pipe_of(0)) << event;
+    EXPECT_EQ(p.at("priority"), "0") << event;
+    EXPECT_EQ(p.at("connected"), "1") << event;
+  }
+}
+
+TEST_F(Mps, AProgramThatCallsCuInitThroughDlsymGetsItsEnvironmentFirst) {
+  start_managed_node(1);
+  process& job = start_recorded("opportunistic", {"CUDA_MPS_CLIENT_PRIORITY=0"}, {"--init-through-dlsym"});
+  const record_line r = recorded(job.pid(), "init");
+  EXPECT_EQ(r.at("pipe"), pipe_of(0));
+  EXPECT_EQ(r.at("priority"), "1");
+}
+
+TEST_F(Mps, TheMpsPolicysThreadShareBecomesTheClientsPercentage) {
+  start_managed_node(1, {"--policy", "mps", "--mps.production-threads", "1", "--mps.opportunistic-threads", "0.3"});
+  process& opportunistic = start_recorded("opportunistic");
+  process& production = start_recorded("production");
+  EXPECT_EQ(recorded(opportunistic.pid(), "context").at("threads"), "30");
+  EXPECT_EQ(recorded(opportunistic.pid(), "context").at("priority"), "0");
+  EXPECT_EQ(recorded(production.pid(), "context").at("threads"), "-");
+}
+
+}  // namespace
