@@ -271,6 +271,11 @@ struct job_segment {
   alignas(64) std::atomic<std::uint64_t> sync_mark_seq;
   std::atomic<std::uint64_t> sync_mark_blocks;
   std::atomic<std::uint64_t> sync_mark_busy_ns;
+  /// CLOCK_MONOTONIC when the marked call returned: the blocks between two marks over the time
+  /// between them is the job's throughput in whole iterations (`tgs::job_activity::synced_span`),
+  /// which the priority-share controller reads whether or not the job is sampled. A production
+  /// job marks every synchronisation; the mark's busy time means something only while sampled.
+  std::atomic<std::uint64_t> sync_mark_ns;
 };
 
 /// `resident_limit` when the job may keep all of its memory on the GPU.
@@ -289,6 +294,7 @@ static_assert(offsetof(job_segment, managed_resident_bytes) == 320);
 static_assert(offsetof(job_segment, sync_calls) == 448);
 static_assert(offsetof(job_segment, gpu_busy_ns) == 512);
 static_assert(offsetof(job_segment, sync_mark_seq) == 576);
+static_assert(offsetof(job_segment, sync_mark_ns) + sizeof(std::uint64_t) <= 640, "the sync-mark line's spare bytes");
 
 static_assert(offsetof(job_segment, gap_holdoff_ns) + sizeof(std::uint64_t) <= 192, "the refill line's spare bytes");
 static_assert(offsetof(job_segment, timed_launch_ns) + sizeof(std::uint64_t) <= 512, "the sync line's spare bytes");
@@ -298,16 +304,18 @@ struct sync_mark {
   std::uint64_t seq = 0;
   std::uint64_t blocks = 0;
   std::uint64_t busy_ns = 0;
+  std::uint64_t ns = 0;  ///< when the marked call returned
 };
 
 /// Writes a mark unless another thread of the job is writing one (that thread's mark stands).
-inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_t busy_ns) noexcept {
+inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_t busy_ns, std::uint64_t ns) noexcept {
   std::uint64_t seq = seg.sync_mark_seq.load(std::memory_order_relaxed);
   if ((seq & 1) != 0 || !seg.sync_mark_seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) return;
   // Release stores, not a fence (ThreadSanitizer does not model fences): a reader that sees
   // either new value also sees the odd count written before it.
   seg.sync_mark_blocks.store(blocks, std::memory_order_release);
   seg.sync_mark_busy_ns.store(busy_ns, std::memory_order_release);
+  seg.sync_mark_ns.store(ns, std::memory_order_release);
   seg.sync_mark_seq.store(seq + 2, std::memory_order_release);
 }
 
@@ -319,7 +327,8 @@ inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_
     if ((before & 1) != 0) continue;
     // Acquire loads keep the second look at the count after them.
     sync_mark m{before, seg.sync_mark_blocks.load(std::memory_order_acquire),
-                seg.sync_mark_busy_ns.load(std::memory_order_acquire)};
+                seg.sync_mark_busy_ns.load(std::memory_order_acquire),
+                seg.sync_mark_ns.load(std::memory_order_acquire)};
     if (seg.sync_mark_seq.load(std::memory_order_relaxed) == before) return m;
   }
   return std::nullopt;

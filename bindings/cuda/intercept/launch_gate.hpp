@@ -113,8 +113,8 @@ inline void account_paced_launch(const paced_launch_token& t, CUresult r) noexce
   if (t.window != nullptr && r == CUDA_SUCCESS) [[unlikely]] record_in_window(t);
 }
 
-/// A synchronisation call's start, for the time it blocks, and for a production job whose
-/// activity is sampled, the blocks it had launched (complete once the call returns).
+/// A synchronisation call's start, for the time it blocks, and for a production job the blocks it
+/// had launched (complete once the call returns): its synchronisation mark.
 struct sync_token {
   abi::job_segment* segment = nullptr;
   std::uint64_t start_ns = 0;
@@ -126,7 +126,9 @@ inline sync_token gate_sync() noexcept {
   abi::job_segment* seg = current_link.load(std::memory_order_acquire)->segment;
   if (seg == nullptr) return {};
   sync_token t{seg, abi::monotonic_ns(), std::nullopt};
-  if (seg->sample_activity.load(std::memory_order_relaxed) != 0) {
+  // Every production job marks its synchronisations (a load here and four stores after the call,
+  // once per synchronisation): the node reads its throughput from them, sampled or not.
+  if (!current_link.load(std::memory_order_acquire)->opportunistic) {
     t.blocks_before = seg->launch_counter.load(std::memory_order_acquire) & abi::block_mask;
   }
   return t;
@@ -141,7 +143,7 @@ inline void account_sync(const sync_token& t, CUresult r) noexcept {
   t.segment->sync_wait_ns.fetch_add(now - t.start_ns, std::memory_order_relaxed);
   t.segment->last_sync_ns.store(now, std::memory_order_relaxed);
   if (t.blocks_before) {
-    abi::write_sync_mark(*t.segment, *t.blocks_before, t.segment->gpu_busy_ns.load(std::memory_order_relaxed));
+    abi::write_sync_mark(*t.segment, *t.blocks_before, t.segment->gpu_busy_ns.load(std::memory_order_relaxed), now);
   }
 }
 

@@ -155,20 +155,29 @@ class gpu_control_loop {
     bool mark_sampled = false;
   };
 
-  /// The production job's blocks and busy time between its previous mark and its latest, when
-  /// it synchronised since the previous step. The job writes both: a forged pair misleads only
-  /// the controller's reading of the job itself, and is bounded to keep the sums finite.
-  static void add_synced(job& j, job_activity& side) noexcept {
+  /// The production job's blocks and wall time between its previous mark and its latest, when it
+  /// synchronised since the previous step, and its busy time between them when it was sampled
+  /// throughout (`busy_whole` false otherwise: blocks and busy time must cover the same span). The
+  /// job writes the marks: a forged pair misleads only the controller's reading of the job itself,
+  /// and is bounded to keep the sums finite.
+  static void add_synced(job& j, job_activity& side, bool& busy_whole) noexcept {
     const std::optional<abi::sync_mark> m = abi::read_sync_mark(*j.segment);
     if (!m || (j.mark && m->seq == j.mark->seq)) return;
     const std::optional<abi::sync_mark> previous = std::exchange(j.mark, m);
     const bool from_sampled =
         std::exchange(j.mark_sampled, j.segment->sample_activity.load(std::memory_order_relaxed) != 0);
-    // The first mark of a sampling is only a start.
-    if (!previous || !from_sampled || m->busy_ns < previous->busy_ns) return;
+    // Marks without a time (an interposer before sync_mark_ns) span nothing.
+    if (!previous || previous->ns == 0 || m->ns <= previous->ns) return;
     constexpr std::uint64_t longest_ns = 3'600'000'000'000;  // an hour between two marks
-    const std::uint64_t busy = std::min(m->busy_ns - previous->busy_ns, longest_ns);
     side.synced_blocks = side.synced_blocks.value_or(0) + abi::block_distance(previous->blocks, m->blocks);
+    side.synced_span = side.synced_span.value_or(duration::zero()) +
+                       duration{static_cast<std::int64_t>(std::min(m->ns - previous->ns, longest_ns))};
+    // The first mark of a sampling is only a start for the busy time.
+    if (!from_sampled || m->busy_ns < previous->busy_ns) {
+      busy_whole = false;
+      return;
+    }
+    const std::uint64_t busy = std::min(m->busy_ns - previous->busy_ns, longest_ns);
     side.synced_gpu_busy = side.synced_gpu_busy.value_or(duration::zero()) +
                            duration{static_cast<std::int64_t>(busy)};
   }
@@ -198,6 +207,7 @@ class gpu_control_loop {
   /// Observes every job since the previous step and steps the controller.
   void step(instant now) noexcept {
     rate_observation obs;
+    bool synced_busy_whole = true;
     obs.now = now;
     obs.window = now - last_step_;
     for (job& j : jobs_) {
@@ -229,8 +239,10 @@ class gpu_control_loop {
       }
       j.step_busy_ns = busy;
       j.step_samples = samples;
-      if (j.cls == job_class::production) add_synced(j, *side);
+      if (j.cls == job_class::production) add_synced(j, *side, synced_busy_whole);
     }
+    // Busy time over only part of the marked span would make a speed of mismatched parts.
+    if (obs.production && !synced_busy_whole) obs.production->synced_gpu_busy.reset();
     last_step_ = now;
     const rate_decision previous = decision_;
     decision_ = controller_.step(obs);

@@ -106,44 +106,63 @@ TEST(ControlLoop, MeasuresTheProductionJobsSpeedBetweenItsSynchronisationMarks) 
   gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
   auto prod = make_segment();
   auto opp = make_segment();
-  cabi::write_sync_mark(*prod, 10, 1'000);  // before it was sampled: no start for a span
+  cabi::write_sync_mark(*prod, 10, 1'000, 1'000'000);  // before it was sampled: a start for a span only
   loop.add_job(1, tgs::job_class::production, prod.get(), t0);
   loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
   EXPECT_NE(prod->sync_mark_seq.load(), 0u);
   ASSERT_NE(prod->sample_activity.load(), 0u) << "an opportunistic job shares the GPU: sampled";
-  cabi::write_sync_mark(*prod, 1'000, 5'000'000);  // the first mark of the sampling: a start
+  cabi::write_sync_mark(*prod, 1'000, 5'000'000, 41'000'000);  // the first mark of the sampling
   loop.run(t0 + 100ms, 0);
-  EXPECT_FALSE(loop.controller().last.production->synced_blocks);
-  cabi::write_sync_mark(*prod, 1'600, 9'000'000);
-  cabi::write_sync_mark(*prod, 3'000, 12'000'000);  // two marks in one window: the span of both
+  EXPECT_EQ(loop.controller().last.production->synced_blocks, std::optional<std::uint64_t>{990});
+  EXPECT_EQ(loop.controller().last.production->synced_span, std::optional<tgs::duration>{40ms});
+  EXPECT_FALSE(loop.controller().last.production->synced_gpu_busy) << "not sampled throughout";
+  cabi::write_sync_mark(*prod, 1'600, 9'000'000, 61'000'000);
+  cabi::write_sync_mark(*prod, 3'000, 12'000'000, 91'000'000);  // two marks in one window: the span of both
   loop.run(t0 + 200ms, 0);
   const tgs::rate_observation& obs = loop.controller().last;
   EXPECT_EQ(obs.production->synced_blocks, std::optional<std::uint64_t>{2'000});
   EXPECT_EQ(obs.production->synced_gpu_busy, std::optional<tgs::duration>{7ms});
+  EXPECT_EQ(obs.production->synced_span, std::optional<tgs::duration>{50ms});
   loop.run(t0 + 300ms, 0);
   EXPECT_FALSE(loop.controller().last.production->synced_blocks) << "no mark in this window";
   EXPECT_FALSE(loop.controller().last.opportunistic->synced_blocks) << "an opportunistic job's marks are not read";
 }
 
-TEST(ControlLoop, AProductionJobsMarksSpanNoTimeItWasNotSampled) {
+TEST(ControlLoop, AProductionJobAloneIsMeasuredBetweenItsMarksWithoutBusyTime) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
+  auto prod = make_segment();
+  loop.add_job(1, tgs::job_class::production, prod.get(), t0);
+  EXPECT_EQ(prod->sample_activity.load(), 0u) << "alone: not sampled";
+  cabi::write_sync_mark(*prod, 100, 0, 10'000'000);
+  loop.run(t0 + 100ms, 0);
+  cabi::write_sync_mark(*prod, 5'100, 0, 60'000'000);
+  loop.run(t0 + 200ms, 0);
+  EXPECT_EQ(loop.controller().last.production->synced_blocks, std::optional<std::uint64_t>{5'000});
+  EXPECT_EQ(loop.controller().last.production->synced_span, std::optional<tgs::duration>{50ms});
+  EXPECT_FALSE(loop.controller().last.production->synced_gpu_busy);
+}
+
+TEST(ControlLoop, AProductionJobsMarksSpanNoBusyTimeItWasNotSampled) {
   gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
   auto prod = make_segment();
   auto opp = make_segment();
   loop.add_job(1, tgs::job_class::production, prod.get(), t0);
   loop.add_job(2, tgs::job_class::opportunistic, opp.get(), t0);
-  cabi::write_sync_mark(*prod, 100, 1'000'000);
+  cabi::write_sync_mark(*prod, 100, 1'000'000, 1'000'000);
   loop.run(t0 + 100ms, 0);
   loop.remove_job(2, t0 + 150ms);  // alone: no longer sampled, its busy time stops
   EXPECT_EQ(prod->sample_activity.load(), 0u);
-  cabi::write_sync_mark(*prod, 90'000, 1'000'000);  // a sync that ended after sampling stopped
+  cabi::write_sync_mark(*prod, 90'000, 1'000'000, 2'000'000);  // a sync that ended after sampling stopped
   loop.run(t0 + 200ms, 0);
   loop.add_job(3, tgs::job_class::opportunistic, opp.get(), t0 + 250ms);
-  cabi::write_sync_mark(*prod, 100'000, 2'000'000);  // the first mark of the new sampling
+  cabi::write_sync_mark(*prod, 100'000, 2'000'000, 3'000'000);  // the first mark of the new sampling
   loop.run(t0 + 350ms, 0);  // the arrival stepped at 250 ms: the next step is due at 350 ms
-  EXPECT_FALSE(loop.controller().last.production->synced_blocks) << "not a span across the pause";
-  cabi::write_sync_mark(*prod, 100'500, 2'500'000);
+  EXPECT_FALSE(loop.controller().last.production->synced_gpu_busy) << "no busy time across the pause";
+  EXPECT_EQ(loop.controller().last.production->synced_blocks, std::optional<std::uint64_t>{10'000});
+  cabi::write_sync_mark(*prod, 100'500, 2'500'000, 4'000'000);
   loop.run(t0 + 450ms, 0);
   EXPECT_EQ(loop.controller().last.production->synced_blocks, std::optional<std::uint64_t>{500});
+  EXPECT_EQ(loop.controller().last.production->synced_gpu_busy, std::optional<tgs::duration>{500us});
 }
 
 TEST(ControlLoop, ReportsTheMeanDriverTimeOfTheLaunchesEachJobTimedPerRatePeriod) {

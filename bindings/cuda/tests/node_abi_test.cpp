@@ -56,21 +56,22 @@ TEST(Allowance, PassedBlocksStopAtTheAllowance) {
 TEST(SyncMark, ReadsTheLatestMarkWhole) {
   cabi::job_segment seg{};
   EXPECT_EQ(cabi::read_sync_mark(seg)->seq, 0u) << "no mark yet: the start of the count";
-  cabi::write_sync_mark(seg, 4'000, 9'000);
-  cabi::write_sync_mark(seg, 5'000, 11'000);
+  cabi::write_sync_mark(seg, 4'000, 9'000, 1);
+  cabi::write_sync_mark(seg, 5'000, 11'000, 2);
   const auto m = cabi::read_sync_mark(seg);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->seq, 4u);
   EXPECT_EQ(m->blocks, 5'000u);
   EXPECT_EQ(m->busy_ns, 11'000u);
+  EXPECT_EQ(m->ns, 2u);
 }
 
 TEST(SyncMark, AMarkBeingWrittenIsNeitherReadNorOverwritten) {
   cabi::job_segment seg{};
-  cabi::write_sync_mark(seg, 1, 2);
+  cabi::write_sync_mark(seg, 1, 2, 3);
   seg.sync_mark_seq.store(3);  // another thread mid-mark (or one that died there)
   EXPECT_FALSE(cabi::read_sync_mark(seg));
-  cabi::write_sync_mark(seg, 7, 8);
+  cabi::write_sync_mark(seg, 7, 8, 9);
   EXPECT_EQ(seg.sync_mark_seq.load(), 3u) << "the writer already at work keeps its mark";
   EXPECT_EQ(seg.sync_mark_blocks.load(), 1u);
 }

@@ -78,7 +78,7 @@ job_activity activity_of(py::handle value, const std::string& what) {
   const py::dict d = to_dict(value, what);
   refuse_unknown_keys(d, what,
                       {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s",
-                       "gpu_busy_s", "synced_blocks", "synced_gpu_busy_s"});
+                       "gpu_busy_s", "synced_blocks", "synced_gpu_busy_s", "synced_span_s"});
   job_activity a;
   if (d.contains("blocks_launched")) {
     a.blocks_launched = to_count(d["blocks_launched"], what + ".blocks_launched");
@@ -91,7 +91,8 @@ job_activity activity_of(py::handle value, const std::string& what) {
        {std::pair{"mean_iteration_time_s", &job_activity::mean_iteration_time},
         std::pair{"sync_wait_s", &job_activity::sync_wait},
         std::pair{"gpu_busy_s", &job_activity::gpu_busy},
-        std::pair{"synced_gpu_busy_s", &job_activity::synced_gpu_busy}}) {
+        std::pair{"synced_gpu_busy_s", &job_activity::synced_gpu_busy},
+        std::pair{"synced_span_s", &job_activity::synced_span}}) {
     if (d.contains(key) && !d[key].is_none()) {
       a.*field = from_seconds(non_negative_seconds(d[key], what + "." + key));
     }
@@ -127,6 +128,7 @@ py::dict share_dict(const gpu_share& share) {
           out["kind"] = "mps";
           out["production_threads"] = s.production_threads;
           out["opportunistic_threads"] = s.opportunistic_threads;
+          out["opportunistic_below_normal"] = s.opportunistic_below_normal;
         } else if constexpr (std::is_same_v<T, mig_partition>) {
           out["kind"] = "mig";
           out["production_slices"] = s.production_slices;
@@ -332,7 +334,7 @@ tgs.ConfigError with the policy's own message.
       .def("step", &controller::step, py::arg("observation"),
            R"(One step. `observation`: {"now_s", "window_s", "production", "opportunistic"}, each
 job (or None when absent) {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s",
-"gpu_busy_s", "synced_blocks", "synced_gpu_busy_s"} (None or absent: not known).
+"gpu_busy_s", "synced_blocks", "synced_gpu_busy_s", "synced_span_s"} (None or absent: not known).
 Returns {"share", "opportunistic_budget" (blocks per budget window; None: unthrottled),
 "budget_window_s", "revisit_at_s" (None: only on a job event), "fill_gaps" (None, or
 {"holdoff_s", "max_inflight"}: opportunistic launches also pass while the production job leaves

@@ -96,7 +96,8 @@ class Controllers(unittest.TestCase):
         d = b.step(arrival())
         self.assertEqual((d["opportunistic_budget"], d["budget_window_s"]), (5000, 0.01))
         m = tgs.Controller("mps", {"production-threads": 0.6})
-        self.assertEqual(m.step({})["share"], {"kind": "mps", "production_threads": 0.6, "opportunistic_threads": 0.7})
+        self.assertEqual(m.step({})["share"], {"kind": "mps", "production_threads": 0.6, "opportunistic_threads": 0.7,
+                                                   "opportunistic_below_normal": False})
         self.assertEqual(tgs.Controller("mig").step({})["share"]["kind"], "mig")
 
     def test_out_of_range_settings_raise_the_policys_own_message(self):
