@@ -254,6 +254,12 @@ void mps_daemons::start(const facts_of& facts) {
       std::string dir = options_.pipe_dir;
       if (const std::size_t at = dir.find("%u"); at != std::string::npos) dir.replace(at, 2, std::to_string(g.gpu));
       g.pipe_dir = dir;
+      if (dir.size() + 1 > abi::mps_pipe_directory_bytes) {
+        g.at = phase::failed;
+        g.why = "the pipe folder " + dir + " is longer than a job can be told (" +
+                std::to_string(abi::mps_pipe_directory_bytes - 1) + " bytes)";
+        continue;
+      }
       g.at = has_control(dir) ? phase::ready : phase::missing;
       if (g.at == phase::missing) g.why = "no MPS control daemon in " + dir + " (no control pipe)";
       continue;
@@ -387,6 +393,13 @@ void mps_daemons::tick() {
   if (!started_ || clock::now() < next_tick_) return;
   next_tick_ = clock::now() + tick_period;
   for (gpu_state& g : states_) {
+    if (g.launcher > 0 && g.at != phase::starting) {
+      // The `-d` process returns once its daemon is up, possibly after the daemon was seen: reap it.
+      int status = 0;
+      if (const pid_t r = ::waitpid(g.launcher, &status, WNOHANG); r == g.launcher || (r < 0 && errno == ECHILD)) {
+        g.launcher = 0;
+      }
+    }
     switch (g.at) {
       case phase::starting: check_starting(g); break;
       case phase::running: check_running(g); break;

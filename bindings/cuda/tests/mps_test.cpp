@@ -29,6 +29,8 @@ class Mps : public EndToEnd {
   void TearDown() override {
     jobs_.clear();
     node_.reset();  // SIGKILL: a managed daemon may be left, as after a node crash
+    // A daemon whose start the kill interrupted writes its pid file a moment later.
+    std::this_thread::sleep_for(100ms);
     for (const std::string& pipe : daemon_pipes()) stop_daemon(pipe);
     EndToEnd::TearDown();
     std::error_code ignored;
@@ -222,6 +224,7 @@ TEST_F(Mps, TheCdiSpecMountsTheGpusPipeFolderAndTheHostsSharedMemory) {
   ::mkdir((dir_ + "/classes").c_str(), 0700);
   start_managed_node(1, {"--class-sockets", dir_ + "/classes", "--cdi-spec", dir_ + "/tgs.json", "--interposer",
                          interposer});
+  wait_until([&] { return node_->stderr_text().find("wrote the CDI spec") != std::string::npos; }, 5s, "the CDI spec");
   std::ifstream in(dir_ + "/tgs.json");
   const nlohmann::json spec = nlohmann::json::parse(in);
   for (const nlohmann::json& device : spec.at("devices")) {
