@@ -163,9 +163,12 @@ def is_steady(rates: list, k: int, tolerance: float, window_s: float) -> bool:
 
 
 def rate_in(windows: list, a: float, b: float):
-    """The median rate of the (t, rate) WINDOWS that ended in (A, B], or None."""
+    """The mean rate of the (t, rate) WINDOWS that ended in (A, B], or None: a job's iterations over
+    the span, its windows being of one length. Not their median: a window counts whole iterations,
+    so a job at 17.4 it/s has windows of 17 and 18 and a median of either, a step of 6% where a
+    cell must resolve a few percent."""
     v = [r for t, r in windows if a < t <= b]
-    return statistics.median(v) if v else None
+    return statistics.fmean(v) if v else None
 
 
 def convergence(windows: list, arrival: float, final, target: float, hold: int):

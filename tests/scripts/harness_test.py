@@ -63,7 +63,10 @@ class Analysis(unittest.TestCase):
 
     def test_rates_convergence_and_recovery(self):
         w = [(1, 0.0), (2, 5.0), (3, 9.5), (4, 4.0), (5, 9.2), (6, 9.6), (7, 10.0), (8, 10.0)]
-        self.assertEqual((harness.rate_in(w, 5, 8), harness.rate_in(w, 8, 9)), (10.0, None))
+        self.assertEqual((harness.rate_in(w, 6, 8), harness.rate_in(w, 8, 9)), (10.0, None))
+        # The mean of the windows, not their median: whole iterations per window of a job at
+        # 17.4 it/s read 17 and 18, whose median would be either.
+        self.assertAlmostEqual(harness.rate_in([(1, 17), (2, 18), (3, 17), (4, 18), (5, 17)], 0, 5), 17.4)
         self.assertEqual(harness.convergence(w, 0.5, 10.0, 0.9, 3), 4.5)  # the dip at 4 s resets it
         self.assertIsNone(harness.convergence(w, 0.5, 20.0, 0.9, 3))  # never reached
         self.assertIsNone(harness.convergence(w, 0.5, 0.0, 0.9, 3))  # nothing to converge to

@@ -202,6 +202,8 @@ class priority_share {
       cap_.reset();
       uncapped_demand_ = 0.0;
       since_refresh_ = 0;
+      have_point_ = false;
+      slope_ = 0.0;
       if (reference_.count >= cfg_.min_reference_windows) {
         start_sharing();
       } else {
@@ -411,19 +413,38 @@ class priority_share {
     }
   }
 
-  void tighten() noexcept {
-    const double from = cap_ ? static_cast<double>(*cap_) : std::max(demand_, uncapped_demand_);
-    const double to = std::min(from * cfg_.tighten_factor, 1e12);
-    cap_ = std::max(floor(), static_cast<std::uint64_t>(to));
-    evidence_.clear();
-    skip_ = 1;
-  }
+  void tighten() noexcept { retarget(true); }
 
-  void loosen() noexcept {
-    const double to = std::min(static_cast<double>(*cap_) * cfg_.loosen_factor, 1e12);
+  void loosen() noexcept { retarget(false); }
+
+  /// A new cap after a decided test. The first step from uncapped, and any step before two caps
+  /// have shown how the production job's slowdown moves with the cap, is multiplicative
+  /// (`tighten_factor`, `loosen_factor`). After that the step aims at the cap where the slowdown
+  /// is the tolerated one, along the line through the latest two (cap, slowdown) points (a secant
+  /// step), bounded to half or one and a half times the cap and moving at least 3%: a GPU-bound
+  /// production job, whose speed moves by a fraction of a percent, is then held close to the
+  /// tolerance instead of swinging between a cap too tight and one too loose.
+  void retarget(bool tightening) noexcept {
+    const double from = cap_ ? static_cast<double>(*cap_) : std::max(demand_, uncapped_demand_);
+    const double slowdown = 1.0 - evidence_.mean() / reference_.mean();
+    if (have_point_ && std::abs(from - point_cap_) >= 0.05 * std::max(from, point_cap_)) {
+      const double slope = (slowdown - point_slowdown_) / (from - point_cap_);
+      if (slope > 0.0 && std::isfinite(slope)) slope_ = slope_ > 0.0 ? 0.5 * (slope_ + slope) : slope;
+    }
+    have_point_ = true;
+    point_cap_ = from;
+    point_slowdown_ = slowdown;
+    double to = from * (tightening ? cfg_.tighten_factor : cfg_.loosen_factor);
+    if (slope_ > 0.0) {
+      to = from + (cfg_.tolerated_slowdown - slowdown) / slope_;
+      to = tightening ? std::clamp(to, 0.5 * from, 0.97 * from) : std::clamp(to, 1.03 * from, 1.5 * from);
+    }
+    to = std::min(to, 1e12);
     // Past what the opportunistic job launched uncapped, a cap holds nothing back: lift it.
-    if (uncapped_demand_ > 0.0 && to >= uncapped_demand_) {
+    if (!tightening && uncapped_demand_ > 0.0 && to >= uncapped_demand_) {
       cap_.reset();
+    } else if (tightening) {
+      cap_ = std::max(floor(), static_cast<std::uint64_t>(to));
     } else {
       cap_ = std::max(*cap_ + 1, static_cast<std::uint64_t>(to));
     }
@@ -453,6 +474,10 @@ class priority_share {
   double uncapped_demand_ = 0.0;  // the same, smoothed over windows it ran uncapped
   double last_z_ = 0.0;
   samples fresh_{};               // the samples of a reference measurement under way
+  bool have_point_ = false;       // the latest decided (cap, slowdown), for the secant step
+  double point_cap_ = 0.0;
+  double point_slowdown_ = 0.0;
+  double slope_ = 0.0;            // slowdown per block of cap (0: not known yet)
   int reference_seen_ = 0;        // windows with a sample in this reference (the first discarded)
   int reference_elapsed_ = 0;     // windows in this reference, with a sample or not
   int skip_ = 0;
