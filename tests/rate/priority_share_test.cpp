@@ -160,6 +160,15 @@ TEST(PriorityShare, HostJitterOfTenPercentIsNotReadAsASlowdown) {
   EXPECT_GE(o.worst_opportunistic, 0.85);
 }
 
+TEST(PriorityShare, AFalseAlarmOnAVeryJitteryJobDoesNotHoldTheCapForGood) {
+  // ±20% per window, as a host-bound job's speed moved on an H100: a reference high by chance
+  // reads ordinary windows as a loss just beyond the tolerance, and once a false alarm sets a
+  // cap only probing undoes it (and a slope learnt from noise would make each probe tiny).
+  const seeded_outcome o = run_seeds(0.20, 0.0);
+  EXPECT_GE(o.opportunistic, 0.94);
+  EXPECT_GE(o.worst_opportunistic, 0.6);
+}
+
 TEST(PriorityShare, AJitteryProductionJobThatLosesLessThanTheToleranceKeepsMostOfTheShare) {
   // The same jitter and a real loss of 2% uncapped (the tolerance is 4%): a reference high by
   // chance may read that as too much, and the cap then probes back up.
@@ -180,8 +189,8 @@ TEST(PriorityShare, AJitteryHurtProductionJobIsProtectedToWithinItsNoise) {
   // ±10% per window and 15% lost uncapped: a loss within the noise of a few windows cannot be
   // told from jitter, so the job is held within a few percent of the tolerance.
   const seeded_outcome o = run_seeds(0.10, 0.15);
-  EXPECT_GE(o.production, 0.93);
-  EXPECT_GE(o.worst_production, 0.91);
+  EXPECT_GE(o.production, 0.925);
+  EXPECT_GE(o.worst_production, 0.9);
   EXPECT_GE(o.opportunistic, 0.3);
 }
 

@@ -399,23 +399,33 @@ class priority_share {
     last_z_ = (evidence_.mean() - level) / se;
     const double faster_z = (evidence_.mean() - reference_.mean() * (1.0 + cfg_.tolerated_slowdown)) / se;
     if (last_z_ < -cfg_.confidence_z) {
-      tighten();
+      tighten(se);
     } else if (faster_z > cfg_.confidence_z && nc >= cfg_.evidence_windows && !cap_) {
       // Faster than the reference beyond doubt, uncapped: the reference was low. The evidence
       // becomes the reference, so a job that sped up is protected at its new speed.
       reference_ = evidence_;
       evidence_.clear();
-    } else if (last_z_ > 0.0 && nc >= cfg_.evidence_windows && cap_) {
+    } else if (nc >= cfg_.evidence_windows && cap_) {
       // A whole block of windows at or above the tolerated level: probe a looser cap. Asking
       // for significance here too would leave a cap that one unlucky reference caused (a
       // reference high by chance reads every ordinary window as a small loss) standing for good.
-      loosen();
+      // For the same reason two whole blocks in a row below the level but not significantly so
+      // probe as well: a real loss tightens again at once, with significance.
+      if (last_z_ > 0.0 || ++inconclusive_blocks_ >= 2) {
+        inconclusive_blocks_ = 0;
+        loosen(se);
+      } else {
+        evidence_.clear();
+      }
     }
   }
 
-  void tighten() noexcept { retarget(true); }
+  void tighten(double se) noexcept {
+    inconclusive_blocks_ = 0;
+    retarget(true, se);
+  }
 
-  void loosen() noexcept { retarget(false); }
+  void loosen(double se) noexcept { retarget(false, se); }
 
   /// A new cap after a decided test. The first step from uncapped, and any step before two caps
   /// have shown how the production job's slowdown moves with the cap, is multiplicative
@@ -424,16 +434,24 @@ class priority_share {
   /// step), bounded to half or one and a half times the cap and moving at least 3%: a GPU-bound
   /// production job, whose speed moves by a fraction of a percent, is then held close to the
   /// tolerance instead of swinging between a cap too tight and one too loose.
-  void retarget(bool tightening) noexcept {
+  ///
+  /// `se` is the standard error of the test behind the step, in the production job's speed: a
+  /// slope is learnt only from two points whose slowdowns differ by more than twice their
+  /// combined error. A jittery job's noise (a host-bound one moves ±10% a window) would otherwise
+  /// read as a steep line, and a steep line makes every later loosening a small one.
+  void retarget(bool tightening, double se) noexcept {
     const double from = cap_ ? static_cast<double>(*cap_) : std::max(demand_, uncapped_demand_);
     const double slowdown = 1.0 - evidence_.mean() / reference_.mean();
-    if (have_point_ && std::abs(from - point_cap_) >= 0.05 * std::max(from, point_cap_)) {
+    const double slowdown_se = se / reference_.mean();
+    if (have_point_ && std::abs(from - point_cap_) >= 0.05 * std::max(from, point_cap_) &&
+        std::abs(slowdown - point_slowdown_) > 2.0 * std::hypot(slowdown_se, point_se_)) {
       const double slope = (slowdown - point_slowdown_) / (from - point_cap_);
       if (slope > 0.0 && std::isfinite(slope)) slope_ = slope_ > 0.0 ? 0.5 * (slope_ + slope) : slope;
     }
     have_point_ = true;
     point_cap_ = from;
     point_slowdown_ = slowdown;
+    point_se_ = slowdown_se;
     double to = from * (tightening ? cfg_.tighten_factor : cfg_.loosen_factor);
     if (slope_ > 0.0) {
       to = from + (cfg_.tolerated_slowdown - slowdown) / slope_;
@@ -477,10 +495,12 @@ class priority_share {
   bool have_point_ = false;       // the latest decided (cap, slowdown), for the secant step
   double point_cap_ = 0.0;
   double point_slowdown_ = 0.0;
+  double point_se_ = 0.0;
   double slope_ = 0.0;            // slowdown per block of cap (0: not known yet)
   int reference_seen_ = 0;        // windows with a sample in this reference (the first discarded)
   int reference_elapsed_ = 0;     // windows in this reference, with a sample or not
   int skip_ = 0;
+  int inconclusive_blocks_ = 0;   // whole blocks in a row below the level, not significantly
   std::int64_t since_refresh_ = 0;
   instant next_revisit_ = never;
 };
