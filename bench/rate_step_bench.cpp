@@ -83,6 +83,7 @@ void BM_AnyStep(benchmark::State& state, std::string_view policy) {
 
 BENCHMARK_TEMPLATE(BM_Step, tgs::tgs_rate_control);
 BENCHMARK_TEMPLATE(BM_Step, tgs::idle_harvest);
+BENCHMARK_TEMPLATE(BM_Step, tgs::priority_share);
 BENCHMARK_TEMPLATE(BM_Step, tgs::exclusive);
 BENCHMARK_TEMPLATE(BM_Step, tgs::co_execution);
 BENCHMARK_TEMPLATE(BM_Step, tgs::mps);
