@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// The fake device's shared segment, which every process of a fake GPU maps: one kernel timeline
-/// and one table of per-process slots (pid, start time, resident device bytes) per device. The
+/// (and one more for below-normal-priority MPS clients, with their recent device time) and one
+/// table of per-process slots (pid, start time, resident device bytes) per device. The
 /// fake driver (libcuda.so.1) writes it; the fake NVML (libnvidia-ml.so.1) reads it, as the
 /// real NVML reads what the real driver knows about each process.
 #pragma once
@@ -24,6 +25,10 @@ namespace tgs_fake {
 inline constexpr std::uint64_t device_magic = 0x4b414654554447ULL;  // "GDUTFAK"
 inline constexpr int max_devices = 8;
 inline constexpr int max_processes = 64;
+/// Buckets of recently issued below-normal-priority MPS kernel time, each 2^mps_bucket_shift ns
+/// (8.4 ms): 12 of them span about 100 ms.
+inline constexpr int mps_buckets = 12;
+inline constexpr int mps_bucket_shift = 23;
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int32_t>::is_always_lock_free,
               "the shared segment relies on lock-free atomics: no lock a SIGKILL could leave held");
@@ -47,6 +52,12 @@ struct device_state {
   std::atomic<std::uint64_t> prefetches;        ///< cuMemPrefetchAsync calls, for tests
   std::atomic<std::uint64_t> prefetched_bytes;  ///< bytes they moved, either way, for tests
   process_slot slots[max_processes];
+  // MPS (see fake_driver.cpp, "MPS clients"): below-normal-priority clients' kernels run on a
+  // timeline of their own, and the device time they issued recently is kept per time bucket, each
+  // bucket one word: its bucket number (high bits) and the nanoseconds issued in it (low bits).
+  std::atomic<std::uint64_t> mps_low_busy_until_ns;  ///< end of the last below-normal-priority kernel
+  std::atomic<std::uint64_t> mps_low_kernels;        ///< below-normal-priority kernels run, for tests
+  std::atomic<std::uint64_t> mps_low_issued[mps_buckets];
 };
 
 /// Maps (creating on first use) the shared segment of device `ordinal`. A zero-filled new

@@ -9,7 +9,10 @@
 // leave behind: a killed process's reserved kernels simply finish, as in-flight kernels would.
 // A stream holds at most TGS_FAKE_QUEUE_DEPTH unfinished kernels; a launch into a full stream
 // blocks until half of it drained, so a busy job is paced by the device as on a real GPU.
-// Synchronisation sleeps until the stream's (or the context's) last kernel ends. A CUDA graph
+// Synchronisation sleeps until the stream's (or the context's) last kernel ends. MPS clients
+// (a process whose CUDA_MPS_PIPE_DIRECTORY at cuInit holds a control daemon's `control` file) at
+// below-normal priority run their kernels on a timeline of their own, beside everyone else's, and
+// slow normal-priority clients' kernels by an interference term ("MPS clients" below). A CUDA graph
 // holds kernel and child-graph nodes; its launch enqueues its kernels as so many launches would.
 // An event holds the end of its stream's queued work when it was recorded. A created stream can
 // capture (cuStreamBeginCapture_v2 .. cuStreamEndCapture): its kernel launches become a chain of
@@ -239,6 +242,146 @@ std::uint64_t kernel_duration(std::uint64_t blocks) {
   return static_cast<std::uint64_t>(std::min(stretched, 0x1p62));  // a silly slowdown must not overflow
 }
 
+// --- MPS clients ----------------------------------------------------------------------------------
+//
+// A process is an MPS client when CUDA_MPS_PIPE_DIRECTORY, at its cuInit, names a folder holding
+// a control daemon's `control` file (the fake daemon's FIFO, or a real daemon's): the folder where
+// the daemon runs. (The real driver also tries /tmp/nvidia-mps when the variable is unset; the
+// fake does not, so a process that names no folder is never a client.) Its priority is
+// CUDA_MPS_CLIENT_PRIORITY as it was then: 1 is below normal, anything else normal.
+//
+// The model, per device:
+// - Below-normal-priority clients' kernels do not take turns with anyone else's: they reserve
+//   their device time on a timeline of their own (`mps_low_busy_until_ns`), as the MPS server
+//   runs a low-priority client's blocks on the SMs the others leave free. They take turns only
+//   with each other.
+// - Normal-priority clients and processes that are no clients share the device's timeline as
+//   before (one kernel at a time: time slicing at kernel granularity).
+// - Interference: priority orders dispatch, not the SMs' caches, memory bandwidth and in-flight
+//   blocks. A normal-priority client's kernel takes `1 + c x load` times its device time, where
+//   `load` is the below-normal-priority kernel time issued on the device over the last ~100 ms
+//   (12 buckets of 8.4 ms in the shared segment, each one lock-free word), as a fraction of that
+//   span, at most 1; `c` is TGS_FAKE_MPS_INTERFERENCE (default 0: priority is perfect). It is a
+//   number, or the absolute path of a file holding one, which the driver reads again at most every
+//   100 ms (missing or unreadable: 0), so a test can hurt and heal the production job mid-run.
+// A process that is no client keeps today's behaviour exactly: no interference, the one timeline.
+
+enum class mps_role : std::uint8_t { none, normal, below_normal };
+std::atomic<mps_role> mps_client{mps_role::none};
+
+const char* to_string(mps_role r) {
+  switch (r) {
+    case mps_role::none: return "none";
+    case mps_role::normal: return "normal";
+    case mps_role::below_normal: return "below-normal";
+  }
+  return "none";
+}
+
+/// Whether the folder `pipe` holds a control daemon's `control` file.
+bool mps_daemon_at(const char* pipe) {
+  if (pipe == nullptr || *pipe == '\0') return false;
+  char control[4200];
+  std::snprintf(control, sizeof(control), "%s/control", pipe);
+  struct stat st{};
+  return ::stat(control, &st) == 0;
+}
+
+/// Decides, at cuInit, whether and how this process is an MPS client.
+void join_mps() {
+  if (!mps_daemon_at(std::getenv("CUDA_MPS_PIPE_DIRECTORY"))) return;
+  const char* priority = std::getenv("CUDA_MPS_CLIENT_PRIORITY");
+  const bool low = priority != nullptr && std::strcmp(priority, "1") == 0;
+  mps_client.store(low ? mps_role::below_normal : mps_role::normal, std::memory_order_release);
+}
+
+/// The interference coefficient `c`: TGS_FAKE_MPS_INTERFERENCE, a number or a file's content.
+double mps_interference() {
+  struct source {
+    bool from_file = false;
+    double value = 0.0;
+    const char* path = nullptr;
+  };
+  static const source src = [] {
+    source out;
+    const char* v = std::getenv("TGS_FAKE_MPS_INTERFERENCE");
+    if (v == nullptr || *v == '\0') return out;
+    if (*v == '/') {
+      out.from_file = true;
+      out.path = v;  // the environment's string: setenv never frees a replaced one in glibc
+    } else {
+      out.value = std::clamp(std::strtod(v, nullptr), 0.0, 100.0);
+    }
+    return out;
+  }();
+  if (!src.from_file) return src.value;
+  static std::atomic<std::uint64_t> next_read{0};
+  static std::atomic<double> cached{0.0};
+  const std::uint64_t now = now_ns();
+  std::uint64_t due = next_read.load(std::memory_order_relaxed);
+  // One thread reads the file when it is due; the others use the value it read last.
+  if (now >= due && next_read.compare_exchange_strong(due, now + 100'000'000ULL, std::memory_order_relaxed)) {
+    double value = 0.0;
+    const int fd = ::open(src.path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char buf[64];
+      const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+      ::close(fd);
+      if (n > 0) {
+        buf[n] = '\0';
+        value = std::clamp(std::strtod(buf, nullptr), 0.0, 100.0);
+      }
+    }
+    cached.store(value, std::memory_order_relaxed);
+  }
+  return cached.load(std::memory_order_relaxed);
+}
+
+constexpr int mps_value_bits = 40;
+constexpr std::uint64_t mps_value_mask = (std::uint64_t{1} << mps_value_bits) - 1;
+constexpr std::uint64_t mps_tag_mask = (std::uint64_t{1} << (64 - mps_value_bits)) - 1;
+
+/// Adds `ns` of below-normal-priority kernel time issued at `now` to its bucket: one word, its
+/// bucket number's low bits over the nanoseconds, so a stale bucket is restarted by the same
+/// compare-and-swap that adds to it.
+void note_low_issued(device_state& d, std::uint64_t now, std::uint64_t ns) {
+  const std::uint64_t bucket = now >> mps_bucket_shift;
+  const std::uint64_t tag = (bucket & mps_tag_mask) << mps_value_bits;
+  std::atomic<std::uint64_t>& word = d.mps_low_issued[bucket % mps_buckets];
+  std::uint64_t old = word.load(std::memory_order_relaxed);
+  std::uint64_t next = 0;
+  do {
+    const std::uint64_t before = (old & ~mps_value_mask) == tag ? old & mps_value_mask : 0;
+    next = tag | std::min(before + std::min(ns, mps_value_mask), mps_value_mask);
+  } while (!word.compare_exchange_weak(old, next, std::memory_order_relaxed));
+}
+
+/// The below-normal-priority kernel time issued on the device over the last ~100 ms, as a
+/// fraction of that span (at most 1).
+double low_load(const device_state& d, std::uint64_t now) {
+  const std::uint64_t bucket = now >> mps_bucket_shift;
+  if (bucket < static_cast<std::uint64_t>(mps_buckets)) return 0.0;
+  std::uint64_t issued = 0;
+  for (int i = 0; i < mps_buckets; ++i) {
+    const std::uint64_t b = bucket - static_cast<std::uint64_t>(i);
+    const std::uint64_t word = d.mps_low_issued[b % mps_buckets].load(std::memory_order_relaxed);
+    if ((word >> mps_value_bits) == (b & mps_tag_mask)) issued += word & mps_value_mask;
+  }
+  const std::uint64_t span = (std::uint64_t{mps_buckets - 1} << mps_bucket_shift) + (now - (bucket << mps_bucket_shift));
+  return std::min(1.0, static_cast<double>(issued) / static_cast<double>(span));
+}
+
+/// A normal-priority client's kernel beside below-normal-priority work: `1 + c x load` times as
+/// long.
+std::uint64_t with_interference(std::uint64_t duration, const device_state& d, std::uint64_t now) {
+  const double c = mps_interference();
+  if (c <= 0.0) return duration;
+  const double load = low_load(d, now);
+  if (load <= 0.0) return duration;
+  const double stretched = static_cast<double>(duration) * (1.0 + c * load) + 0.5;
+  return static_cast<std::uint64_t>(std::min(stretched, 0x1p62));
+}
+
 /// Queues a kernel of `blocks` blocks on `stream` and reserves its device time.
 CUresult capture_launch(fake_stream& stream, std::uint64_t blocks);
 
@@ -246,7 +389,7 @@ CUresult enqueue(CUstream s, std::uint64_t blocks) {
   if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
   fake_stream& stream = stream_of(s);
   if (stream.capturing.load(std::memory_order_acquire)) [[unlikely]] return capture_launch(stream, blocks);
-  const std::uint64_t duration = kernel_duration(blocks);
+  std::uint64_t duration = kernel_duration(blocks);
   if (duration == 0) return CUDA_SUCCESS;  // zero-cost kernels: the benchmark's driver floor
   device_state* dev = device(current_device);
   if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
@@ -260,11 +403,20 @@ CUresult enqueue(CUstream s, std::uint64_t blocks) {
     while (!stream.ends.empty() && stream.ends.front() <= now) stream.ends.pop_front();
   }
   const std::uint64_t ready = std::max(now, stream.last_end);
-  std::uint64_t busy = dev->busy_until_ns.load(std::memory_order_relaxed);
+  // An MPS client's kernel (see "MPS clients"): below normal priority on the device's second
+  // timeline, normal priority slowed by the below-normal work beside it. Others: as ever.
+  const mps_role role = mps_client.load(std::memory_order_relaxed);
+  if (role == mps_role::normal) [[unlikely]] duration = with_interference(duration, *dev, now);
+  std::atomic<std::uint64_t>& timeline = role == mps_role::below_normal ? dev->mps_low_busy_until_ns : dev->busy_until_ns;
+  std::uint64_t busy = timeline.load(std::memory_order_relaxed);
   std::uint64_t end = 0;
   do {
     end = std::max(ready, busy) + duration;
-  } while (!dev->busy_until_ns.compare_exchange_weak(busy, end, std::memory_order_acq_rel));
+  } while (!timeline.compare_exchange_weak(busy, end, std::memory_order_acq_rel));
+  if (role == mps_role::below_normal) [[unlikely]] {
+    note_low_issued(*dev, now, duration);
+    dev->mps_low_kernels.fetch_add(1, std::memory_order_relaxed);
+  }
   dev->kernels.fetch_add(1, std::memory_order_relaxed);
   dev->kernel_ns.fetch_add(duration, std::memory_order_relaxed);
   stream.last_end = end;
@@ -671,7 +823,8 @@ CUresult graph_launch(CUgraphExec exec, CUstream s) {
 /// TGS_FAKE_MPS_RECORD (one line per event, written whole with O_APPEND, so processes never
 /// interleave): the real driver reads these variables at cuInit (the pipe folder: whether and
 /// where to connect) and when it creates the context (priority, thread percentage). `connected`
-/// says whether the pipe folder holds a control daemon's `control` pipe (the fake daemon's too).
+/// says whether the pipe folder holds a control daemon's `control` pipe (the fake daemon's too),
+/// `client` what the fake made of the process at cuInit (none, normal, below-normal: "MPS clients").
 void record_mps_client(const char* event) {
   const char* file = std::getenv("TGS_FAKE_MPS_RECORD");
   if (file == nullptr || *file == '\0') return;
@@ -685,10 +838,11 @@ void record_mps_client(const char* event) {
   struct stat st{};
   const bool connected = ::stat(control, &st) == 0;
   char line[4608];
-  const int n = std::snprintf(line, sizeof(line), "pid=%d event=%s pipe=%s priority=%s threads=%s visible=%s connected=%d\n",
+  const int n = std::snprintf(line, sizeof(line), "pid=%d event=%s pipe=%s priority=%s threads=%s visible=%s connected=%d client=%s\n",
                               static_cast<int>(::getpid()), event, value("CUDA_MPS_PIPE_DIRECTORY"),
                               value("CUDA_MPS_CLIENT_PRIORITY"), value("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
-                              value("CUDA_VISIBLE_DEVICES"), connected ? 1 : 0);
+                              value("CUDA_VISIBLE_DEVICES"), connected ? 1 : 0,
+                              to_string(mps_client.load(std::memory_order_acquire)));
   const int fd = ::open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0 || n <= 0) {
     if (fd >= 0) ::close(fd);
@@ -706,7 +860,10 @@ std::atomic<bool> context_recorded{false};
 
 FAKE_EXPORT CUresult cuInit(unsigned flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (!initialised.exchange(true, std::memory_order_acq_rel)) record_mps_client("init");
+  if (!initialised.exchange(true, std::memory_order_acq_rel)) {
+    join_mps();
+    record_mps_client("init");
+  }
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuDriverGetVersion(int* version) {
@@ -1217,6 +1374,17 @@ FAKE_EXPORT CUresult tgsFakeDeviceCounters(int ordinal, unsigned long long* kern
   if (kernel_ns != nullptr) *kernel_ns = d->kernel_ns.load();
   if (prefetches != nullptr) *prefetches = d->prefetches.load();
   if (prefetched_bytes != nullptr) *prefetched_bytes = d->prefetched_bytes.load();
+  return CUDA_SUCCESS;
+}
+
+/// Device `ordinal`'s MPS model (any pointer may be null): below-normal-priority kernels run, and
+/// the share of the last ~100 ms that such kernels issued (the `load` of "MPS clients").
+FAKE_EXPORT CUresult tgsFakeMpsCounters(int ordinal, unsigned long long* low_kernels, double* recent_low_load) {
+  if (!valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  device_state* d = device(ordinal);
+  if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  if (low_kernels != nullptr) *low_kernels = d->mps_low_kernels.load();
+  if (recent_low_load != nullptr) *recent_low_load = low_load(*d, now_ns());
   return CUDA_SUCCESS;
 }
 
