@@ -24,8 +24,11 @@ namespace tgs::cuda::node {
 
 std::pair<std::optional<listen_address>, std::string> parse_listen_address(std::string_view text) {
   const auto fail = [&](const std::string& why) {
-    return std::pair<std::optional<listen_address>, std::string>{
-        std::nullopt, "'" + std::string(text) + "': " + why + " (expected HOST:PORT, e.g. 127.0.0.1:9400 or :9400)"};
+    // Appended piece by piece: GCC 12's -Wrestrict misreads "'" + std::string&& at -O3 (the
+    // harness's Release build), and warnings are errors.
+    std::string message = "'";
+    message.append(text).append("': ").append(why).append(" (expected HOST:PORT, e.g. 127.0.0.1:9400 or :9400)");
+    return std::pair<std::optional<listen_address>, std::string>{std::nullopt, std::move(message)};
   };
   if (!text.empty() && text.front() == '[') return fail("IPv6 addresses are not supported (the HTTP server is IPv4 only)");
   const std::size_t colon = text.rfind(':');
