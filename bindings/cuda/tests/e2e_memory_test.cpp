@@ -146,7 +146,9 @@ TEST_F(MemoryEndToEnd, OpportunisticMemoryIsEvictedSoTheProductionJobGetsItsMemo
   EXPECT_GE(json_number(o, "evictions").value_or(0), 1);
   expect_accounting_matches_driver(opp, "opportunistic");
   EXPECT_GT(measure_rate(prod, 1s), 50.0) << "the production job runs";
-  EXPECT_GT(measure_rate(opp, 1s), 0.0) << "the evicted job runs too, from host memory";
+  // Three seconds, not one: beside a busy production job under the default gap filling, a loaded
+  // two-core machine has left the opportunistic job a second without a finished iteration.
+  EXPECT_GT(measure_rate(opp, 3s), 0.0) << "the evicted job runs too, from host memory";
 
   // The production job leaves: its share is reclaimed and the evicted memory comes back.
   prod.kill(SIGKILL);
