@@ -297,15 +297,20 @@ void mps_daemons::start(const facts_of& facts) {
   supervising_ = true;
 }
 
-bool mps_daemons::adopt(gpu_state& g) {
-  const pid_t pid = daemon_of(g.pipe_dir);
-  if (pid == 0 || !has_control(g.pipe_dir)) return false;
+void mps_daemons::mark_running(gpu_state& g, pid_t pid) {
+  // The daemon's start time with its pid: a recycled pid is never taken for it later.
   const std::optional<proc_facts> f = proc_of(pid);
   g.daemon = pid;
   g.daemon_start = f ? f->start : 0;
   g.at = phase::running;
   g.up_since = clock::now();
   g.why.clear();
+}
+
+bool mps_daemons::adopt(gpu_state& g) {
+  const pid_t pid = daemon_of(g.pipe_dir);
+  if (pid == 0 || !has_control(g.pipe_dir)) return false;
+  mark_running(g, pid);
   log_(log_kind::info, "MPS on GPU " + std::to_string(g.gpu) + ": adopted the control daemon already running in " +
                            g.pipe_dir + " (pid " + std::to_string(pid) + ")");
   return true;
@@ -357,12 +362,7 @@ void mps_daemons::check_starting(gpu_state& g) {
     return retry_later(g, control_ + " -d exited with status " + std::to_string(g.launcher_status));
   }
   if (const pid_t pid = daemon_of(g.pipe_dir); pid != 0 && has_control(g.pipe_dir)) {
-    const std::optional<proc_facts> f = proc_of(pid);
-    g.daemon = pid;
-    g.daemon_start = f ? f->start : 0;
-    g.at = phase::running;
-    g.up_since = clock::now();
-    g.why.clear();
+    mark_running(g, pid);
     log_(log_kind::info, "MPS on GPU " + std::to_string(g.gpu) + ": control daemon running (pid " + std::to_string(pid) +
                              ", pipe folder " + g.pipe_dir + ", log folder " + g.log_dir + ", CUDA_VISIBLE_DEVICES " +
                              g.visible + ")");

@@ -133,6 +133,8 @@ class mps_daemons {
   void check_starting(gpu_state& g);
   void check_running(gpu_state& g);
   void retry_later(gpu_state& g, const std::string& why);
+  /// Records `pid` as `g`'s running daemon.
+  void mark_running(gpu_state& g, pid_t pid);
   [[nodiscard]] bool adopt(gpu_state& g);
   [[nodiscard]] static std::string_view name(phase p) noexcept;
 
