@@ -147,7 +147,8 @@ TEST_F(Classes, AJobThatSetsTheOtherClassIsThrottledAsItsSocketSays) {
   EXPECT_GT(o.value("throttled_s", 0.0), 0.0) << "the forger was never throttled: " << o;
   EXPECT_GE(shared, 0.95 * alone);
   EXPECT_EQ(job_named("prod").value("class", ""), "production");
-  EXPECT_GT(measure_rate(opp, 1s), 0.0) << "the opportunistic job should still make progress";
+  // Throttled, one iteration of the forger's can take longer than a second: 3 s see two reports.
+  EXPECT_GT(measure_rate(opp, 3s), 0.0) << "the opportunistic job should still make progress";
 }
 
 // --- who reaches which socket -----------------------------------------------------------------------
