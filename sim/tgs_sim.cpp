@@ -305,6 +305,23 @@ struct replay_cli {
   }
 };
 
+/// The arguments with `fallback` put first where they name no subcommand of `app`, so the
+/// default subcommand takes its own flags: `tgs-sim --seed 2` runs `tgs-sim mixed --seed 2`.
+/// A bare --help or --version stays the top level's, which lists the subcommands.
+std::vector<std::string> with_default_subcommand(int argc, char** argv, const CLI::App& app,
+                                                 const std::string& fallback) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help" || a == "--version") return args;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (a == sub->get_name()) return args;
+    }
+  }
+  args.insert(args.begin() + 1, fallback);
+  return args;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -313,8 +330,12 @@ int main(int argc, char** argv) {
       "with.\n\nWith no subcommand it runs `mixed`: the paper's mixed job stream (50 production "
       "and 50 opportunistic jobs, at most 2 GPUs each, on one server with two A100-40GB) under "
       "exclusive, co-execution, MPS, MIG, AntMan, TGS and idle-harvest, and prints each class's "
-      "average job completion time normalized to exclusive."};
+      "average job completion time normalized to exclusive. Its flags need no subcommand: "
+      "`tgs-sim --seed 2` is `tgs-sim mixed --seed 2`."};
   app.require_subcommand(0, 1);
+  // The top-level table options (--models, --gpus, --measurements) may also follow a subcommand;
+  // set before the subcommands are added, which inherit it.
+  app.fallthrough();
   app.set_version_flag("--version", "tgs-sim " TGS_VERSION);
   data_options data;
   data.add_to(app);
@@ -360,7 +381,10 @@ int main(int argc, char** argv) {
   add_format_option(*profiles_app, profiles_format);
 
   try {
-    app.parse(argc, argv);
+    const std::vector<std::string> args = with_default_subcommand(argc, argv, app, "mixed");
+    std::vector<const char*> arg_ptrs;
+    for (const std::string& a : args) arg_ptrs.push_back(a.c_str());
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
