@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
+#include <thread>
 #include <utility>
 
 namespace tgs::cuda::node {
@@ -32,9 +34,21 @@ bool someone_listens(const sockaddr_un& addr) {
   return answered;
 }
 
+/// The pid a holder wrote into the lock file (`holder pid N`), or empty.
+std::string holder_of(int lock_fd) {
+  char text[64] = {};
+  const ssize_t n = ::pread(lock_fd, text, sizeof(text) - 1, 0);
+  if (n <= 0) return {};
+  std::string_view s(text, static_cast<std::size_t>(n));
+  if (const std::size_t nl = s.find('\n'); nl != std::string_view::npos) s = s.substr(0, nl);
+  return std::string(s);
+}
+
 }  // namespace
 
-socket_listener::socket_listener(const std::string& path, unsigned mode, int backlog) : path_(path) {
+socket_listener::socket_listener(const std::string& path, unsigned mode, int backlog,
+                                 std::chrono::milliseconds takeover_wait)
+    : path_(path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
@@ -51,11 +65,37 @@ socket_listener::socket_listener(const std::string& path, unsigned mode, int bac
   const std::string lock_path = path + ".lock";
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock_fd_ < 0) throw std::runtime_error("cannot open the lock file " + lock_path + ": " + errno_text());
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    const std::string why = errno == EWOULDBLOCK ? "another tgs-node holds " + lock_path + " (it serves " + path + ")"
-                                                 : "cannot lock " + lock_path + ": " + errno_text();
-    release();
-    throw std::runtime_error(why);
+  // A node that serves the path answers on it: refused at once. A holder that no longer listens
+  // is a node on its way out (it closes its sockets first, then stops its MPS daemons and its
+  // metrics, then lets the lock go: `stop_listening`), or one between taking the lock and
+  // listening: waited for, up to `takeover_wait`.
+  const auto deadline = std::chrono::steady_clock::now() + takeover_wait;
+  while (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) {
+      const std::string why = "cannot lock " + lock_path + ": " + errno_text();
+      release();
+      throw std::runtime_error(why);
+    }
+    const std::string holder = holder_of(lock_fd_);
+    const std::string who = "another tgs-node" + (holder.empty() ? std::string() : " (" + holder + ")");
+    if (someone_listens(addr)) {
+      release();
+      throw std::runtime_error(who + " holds " + lock_path + " and serves " + path);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      release();
+      throw std::runtime_error(
+          who + " holds " + lock_path + " and has not let it go within " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(takeover_wait).count()) +
+          " ms of no longer serving " + path + " (is it stuck stopping?)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+  // Who holds it, for a node that finds it held (the file is never removed: overwrite in place).
+  const std::string holder = "pid " + std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, holder.data(), holder.size(), 0) < 0) {
+    // Only the message of a node that finds the lock held is poorer for it.
   }
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0) {
@@ -118,9 +158,13 @@ socket_listener& socket_listener::operator=(socket_listener&& other) noexcept {
   return *this;
 }
 
-void socket_listener::release() noexcept {
+void socket_listener::stop_listening() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+void socket_listener::release() noexcept {
+  stop_listening();
   // Only the socket this process created, and only while the path still names it.
   struct stat st{};
   if (created_ && ::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) {

@@ -4,13 +4,16 @@
 /// beside it (`<socket>.lock`, `flock`), and only what this process created is ever removed.
 ///
 /// A second node on a live node's path fails before it touches anything; a node whose
-/// predecessor died (SIGKILL leaves the socket file) takes the stale socket over; a path that
+/// predecessor died (SIGKILL leaves the socket file) takes the stale socket over; a node whose
+/// predecessor is still stopping (it no longer listens, but holds the lock until its MPS daemons
+/// and metrics are stopped) waits for it, a bounded time; a path that
 /// names anything but a socket (a regular file, a directory) is refused, never replaced. Two nodes
 /// started at once cannot both bind: the lock admits one.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 
 namespace tgs::cuda::node {
@@ -18,10 +21,16 @@ namespace tgs::cuda::node {
 /// A bound, listening `SOCK_SEQPACKET` Unix socket and the lock that makes it this process's.
 class socket_listener {
  public:
+  /// How long a node waits for a predecessor that holds the lock but no longer listens: a node
+  /// stopping MPS daemons waits up to 3 s for each to quit (`mps_options::stop_timeout`), and its
+  /// metrics server takes up to 2 s to end its threads.
+  static constexpr std::chrono::milliseconds default_takeover_wait{10000};
+
   socket_listener() = default;
   /// Takes the lock, replaces a stale socket, binds and listens (non-blocking, close-on-exec), and
   /// sets the file mode. Throws `std::runtime_error` saying why it could not.
-  socket_listener(const std::string& path, unsigned mode, int backlog);
+  socket_listener(const std::string& path, unsigned mode, int backlog,
+                  std::chrono::milliseconds takeover_wait = default_takeover_wait);
   ~socket_listener();
   socket_listener(socket_listener&& other) noexcept;
   socket_listener& operator=(socket_listener&& other) noexcept;
@@ -31,6 +40,10 @@ class socket_listener {
   /// The listening descriptor (-1 when not bound).
   [[nodiscard]] int fd() const noexcept { return fd_; }
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  /// Closes the listening descriptor and keeps the socket file and the lock: new clients are
+  /// refused, and a node started now waits for the lock instead of taking a path this process
+  /// still cleans up after.
+  void stop_listening() noexcept;
 
  private:
   void release() noexcept;

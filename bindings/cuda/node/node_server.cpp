@@ -298,9 +298,15 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
       }
     }
   }
+  // Stop in the order a successor needs: no new clients first (a node started now sees the lock
+  // held by a node that no longer listens, and waits for it), then the MPS daemons and the
+  // metrics port, which the successor takes over; the locks go last, in the destructor.
+  listener_.stop_listening();
+  for (class_listener& l : class_listeners_) l.socket.stop_listening();
   continue_paused();
   log(log_level::info, "stopping; {} job(s) keep running unthrottled until a node is back", jobs_.size());
   if (mps_) mps_->stop();
+  metrics_.reset();
 }
 
 void node_server::accept_connections(int listener_fd, std::optional<grant> granted) {
