@@ -46,6 +46,7 @@ inline constexpr unsigned nvml_uuid_bytes = 96;
 
 /// The signatures tgs-node looks up.
 using nvml_init_fn = nvmlReturn_t (*)();
+using nvml_count_fn = nvmlReturn_t (*)(unsigned int*);
 using nvml_handle_fn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
 using nvml_processes_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
 /// `nvmlDeviceGetMigMode(device, &current, &pending)` and `nvmlDeviceGetUUID(device, buffer, size)`:

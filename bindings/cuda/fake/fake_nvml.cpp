@@ -31,6 +31,14 @@ int device_count() {
 FAKE_EXPORT nvmlReturn_t nvmlInit_v2() { return NVML_SUCCESS; }
 FAKE_EXPORT nvmlReturn_t nvmlShutdown() { return NVML_SUCCESS; }
 
+/// The GPUs of the fake node: TGS_FAKE_DEVICE_COUNT (1 unless set), as the real one counts the
+/// driver's.
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = static_cast<unsigned>(device_count());
+  return NVML_SUCCESS;
+}
+
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* device) {
   if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (static_cast<int>(index) >= device_count()) return NVML_ERROR_INVALID_ARGUMENT;

@@ -11,6 +11,34 @@
 
 namespace tgs::cuda::node {
 
+nvml_gpu_count count_gpus() {
+  nvml_gpu_count out;
+  void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = ::dlerror();
+    out.why = std::string("NVML not loaded: ") + (why != nullptr ? why : "libnvidia-ml.so.1 not found");
+    return out;
+  }
+  auto init = reinterpret_cast<nvml_init_fn>(::dlsym(lib, "nvmlInit_v2"));
+  auto count = reinterpret_cast<nvml_count_fn>(::dlsym(lib, "nvmlDeviceGetCount_v2"));
+  auto shutdown = reinterpret_cast<nvml_init_fn>(::dlsym(lib, "nvmlShutdown"));
+  if (init == nullptr || count == nullptr || shutdown == nullptr) {
+    out.why = "NVML lacks nvmlDeviceGetCount_v2";
+  } else if (const nvmlReturn_t r = init(); r != NVML_SUCCESS) {
+    out.why = "nvmlInit_v2 failed (" + std::to_string(static_cast<int>(r)) + ")";
+  } else {
+    unsigned n = 0;
+    if (const nvmlReturn_t c = count(&n); c == NVML_SUCCESS) {
+      out.count = n;
+    } else {
+      out.why = "nvmlDeviceGetCount_v2 failed (" + std::to_string(static_cast<int>(c)) + ")";
+    }
+    shutdown();
+  }
+  ::dlclose(lib);
+  return out;
+}
+
 gpu_observer gpu_observer::nvml() {
   gpu_observer o;
   void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -26,6 +26,15 @@ struct gpu_process {
   std::optional<std::uint64_t> used_bytes;
 };
 
+/// How many GPUs NVML sees (`nvmlDeviceGetCount_v2`), or why it cannot say (no NVML, no driver).
+struct nvml_gpu_count {
+  std::optional<std::uint32_t> count;
+  std::string why;
+};
+/// Loads NVML for the count alone and lets it go again (whatever `--gpu-observer` says, the node
+/// needs to know its GPUs).
+[[nodiscard]] nvml_gpu_count count_gpus();
+
 /// NVML, loaded once; an observer that failed to load observes nothing.
 class gpu_observer {
  public:

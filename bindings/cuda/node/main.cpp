@@ -183,7 +183,10 @@ int main(int argc, char** argv) {
   app.add_option("--unregistered-exempt-uid", options.unregistered_exempt_uids,
                  "users whose unregistered GPU processes are only reported, never paused or killed (an MPS "
                  "server's user, for example)");
-  app.add_option("--gpus", options.gpus, "GPUs on this node")->check(CLI::Range(1U, 1024U))->capture_default_str();
+  app.add_option("--gpus", options.gpus,
+                 "serve GPUs 0 to N-1 (default: every GPU NVML sees; more than NVML sees is an error; required "
+                 "where NVML cannot be loaded)")
+      ->check(CLI::Range(1U, 1024U));
   std::vector<std::string> node_policies;  // the controllers tgs-node can carry out
   for (std::string_view n : tgs::rate_controller_names()) {
     const auto t = tgs::any_rate_controller::traits_of_policy(n);

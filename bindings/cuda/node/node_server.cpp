@@ -132,6 +132,28 @@ node_server::~node_server() {
 
 instant node_server::now() const noexcept { return epoch + (clock::now() - start_); }
 
+/// The GPUs to serve: NVML's, narrowed by `--gpus`. Decided before any socket is touched, so a
+/// wrong count fails without disturbing a running node.
+void node_server::resolve_gpus() {
+  const nvml_gpu_count seen = count_gpus();
+  if (options_.gpus == 0) {
+    if (!seen.count) {
+      throw std::runtime_error("cannot tell how many GPUs this node has (" + seen.why +
+                               "): name them with --gpus N (GPUs 0 to N-1)");
+    }
+    if (*seen.count == 0) throw std::runtime_error("NVML sees no GPU on this node");
+    options_.gpus = *seen.count;
+    log(log_level::info, "GPUs: {} (as NVML sees them)", options_.gpus);
+    return;
+  }
+  if (seen.count && options_.gpus > *seen.count) {
+    throw std::runtime_error(fmt::format("--gpus {}: NVML sees {} GPU(s) on this node (GPUs 0 to {}); name at most {}",
+                                         options_.gpus, *seen.count, *seen.count - 1, *seen.count));
+  }
+  log(log_level::info, "GPUs: 0 to {} (--gpus {}; {})", options_.gpus - 1, options_.gpus,
+      seen.count ? fmt::format("NVML sees {}", *seen.count) : "not checked: " + seen.why);
+}
+
 void node_server::bind() {
   // Every job holds a connection: take what the hard limit allows (services start at a soft 1024).
   rlimit files{};
@@ -145,6 +167,7 @@ void node_server::bind() {
     options_.max_connections = static_cast<std::size_t>(std::clamp<rlim_t>(limit, 128, 65536)) - 64;
   }
   reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  resolve_gpus();
   listener_ = socket_listener(options_.socket_path, options_.socket_mode, 128);
   if (options_.socket_group && ::chown(options_.socket_path.c_str(), static_cast<uid_t>(-1), *options_.socket_group) != 0) {
     throw std::runtime_error("cannot give " + options_.socket_path + " to group " +

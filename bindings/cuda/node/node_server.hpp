@@ -93,8 +93,10 @@ struct node_options {
   /// Users whose unregistered GPU processes are only reported, never paused or killed (an MPS
   /// server's, for example).
   std::vector<uid_t> unregistered_exempt_uids;
-  /// GPUs on this node; a registration for a GPU index outside [0, gpus) is refused.
-  std::uint32_t gpus = 8;
+  /// GPUs the node serves, [0, gpus): 0 means every GPU NVML sees, found at `bind`; a number
+  /// narrows them (more than NVML sees is an error; without NVML the number is taken as given).
+  /// A registration for a GPU index outside is refused.
+  std::uint32_t gpus = 0;
   /// The rate controller's configuration (its alternative picks the policy).
   any_rate_controller::config controller = idle_harvest::config{};
   /// Whether the operator named the policy. A default whose mechanism is MPS gives way to
@@ -219,6 +221,7 @@ class node_server {
 
   [[nodiscard]] instant now() const noexcept;
   // node_server.cpp: connections and their I/O.
+  void resolve_gpus();
   void bind_class_sockets();
   void write_cdi_spec() const;
   void accept_connections(int listener_fd, std::optional<grant> granted);

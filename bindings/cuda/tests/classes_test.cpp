@@ -49,6 +49,7 @@ class Classes : public EndToEnd {
 
   /// A node serving class sockets for `gpus` GPUs, waited for until its last class socket is there.
   void start_class_node(unsigned gpus, std::vector<std::string> extra = {}) {
+    if (gpus > 1) use_two_devices();  // NVML must see every GPU --gpus names
     extra.insert(extra.begin(), {"--class-sockets", class_dir(), "--gpus", std::to_string(gpus)});
     start_node(extra);
     wait_until([&] { return ::access(class_socket(gpus - 1, "opportunistic").c_str(), F_OK) == 0; }, 5s,

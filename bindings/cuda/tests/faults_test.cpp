@@ -117,7 +117,7 @@ TEST_F(Faults, TwoNodesStartedAtOnceOnAStaleSocketLeaveExactlyOneServing) {
 /// A node that answers every registration with a flawed segment: what the interposer must survive.
 class bad_node {
  public:
-  enum class flaw { wrong_magic, wrong_version, short_size, empty_file, short_file, shrinks_later };
+  enum class flaw { wrong_magic, wrong_version, short_size, empty_file, short_file, shrinks_later, future_heartbeat };
 
   bad_node(const std::string& path, flaw f) : flaw_(f) {
     sockaddr_un addr{};
@@ -162,8 +162,14 @@ class bad_node {
         seg->size_bytes = flaw_ == flaw::short_size ? 8 : sizeof(cabi::job_segment);
         seg->job_id = 1;
         seg->job_class = cabi::class_code::opportunistic;
-        seg->allowance.store(cabi::unthrottled_lead);
-        seg->heartbeat_ns.store(cabi::monotonic_ns());
+        if (flaw_ == flaw::future_heartbeat) {
+          // A well-formed segment that allows no launch, with a heartbeat no clock reaches.
+          seg->allowance.store(0);
+          seg->heartbeat_ns.store(std::uint64_t{1} << 63);
+        } else {
+          seg->allowance.store(cabi::unthrottled_lead);
+          seg->heartbeat_ns.store(cabi::monotonic_ns());
+        }
         ::munmap(m, cabi::segment_bytes);
       }
       cabi::register_reply reply;
@@ -197,10 +203,20 @@ TEST_P(BadSegment, TheJobFailsOpenInsteadOfCrashing) {
   EXPECT_NE(job.stderr_text().find("launches run unthrottled"), std::string::npos) << job.stderr_text();
 }
 
+// A node that never refills and whose one heartbeat lies in the future: the job is held for the
+// staleness allowance (1 s), then fails open as from a silent node, instead of waiting for ever.
+TEST_F(Faults, AHeartbeatInTheFutureDoesNotHoldTheJob) {
+  bad_node node(socket_, bad_node::flaw::future_heartbeat);
+  process& job = start_job({"--kernels", "10", "--blocks", "10", "--host-ms", "1"}, "opportunistic", true);
+  std::this_thread::sleep_for(3s);
+  EXPECT_TRUE(job.running()) << "the job died (status " << job.wait() << "):\n" << job.stderr_text();
+  EXPECT_GE(job.progress_lines().size(), 2U) << "the job is still held:\n" << job.stderr_text();
+}
+
 /// A flaw's name, for the test's name and gtest's printout.
 const char* flaw_name(bad_node::flaw f) {
   constexpr const char* names[] = {"WrongMagic", "WrongVersion", "ShortSizeField", "EmptyFile", "ShortFile",
-                                   "ShrinksLater"};
+                                   "ShrinksLater", "FutureHeartbeat"};
   return names[static_cast<int>(f)];
 }
 void PrintTo(bad_node::flaw f, std::ostream* out) { *out << flaw_name(f); }
@@ -485,7 +501,16 @@ TEST_F(Faults, ControlCharactersInANameKeepEveryLineJson) {
 }
 
 TEST_F(Faults, StatusOfTwoHundredJobsComesBackWhole) {
+  // Eight GPUs, as NVML sees them (the node serves those), to spread the jobs over.
+  ::setenv("TGS_FAKE_DEVICE_COUNT", "8", 1);
   start_node({"--max-jobs-per-process", "1000", "--max-jobs-per-user", "1000"});
+  ::unsetenv("TGS_FAKE_DEVICE_COUNT");
+  struct segments {
+    std::string device;
+    ~segments() {
+      for (int gpu = 1; gpu < 8; ++gpu) ::shm_unlink(("/" + device + "-" + std::to_string(gpu)).c_str());
+    }
+  } cleanup{device_};
   std::vector<node_client> jobs;
   for (int i = 0; i < 200; ++i) {
     std::optional<node_client> c = node_client::connect(socket_);
