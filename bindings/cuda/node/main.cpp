@@ -8,7 +8,9 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <string>
@@ -31,6 +33,37 @@ constexpr std::string_view mps_default_policy = "priority-share";
 std::atomic<bool> stop_requested{false};
 
 void on_signal(int) { stop_requested.store(true, std::memory_order_relaxed); }
+
+/// A file mode as an operator writes it: octal with a leading 0, as chmod takes it (`0660`); a
+/// number without the leading 0 is decimal, as earlier releases read every mode (`432` is 0660).
+std::string parse_file_mode(const std::string& text, unsigned& mode) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    return "a file mode is a number: octal with a leading 0 (0660), or decimal (432), not '" + text + "'";
+  }
+  const bool octal = text.size() > 1 && text.front() == '0';
+  if (octal && text.find_first_of("89") != std::string::npos) {
+    return "'" + text + "' starts with 0 (octal) and holds a digit over 7";
+  }
+  errno = 0;
+  const unsigned long value = std::strtoul(text.c_str(), nullptr, octal ? 8 : 10);
+  if (errno != 0 || value > 07777) {
+    return fmt::format("a socket mode must be at most 07777, got {}", text);
+  }
+  mode = static_cast<unsigned>(value);
+  return {};
+}
+
+/// Adds a socket-mode option that takes `parse_file_mode`'s forms and shows its default in octal.
+CLI::Option* add_mode_option(CLI::App& app, const std::string& name, unsigned& mode, const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&mode, name](const std::string& text) {
+            if (std::string why = parse_file_mode(text, mode); !why.empty()) throw CLI::ValidationError(name, why);
+          },
+          help + fmt::format(" (default {:04o})", mode))
+      ->type_name("MODE");
+}
 
 /// Asks the node on `socket_path` for its status and prints the lines it sends.
 int query_status(const std::string& socket_path, bool json) {
@@ -100,10 +133,9 @@ int main(int argc, char** argv) {
   tgs::any_fault_policy::configs fault_settings;
 
   app.add_option("--socket", options.socket_path, "Unix socket jobs register on")->capture_default_str();
-  app.add_option("--socket-mode", options.socket_mode,
-                 "file mode of the socket, octal as decimal (432 = 0660: owner and group; 438 = 0666 lets every "
-                 "local user connect)")
-      ->capture_default_str();
+  add_mode_option(app, "--socket-mode", options.socket_mode,
+                  "file mode of the socket, octal with a leading 0 (0660: owner and group; 0666 lets every local user "
+                  "connect; a number without the leading 0 is decimal, 432 = 0660)");
   std::string socket_group;
   app.add_option("--socket-group", socket_group, "group of the socket (a name or a number): its members may connect");
   app.add_option("--allow-uid", options.allowed_uids,
@@ -144,13 +176,11 @@ int main(int argc, char** argv) {
                  "serve one socket per GPU and class in this folder (gpu<i>-production.sock, "
                  "gpu<i>-opportunistic.sock): a job registered there has that class and GPU whatever it asks; "
                  "the device plugin and the CDI spec mount them into containers (e.g. /run/tgs)");
-  app.add_option("--production-socket-mode", options.production_socket_mode,
-                 "file mode of the production class sockets, octal as decimal (438 = 0666: any process that reaches "
-                 "the file; 432 = 0660: owner and --socket-group)")
-      ->capture_default_str();
-  app.add_option("--opportunistic-socket-mode", options.opportunistic_socket_mode,
-                 "file mode of the opportunistic class sockets, octal as decimal")
-      ->capture_default_str();
+  add_mode_option(app, "--production-socket-mode", options.production_socket_mode,
+                  "file mode of the production class sockets, octal with a leading 0 (0666: any process that reaches "
+                  "the file; 0660: owner and --socket-group)");
+  add_mode_option(app, "--opportunistic-socket-mode", options.opportunistic_socket_mode,
+                  "file mode of the opportunistic class sockets, octal with a leading 0");
   app.add_option("--trust-uid", options.trusted_uids,
                  "users whose jobs may choose their class (TGS_JOB_CLASS) on the main socket; the node's own user "
                  "always may, everyone else's jobs get --default-class there");
@@ -319,10 +349,6 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tgs-node: --cdi-spec needs --class-sockets (the spec's devices mount the class sockets)\n");
     return 2;
   }
-  if (options.production_socket_mode > 07777 || options.opportunistic_socket_mode > 07777) {
-    fmt::print(stderr, "tgs-node: a socket mode must be at most 07777 (4095)\n");
-    return 2;
-  }
   if (!socket_group.empty()) {
     if (const group* g = ::getgrnam(socket_group.c_str())) {
       options.socket_group = g->gr_gid;
@@ -401,6 +427,17 @@ int main(int argc, char** argv) {
       return 2;
     }
     options.memory_budget = tgs::bytes{static_cast<std::uint64_t>(memory_budget_mib * 1024.0 * 1024.0)};
+    // The reserve comes off the budget (transparent_unified_memory.hpp): a budget at or below it
+    // leaves the jobs nothing, or less than the operator meant to give.
+    if (const auto* tum = std::get_if<tgs::transparent_unified_memory::config>(&*options.memory_policy);
+        tum != nullptr && options.memory_budget <= tum->reserve) {
+      fmt::print(stderr,
+                 "tgs-node: --memory-budget-mib {} is not above the memory reserve, --memory.tgs.reserve-mib {}: the "
+                 "jobs would share nothing. Raise --memory-budget-mib above {} (the GPU's memory less what to keep "
+                 "free) or lower --memory.tgs.reserve-mib below {}\n",
+                 memory_budget_mib, tum->reserve.count() >> 20, tum->reserve.count() >> 20, memory_budget_mib);
+      return 2;
+    }
   } else if (memory_budget_mib > 0) {
     fmt::print(stderr, "tgs-node: --memory-budget-mib has no effect without --memory-policy\n");
     return 2;

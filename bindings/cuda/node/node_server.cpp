@@ -180,13 +180,22 @@ void node_server::bind() {
     metrics_ = std::make_unique<metrics_endpoint>(options_.metrics_address);
     log(log_level::info, "metrics on {}", metrics_->url());
   }
+  // The reserve comes off the budget: said beside it, so a budget that leaves the jobs less than
+  // meant is seen at start.
+  std::string budget = std::to_string(options_.memory_budget.count() >> 20) + " MiB per GPU";
+  if (const auto* tum = options_.memory_policy ? std::get_if<transparent_unified_memory::config>(&*options_.memory_policy)
+                                               : nullptr) {
+    budget += fmt::format(", of which the reserve (--memory.tgs.reserve-mib) keeps {} MiB free and the jobs share {} MiB",
+                          tum->reserve.count() >> 20,
+                          options_.memory_budget > tum->reserve ? (options_.memory_budget - tum->reserve).count() >> 20 : 0);
+  }
   log(log_level::info,
-      "listening on {} (ABI {}, policy {}, fault policy {}, memory policy {}, budget {} MiB per GPU, residency split {}, "
+      "listening on {} (mode {:04o}, ABI {}, policy {}, fault policy {}, memory policy {}, budget {}, residency split {}, "
       "opportunistic launch window {}, GPU observer: {}, at most {} connections, MPS: {})",
-      options_.socket_path, abi::version, any_rate_controller{options_.controller}.policy_name(),
+      options_.socket_path, options_.socket_mode, abi::version, any_rate_controller{options_.controller}.policy_name(),
       any_fault_policy{options_.fault_policy}.policy_name(),
       options_.memory_policy ? any_memory_policy{*options_.memory_policy}.policy_name() : "off",
-      options_.memory_budget.count() >> 20, to_string(options_.residency),
+      budget, to_string(options_.residency),
       options_.max_inflight_launches == 0 ? std::string("off") : std::to_string(options_.max_inflight_launches),
       observer_.description(), options_.max_connections,
       mps_->mode() == mps_mode::off ? std::string("off")
