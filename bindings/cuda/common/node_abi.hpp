@@ -188,6 +188,12 @@ struct job_segment {
   std::atomic<std::uint64_t> map_calls;  ///< cuMemMap and cuMemUnmap
   std::atomic<std::uint64_t> throttled_launches;
   std::atomic<std::uint64_t> throttled_ns;
+  /// 1 once the job's process exits in order (`exit`, a return from `main`: the interposer's
+  /// exit handler ran); 0, the zero-filled default, when it ends abruptly (a signal, SIGKILL, a
+  /// crash), which the node then handles as a fault. It took spare bytes of this line, so the
+  /// ABI version did not change: an interposer built before it has every end handled as a fault,
+  /// as nodes before it did.
+  std::atomic<std::uint32_t> exited;
 
   // Written by the node at every memory step; read by the job's allocation paths and evictor.
   /// Bytes of the job's managed memory it may keep on the GPU; `no_resident_limit`: no cap. The

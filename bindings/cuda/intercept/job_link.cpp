@@ -60,10 +60,21 @@ int log_threshold() noexcept {
 }
 
 /// Whether the node has written no heartbeat for `abi::stale_after_ns`: wedged, stopped or gone.
+/// The heartbeat is read on our own clock (both sides use CLOCK_MONOTONIC), so one further ahead
+/// of it than that allowance was never written by a live node: a corrupt or hostile segment must
+/// not hold the job for ever with a heartbeat in the future.
 bool node_silent(const abi::job_segment& seg) noexcept {
   const std::uint64_t now = abi::monotonic_ns();
   const std::uint64_t heartbeat = seg.heartbeat_ns.load(std::memory_order_acquire);
-  return now > heartbeat && now - heartbeat > abi::stale_after_ns;
+  if (heartbeat > now) return heartbeat - now > abi::stale_after_ns;
+  return now - heartbeat > abi::stale_after_ns;
+}
+
+/// The process exits in order: the node is to see a clean end, not a fault. A forked child's
+/// link is the unmanaged one, so its exit marks nothing.
+void mark_orderly_exit() noexcept {
+  const link_state* link = current_link.load(std::memory_order_acquire);
+  if (link->segment != nullptr) link->segment->exited.store(1, std::memory_order_release);
 }
 
 /// Publishes the outcome of a registration attempt and says once why a job runs unmanaged. A new
@@ -75,6 +86,12 @@ void publish(const registration& r) noexcept {
       apply_mps_client(r.mps);  // before the link is published: before the driver's cuInit
       current_link.store(r.link, std::memory_order_release);
       rehome_allocations(*r.link->segment);
+      // Registered after the interposer's statics, so it runs before their destructors: the mark
+      // is in the segment before anything of the job's closes its connection.
+      {
+        static std::once_flag exit_handler;
+        std::call_once(exit_handler, [] { std::atexit(mark_orderly_exit); });
+      }
       if (r.link->writable_page != nullptr) start_activity_sampler();
       return;
     case register_outcome::absent:

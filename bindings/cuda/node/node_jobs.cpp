@@ -238,17 +238,23 @@ void node_server::remove_job(std::uint32_t id, const char* why) {
   jobs_.erase(it);
 }
 
-/// What the node knows when a job ends is that its connection closed or its process is gone: a
-/// crash, a kill, an out-of-memory exit and a normal exit look the same from here (the node is
-/// not the job's parent and reads no exit status), so every end is reported as
-/// `fault_kind::killed`, the kind whose consequence a policy leaves to its configuration. A
-/// policy that ends the co-runner on `killed` therefore ends it on a clean exit too, as an MPS
-/// server may when a client leaves with GPU work in flight.
+/// A job ends in order when its interposer's exit handler ran (`job_segment::exited`: `exit`, a
+/// return from `main`): not a fault, so the fault policy is not stepped and nothing is counted;
+/// its share and memory are taken back all the same. Any other end (its connection closed or its
+/// process gone without that mark: a signal, SIGKILL, a crash, an interposer older than the
+/// mark) is a fault. The node is not the job's parent and reads no exit status, so a fault is
+/// reported as `fault_kind::killed`, the kind whose consequence a policy leaves to its
+/// configuration.
 void node_server::on_job_ended(std::uint32_t id, const char* why) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return;
   const clock::time_point detected = clock::now();
   const job& failed = *it->second;
+  if (failed.segment->exited.load(std::memory_order_acquire) != 0) {
+    const std::string said = std::string(why) + ", after an orderly exit";
+    remove_job(id, said.c_str());
+    return;
+  }
   const std::uint32_t gpu = failed.gpu;
   const job_class cls = failed.cls;
   const pid_t failed_pid = failed.pid;

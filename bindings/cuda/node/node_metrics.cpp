@@ -137,7 +137,9 @@ metric_snapshot node_server::metrics_snapshot() const {
     const labels fl{{"gpu", g},
                     {"fault_policy", std::string(faults_at != faults_.end() ? faults_at->second.policy.policy_name()
                                                                              : fault_sample.policy_name())}};
-    b.counter("tgs_gpu_faults_handled_total", "jobs that ended on the GPU while registered (the fault policy stepped)",
+    b.counter("tgs_gpu_faults_handled_total",
+              "jobs that ended abruptly on the GPU while registered (a signal, a crash: no orderly exit; the fault "
+              "policy stepped)",
               fl, faults_at != faults_.end() ? as_double(faults_at->second.handled) : 0.0);
     b.counter("tgs_gpu_co_runners_ended_total", "jobs the node ended because the fault policy said their co-runner's "
               "fault reached them", fl, faults_at != faults_.end() ? as_double(faults_at->second.co_runners_ended) : 0.0);

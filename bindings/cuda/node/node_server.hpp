@@ -205,7 +205,7 @@ class node_server {
   /// One GPU's fault policy and what it has handled (for status).
   struct gpu_faults {
     any_fault_policy policy;
-    std::uint64_t handled = 0;           ///< jobs that ended on the GPU while registered
+    std::uint64_t handled = 0;           ///< jobs that ended abruptly on the GPU while registered (faults)
     std::uint64_t co_runners_ended = 0;  ///< jobs the node ended because the policy said so
   };
   /// A verdict held back until the opportunistic jobs have made room (or the wait ran out).
