@@ -162,6 +162,8 @@ metric_snapshot node_server::metrics_snapshot() const {
                       {"class", std::string(to_string(j.cls))},
                       {"pid", std::to_string(j.pid)},
                       {"container", short_container_id(j.origin.container)},
+                      {"pod", j.origin.pod},
+                      {"namespace", j.origin.pod_namespace},
                       {"name", printable(j.name)}};
       b.gauge("tgs_job_launched_blocks_per_second", "thread blocks the job launched per second (last second)", jl,
               n.report.blocks_per_s);
@@ -197,6 +199,8 @@ metric_snapshot node_server::metrics_snapshot() const {
              {"pid", std::to_string(u.pid)},
              {"uid", std::to_string(u.uid)},
              {"container", short_container_id(u.origin.container)},
+             {"pod", u.origin.pod},
+             {"namespace", u.origin.pod_namespace},
              {"state", u.state()}},
             1);
   }

@@ -169,6 +169,9 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["class_from"] = j.class_from;
       line["cgroup"] = j.origin.cgroup;
       line["container"] = j.origin.container;
+      line["pod_uid"] = j.origin.pod_uid;
+      line["pod"] = j.origin.pod;
+      line["namespace"] = j.origin.pod_namespace;
       line["up_s"] = rounded(std::chrono::duration<double>(clock::now() - j.since).count(), 1);
       line["in_control_loop"] = j.in_control;
       line["blocks_per_s"] = per_second(report.blocks_per_s);
@@ -219,6 +222,9 @@ void node_server::send_status(connection& c, bool json_lines) {
     p["used_bytes"] = u.used_bytes ? json(*u.used_bytes) : json(nullptr);
     p["cgroup"] = u.origin.cgroup;
     p["container"] = u.origin.container;
+    p["pod_uid"] = u.origin.pod_uid;
+    p["pod"] = u.origin.pod;
+    p["namespace"] = u.origin.pod_namespace;
     p["seen_s"] = rounded(std::chrono::duration<double>(clock::now() - u.first_seen).count(), 1);
     p["state"] = u.state();
     lines.push_back(json{{"unregistered", std::move(p)}});

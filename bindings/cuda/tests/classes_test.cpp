@@ -367,8 +367,10 @@ TEST_F(Metrics, AScrapeHasEveryFamilyAndPassesPromtool) {
   EXPECT_TRUE(has(R"(tgs_gpu_controller_state{gpu="0",key="max_rate_blocks_per_s"})")) << text;
   EXPECT_TRUE(has(R"(tgs_gpu_opportunistic_budget_blocks{gpu="0"})")) << text;
   EXPECT_TRUE(has(R"(tgs_gpu_production_blocks_per_second{gpu="0"})")) << text;
-  EXPECT_TRUE(has(R"(class="production",pid=")" + p + R"(",container="",name="prod"})")) << text;
-  EXPECT_TRUE(has(R"(class="opportunistic",pid=")" + o + R"(",container="",name="opp \"quoted\"\\x0a"})")) << text;
+  EXPECT_TRUE(has(R"(class="production",pid=")" + p + R"(",container="",pod="",namespace="",name="prod"})")) << text;
+  EXPECT_TRUE(has(R"(class="opportunistic",pid=")" + o +
+                  R"(",container="",pod="",namespace="",name="opp \"quoted\"\\x0a"})"))
+      << text;
   for (const char* family : {"tgs_job_throttled_seconds_total", "tgs_job_memory_resident_bytes",
                              "tgs_job_memory_evicted_bytes", "tgs_job_evictions_total", "tgs_job_restores_total",
                              "tgs_job_denied_allocations_total", "tgs_job_gap_launches_total",

@@ -57,6 +57,43 @@ TEST(ProcessOrigin, AContainerIsTheLastSixtyFourHexDigitRun) {
   EXPECT_EQ(node::short_container_id(podman_id), "667caf56de58");
 }
 
+TEST(ProcessOrigin, APodUidComesFromEitherCgroupDriversPath) {
+  // The systemd driver escapes the UID's dashes as underscores; cgroupfs keeps them.
+  EXPECT_EQ(node::pod_uid_of_cgroup("/kubepods.slice/kubepods-burstable.slice/"
+                                    "kubepods-burstable-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0.slice/"
+                                    "cri-containerd-" + podman_id + ".scope"),
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+  EXPECT_EQ(node::pod_uid_of_cgroup("/kubepods/besteffort/pod0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0/" + podman_id),
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+  EXPECT_EQ(node::pod_uid_of_cgroup("/kubepods/pod0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0/" + podman_id),
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+  EXPECT_EQ(node::pod_uid_of_cgroup("/user.slice/user-1000.slice/session-2.scope"), "");
+  EXPECT_EQ(node::pod_uid_of_cgroup("/machine.slice/libpod-" + podman_id + ".scope"), "") << "a container, no pod";
+  EXPECT_EQ(node::pod_uid_of_cgroup("/kubepods/pod0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0ff/x"), "") << "not a UUID";
+}
+
+TEST(ProcessOrigin, APodsNameAndNamespaceComeFromItsEnvironmentOnlyInAPod) {
+  const std::string in_pod = "0::/kubepods/burstable/pod0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0/" + podman_id + "\n";
+  using namespace std::string_literals;
+  const std::string env = "PATH=/bin\0TGS_POD_NAME=trainer-7\0TGS_POD_NAMESPACE=research\0"s;
+  const node::process_origin pod = node::origin_of_texts(in_pod, env);
+  EXPECT_EQ(pod.pod_uid, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+  EXPECT_EQ(pod.container, podman_id);
+  EXPECT_EQ(pod.pod, "trainer-7");
+  EXPECT_EQ(pod.pod_namespace, "research");
+  // A host process says what it likes in its environment: no pod, no labels.
+  const node::process_origin host = node::origin_of_texts("0::/user.slice/session-2.scope\n", env);
+  EXPECT_EQ(host.pod, "");
+  EXPECT_EQ(host.pod_namespace, "");
+  // What cannot be a Kubernetes name is not taken.
+  const node::process_origin odd =
+      node::origin_of_texts(in_pod, "TGS_POD_NAME=a\\\"b\0TGS_POD_NAMESPACE=Upper\0"s);
+  EXPECT_EQ(odd.pod, "");
+  EXPECT_EQ(odd.pod_namespace, "");
+  EXPECT_EQ(node::environment_value("A=1\0AB=2\0B=\0"s, "B"), "");
+  EXPECT_EQ(node::environment_value("A=1\0AB=2\0"s, "AB"), "2");
+}
+
 TEST(ProcessOrigin, ThisProcessHasACgroupAndAGoneOneNothing) {
   EXPECT_FALSE(node::origin_of(::getpid()).cgroup.empty());
   const node::process_origin gone = node::origin_of(0x3fffffff);
