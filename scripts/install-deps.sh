@@ -8,7 +8,7 @@ packages=(
   libfmt-dev libcli11-dev libeigen3-dev libboost-graph-dev nlohmann-json3-dev libcsv-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  prometheus-cpp-dev
+  prometheus-cpp-dev libsystemd-dev
   help2man python3 python3-yaml
   python3-dev pybind11-dev python3-numpy python3-matplotlib python3-pandas
   # Tests only: promtool checks tgs-node's metrics; podman and runc run the CDI devices for real.

@@ -208,6 +208,11 @@ void node_server::bind() {
         "registered (docs/trust-model.md)");
   }
   write_cdi_spec();
+  // Every socket listens and the CDI spec names them: units ordered after tgs-node may start.
+  service_.ready(fmt::format("serving GPUs 0 to {} on {}", options_.gpus - 1, options_.socket_path));
+  if (const auto ping = service_.ping_interval()) {
+    log(log_level::info, "systemd watchdog: a ping every {} ms", std::chrono::duration_cast<std::chrono::milliseconds>(*ping).count());
+  }
 }
 
 /// One socket per GPU and class in `--class-sockets`: the class is the socket's, not the job's.
@@ -273,6 +278,11 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     // Frees, evictions and restores change the footprints between requests: re-observe.
     for (auto& [gpu, m] : memory_gpus_) m->run(t);
     if (mps_) mps_->tick();  // a dead MPS daemon is started again
+    // The watchdog hears from this loop itself: a loop that stops turning is restarted.
+    service_.tick(clock::now());
+    if (const auto ping = service_.next_ping()) {
+      next = std::min(next, t + std::chrono::duration_cast<duration>(*ping - clock::now()));
+    }
     send_pending_replies();
     // A held-back allocation is answered as soon as the evictions it waits for are done.
     if (!pending_.empty()) next = std::min(next, t + std::chrono::milliseconds{2});
@@ -333,6 +343,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
   // Stop in the order a successor needs: no new clients first (a node started now sees the lock
   // held by a node that no longer listens, and waits for it), then the MPS daemons and the
   // metrics port, which the successor takes over; the locks go last, in the destructor.
+  service_.stopping();
   listener_.stop_listening();
   for (class_listener& l : class_listeners_) l.socket.stop_listening();
   continue_paused();

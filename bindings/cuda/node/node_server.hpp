@@ -27,6 +27,7 @@
 #include "metrics.hpp"
 #include "mps_daemons.hpp"
 #include "process_origin.hpp"
+#include "service_notify.hpp"
 #include "node_abi.hpp"
 #include "tgs/fault/any_fault_policy.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
@@ -282,6 +283,8 @@ class node_server {
   gpu_observer observer_;
   std::unique_ptr<metrics_endpoint> metrics_;
   clock::time_point next_metrics_;
+  /// Readiness, watchdog pings and the stop, told to systemd (nothing outside it).
+  service_notifier service_;
   /// Unregistered processes by (GPU, pid), and when the GPUs are next looked at.
   std::map<std::pair<std::uint32_t, pid_t>, unregistered_process> unregistered_;
   clock::time_point next_unregistered_check_;

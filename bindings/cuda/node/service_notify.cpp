@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// tgs-node's readiness, watchdog and stop notifications to systemd, through libsystemd.
+#include "service_notify.hpp"
+
+#include <systemd/sd-daemon.h>
+
+#include <string>
+
+namespace tgs::cuda::node {
+
+service_notifier::service_notifier() {
+  std::uint64_t usec = 0;
+  // > 0: WATCHDOG_USEC is set (and WATCHDOG_PID, if set, is this process). systemd's advice is to
+  // ping at half the interval, so one late turn of the loop is not a restart.
+  if (::sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+    interval_ = std::chrono::microseconds{static_cast<std::int64_t>(usec / 2)};
+    next_ping_ = clock::now();
+  }
+}
+
+void service_notifier::ready(std::string_view status) {
+  const std::string message = "READY=1\nSTATUS=" + std::string(status);
+  (void)::sd_notify(0, message.c_str());
+}
+
+void service_notifier::tick(clock::time_point now) {
+  if (!interval_ || now < next_ping_) return;
+  (void)::sd_notify(0, "WATCHDOG=1");
+  next_ping_ = now + *interval_;
+}
+
+std::optional<service_notifier::clock::time_point> service_notifier::next_ping() const noexcept {
+  if (!interval_) return std::nullopt;
+  return next_ping_;
+}
+
+void service_notifier::stopping() { (void)::sd_notify(0, "STOPPING=1\nSTATUS=stopping"); }
+
+}  // namespace tgs::cuda::node
