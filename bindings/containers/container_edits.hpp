@@ -23,8 +23,9 @@ inline constexpr std::string_view container_node_socket = "/run/tgs/tgs.sock";
 struct host_paths {
   /// The installed interposer (the package puts it in /usr/lib/tgs).
   std::string interposer = "/usr/lib/tgs/libtgs-intercept.so";
-  /// The folder where tgs-node serves one socket per GPU and class (`gpu0-production.sock`).
-  std::string socket_dir = "/run/tgs";
+  /// The folder where tgs-node serves one socket per GPU and class (`gpu0-production.sock`): the
+  /// unit's `--class-sockets`, a folder only root enters on the host.
+  std::string socket_dir = "/run/tgs/gpus";
   /// The pipe folder of each GPU's MPS control daemon, `%u` standing for the GPU index
   /// (`/run/tgs/mps/gpu%u/pipe` under `tgs-node --mps managed`); empty: no MPS. An MPS client in a
   /// container needs that folder at the same path (tgs-node tells the job the host's path) and
@@ -88,7 +89,7 @@ struct container_edits {
 ///
 /// ```
 /// const container_edits e = edits_for(0, job_class::production, host_paths{});
-/// // e.mounts[1] == {"/run/tgs/gpu0-production.sock", "/run/tgs/tgs.sock", false}
+/// // e.mounts[1] == {"/run/tgs/gpus/gpu0-production.sock", "/run/tgs/tgs.sock", false}
 /// ```
 [[nodiscard]] container_edits edits_for(unsigned gpu, job_class cls, const host_paths& paths);
 

@@ -116,7 +116,7 @@ class Containerfile(unittest.TestCase):
         self.assertEqual(command[-1], '"$@"')
         flags = dict(zip(command[1:-1:2], command[2:-1:2]))
         self.assertEqual(flags, {"--interposer": "/run/tgs/libtgs-intercept.so", "--socket": "/run/tgs/node.sock",
-                                 "--class-sockets": "/run/tgs", "--cdi-spec": "/run/cdi/tgs.json"})
+                                 "--class-sockets": "/run/tgs/gpus", "--cdi-spec": "/run/cdi/tgs.json"})
         self.assertIn("/run/tgs/libtgs-intercept.so", entry[2].split(" && exec")[0])
         self.assertEqual(json.loads(re.search(r"(?m)^CMD (\[.*\])$", text).group(1)), [])
 

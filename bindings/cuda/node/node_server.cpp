@@ -218,6 +218,16 @@ void node_server::bind() {
 /// One socket per GPU and class in `--class-sockets`: the class is the socket's, not the job's.
 void node_server::bind_class_sockets() {
   if (options_.class_socket_dir.empty()) return;
+  // A folder the node makes is closed to everyone but its owner: containers reach their socket
+  // through its bind mount, which needs no search permission on the folder, and local users then
+  // cannot reach the production sockets (docs/trust-model.md). A folder the operator made keeps
+  // its mode (and the warning below says when it lets every local user be production).
+  if (const std::size_t slash = options_.class_socket_dir.rfind('/'); slash != std::string::npos && slash > 0) {
+    ::mkdir(options_.class_socket_dir.substr(0, slash).c_str(), 0755);
+  }
+  if (::mkdir(options_.class_socket_dir.c_str(), 0700) == 0) {
+    log(log_level::info, "made the class socket folder {} (mode 0700)", options_.class_socket_dir);
+  }
   const containers::host_paths paths{.interposer = options_.interposer_path, .socket_dir = options_.class_socket_dir};
   for (std::uint32_t gpu = 0; gpu < options_.gpus; ++gpu) {
     for (const job_class cls : {job_class::production, job_class::opportunistic}) {

@@ -50,6 +50,10 @@ class Classes : public EndToEnd {
   /// A node serving class sockets for `gpus` GPUs, waited for until its last class socket is there.
   void start_class_node(unsigned gpus, std::vector<std::string> extra = {}) {
     if (gpus > 1) use_two_devices();  // NVML must see every GPU --gpus names
+    // The operator's folder, open to the other users these tests run (a folder tgs-node makes is
+    // closed to them).
+    ::mkdir(class_dir().c_str(), 0755);
+    ::chmod(class_dir().c_str(), 0755);
     extra.insert(extra.begin(), {"--class-sockets", class_dir(), "--gpus", std::to_string(gpus)});
     start_node(extra);
     wait_until([&] { return ::access(class_socket(gpus - 1, "opportunistic").c_str(), F_OK) == 0; }, 5s,
