@@ -92,11 +92,10 @@ socket_listener::socket_listener(const std::string& path, unsigned mode, int bac
     }
     std::this_thread::sleep_for(std::chrono::milliseconds{20});
   }
-  // Who holds it, for a node that finds it held (the file is never removed: overwrite in place).
+  // Who holds it, for the message of a node that finds it held (the file is never removed:
+  // overwritten in place). Best effort: without it that message only lacks the pid.
   const std::string holder = "pid " + std::to_string(::getpid()) + "\n";
-  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, holder.data(), holder.size(), 0) < 0) {
-    // Only the message of a node that finds the lock held is poorer for it.
-  }
+  if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, holder.data(), holder.size(), 0);
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
