@@ -284,10 +284,11 @@ def repeats(rows):
 
 
 def predicted_table(path, left_out=False):
-    """[(gpu, (production, opportunistic))] of a `tgs-sim predict --markdown` table, in its order;
+    """[(gpu, (production, opportunistic))] of a `tgs-sim predict --markdown` table (each prediction
+    "value ± half-width of its interval"), in its order;
     LEFT_OUT: the predictions of the fits that left each pair out (`--leave-one-out`) instead."""
     def number(text):
-        text = text.replace("**off**", "").strip()
+        text = text.replace("**off**", "").split("±")[0].strip()  # the value without its interval
         return None if text in ("", "–", "-") else float(text)
     out = []
     try:

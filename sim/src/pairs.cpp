@@ -305,31 +305,61 @@ std::vector<prediction> predict_measured(const calibrated_model& model, const st
                                          bool leave_one_out) {
   pair_options adaptive;  // 600 s, averages over 60-600 s: how the cells were measured
   const pair_options steady = steady_state_options();
-  auto predict = [&](const catalog& c, const measured_pair& cell) {
-    const bool adapts = policy_traits(cell.policy).adaptive;
-    const pair_result r = run_pair_request(c, request_of(cell), adapts ? adaptive : steady);
-    prediction p{cell, {}, {}, false};
-    if (cell.production) p.production = r.outcome.production;
-    if (cell.opportunistic) p.opportunistic = r.outcome.opportunistic;
-    return p;
+  // Both throughputs of each cell (the measured ones are kept).
+  auto predict = [&](const catalog& c, const std::vector<const measured_pair*>& cells) {
+    std::vector<double> out;
+    for (const measured_pair* cell : cells) {
+      const bool adapts = policy_traits(cell->policy).adaptive;
+      const pair_result r = run_pair_request(c, request_of(*cell), adapts ? adaptive : steady);
+      out.push_back(r.outcome.production);
+      out.push_back(r.outcome.opportunistic);
+    }
+    return out;
   };
-  std::vector<prediction> out;
-  std::map<std::string, catalog> refitted;  // per left-out pair
+  // The cells to predict, grouped by the fit that predicts them: the calibrated model's per GPU
+  // type, or per left-out pair a fit of its GPU type without it.
+  std::vector<const measured_pair*> wanted;
+  std::vector<std::string> groups;
   for (const auto& cell : model.data.measurements) {
     if (!gpu.empty() && cell.gpu != gpu) continue;
-    if (!leave_one_out) {
-      out.push_back(predict(model.data, cell));
-      continue;
+    wanted.push_back(&cell);
+    const std::string key = leave_one_out ? cell.pair_key() : cell.gpu;
+    if (std::find(groups.begin(), groups.end(), key) == groups.end()) groups.push_back(key);
+  }
+  std::vector<prediction> out(wanted.size());
+  for (const auto& key : groups) {
+    std::vector<std::size_t> members;
+    std::vector<const measured_pair*> cells;
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+      if ((leave_one_out ? wanted[i]->pair_key() : wanted[i]->gpu) != key) continue;
+      members.push_back(i);
+      cells.push_back(wanted[i]);
     }
-    auto it = refitted.find(cell.pair_key());
-    if (it == refitted.end()) {
-      catalog c = model.unfitted;
-      apply_fit(c, fit_catalog(model.unfitted, {.exclude = {cell.pair_key()}}));
-      it = refitted.emplace(cell.pair_key(), std::move(c)).first;
+    const std::string& cell_gpu = cells.front()->gpu;
+    std::optional<catalog> refitted;
+    std::optional<fit_result> fit;
+    if (leave_one_out) {
+      fit = fit_catalog(model.unfitted, {.exclude = {key}, .gpu = cell_gpu});
+      refitted = model.unfitted;
+      apply_fit(*refitted, *fit);
     }
-    prediction p = predict(it->second, cell);
-    p.left_out = true;
-    out.push_back(std::move(p));
+    const catalog& c = refitted ? *refitted : model.data;
+    const std::vector<double> values = predict(c, cells);
+    const std::vector<double> se =
+        propagate_fit_error(c, fit ? *fit : model.fit, cell_gpu, [&](const catalog& moved) { return predict(moved, cells); });
+    for (std::size_t k = 0; k < cells.size(); ++k) {
+      prediction& p = out[members[k]];
+      p.cell = *cells[k];
+      p.left_out = leave_one_out;
+      if (cells[k]->production) {
+        p.production = values[2 * k];
+        p.production_se = se[2 * k];
+      }
+      if (cells[k]->opportunistic) {
+        p.opportunistic = values[2 * k + 1];
+        p.opportunistic_se = se[2 * k + 1];
+      }
+    }
   }
   return out;
 }

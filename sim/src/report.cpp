@@ -135,7 +135,13 @@ std::string render_fit(const calibrated_model& model, output_format format) {
   if (format == output_format::json) {
     json params = json::array();
     for (const auto& p : fit.parameters) {
-      params.push_back({{"gpu", p.gpu}, {"model", p.model}, {"parameter", p.name}, {"value", p.value}});
+      params.push_back({{"gpu", p.gpu},
+                        {"model", p.model},
+                        {"parameter", p.name},
+                        {"value", p.value},
+                        {"status", std::string(to_string(p.status))},
+                        {"standard_error", json_number(p.standard_error)},
+                        {"correlations", p.correlations}});
     }
     return json_text(json{{"inputs_hash", fmt::format("{:016x}", fit.inputs_hash)},
                           {"from_cache", model.fit_from_cache},
@@ -158,9 +164,13 @@ std::string render_fit(const calibrated_model& model, output_format format) {
                        c.thrash[0], c.thrash[1], c.thrash[2], c.interposer_overhead,
                        c.context_switch_s * 1e6, c.gap_exposure);
   }
-  out += "\nprofile fields inferred from the measured pairs (provenance f in models.csv):\n";
+  out += "\nthe fitted parameters, each ± its standard error (s²·(JᵀJ)⁻¹ at the optimum); a model names a\n"
+         "profile field inferred from the measured pairs (provenance f in models.csv):\n";
   for (const auto& p : fit.parameters) {
-    if (!p.model.empty()) out += fmt::format("  {:<11} {:<16} {:<22} {:.4g}\n", p.gpu, p.model, p.name, p.value);
+    const std::string error =
+        p.standard_error ? fmt::format("± {:.2g}", *p.standard_error) : std::string(to_string(p.status));
+    out += fmt::format("  {:<11} {:<16} {:<22} {:>10.4g} {}\n", p.gpu, p.model.empty() ? "-" : p.model, p.name,
+                       p.value, error);
   }
   return out;
 }
@@ -234,6 +244,14 @@ std::string render_predictions(const std::vector<prediction>& predictions,
                                const std::vector<prediction>* left_out, bool markdown) {
   std::string out;
   auto shown = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : std::string("–"); };
+  // A prediction with the half-width of its 95% interval.
+  auto with_interval = [&](const std::optional<double>& v, const std::optional<double>& se) {
+    if (!v) return std::string("–");
+    return se ? fmt::format("{:.2f}{}{:.2f}", *v, markdown ? " ± " : "±", interval_z * *se) : shown(v);
+  };
+  auto predicted_of = [&](const prediction& p) {
+    return with_interval(p.production, p.production_se) + " / " + with_interval(p.opportunistic, p.opportunistic_se);
+  };
   auto error = [](const std::optional<double>& measured, const std::optional<double>& predicted) {
     return measured && predicted ? std::optional<double>(*predicted - *measured) : std::nullopt;
   };
@@ -259,9 +277,9 @@ std::string render_predictions(const std::vector<prediction>& predictions,
   tally all;
   tally out_of_sample;
   if (markdown) {
-    out += left_out ? "| gpu | production / opportunistic | policy | settings | measured | predicted | error | "
-                      "pair left out: predicted | error |\n|---|---|---|---|---|---|---|---|---|\n"
-                    : "| gpu | production / opportunistic | policy | settings | measured | predicted | error |\n"
+    out += left_out ? "| gpu | production / opportunistic | policy | settings | measured | predicted ± 95% | error | "
+                      "pair left out: predicted ± 95% | error |\n|---|---|---|---|---|---|---|---|---|\n"
+                    : "| gpu | production / opportunistic | policy | settings | measured | predicted ± 95% | error |\n"
                       "|---|---|---|---|---|---|---|\n";
   }
   for (std::size_t i = 0; i < predictions.size(); ++i) {
@@ -285,23 +303,23 @@ std::string render_predictions(const std::vector<prediction>& predictions,
       const auto lp = error(c.production, q.production);
       const auto lo = error(c.opportunistic, q.opportunistic);
       out_of_sample.add(lp, lo, ok(lp, lo));
-      loo = markdown ? fmt::format(" {} / {} | {} / {}{} |", shown(q.production), shown(q.opportunistic),
-                                   signed_error(lp), signed_error(lo), ok(lp, lo) ? "" : " **off**")
-                     : fmt::format("  left out {} / {} {}", shown(q.production), shown(q.opportunistic),
-                                   ok(lp, lo) ? "" : "off");
+      loo = markdown ? fmt::format(" {} | {} / {}{} |", predicted_of(q), signed_error(lp), signed_error(lo),
+                                   ok(lp, lo) ? "" : " **off**")
+                     : fmt::format("  left out {:<23} {}", predicted_of(q), ok(lp, lo) ? "" : "off");
     }
     if (markdown) {
-      out += fmt::format("| {} | {} | {} | {} | {} / {} | {} / {} | {} / {}{} |{}\n", c.gpu, pair, c.policy,
-                         settings, shown(c.production), shown(c.opportunistic), shown(p.production),
-                         shown(p.opportunistic), signed_error(ep), signed_error(eo), ok(ep, eo) ? "" : " **off**", loo);
+      out += fmt::format("| {} | {} | {} | {} | {} / {} | {} | {} / {}{} |{}\n", c.gpu, pair, c.policy, settings,
+                         shown(c.production), shown(c.opportunistic), predicted_of(p), signed_error(ep),
+                         signed_error(eo), ok(ep, eo) ? "" : " **off**", loo);
     } else {
-      out += fmt::format("{:<11} {:<30} {:<13} {:>11} {:>11} {:>13}{}{}  {}\n", c.gpu, pair, c.policy,
-                         shown(c.production) + " / " + shown(c.opportunistic),
-                         shown(p.production) + " / " + shown(p.opportunistic),
+      out += fmt::format("{:<11} {:<30} {:<13} {:>11} {:>23} {:>13}{}{}  {}\n", c.gpu, pair, c.policy,
+                         shown(c.production) + " / " + shown(c.opportunistic), predicted_of(p),
                          signed_error(ep) + " / " + signed_error(eo), ok(ep, eo) ? "   " : " off", loo, settings);
     }
   }
-  out += fmt::format("\n{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs "
+  out += fmt::format("\npredicted ± x: the 95% interval of the prediction from the fitted parameters' covariance "
+                     "(the delta method)\n");
+  out += fmt::format("{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs "
                      "(one fit over all pairs)\n",
                      all.within, predictions.size(), all.rms(), all.throughputs);
   if (left_out != nullptr) {

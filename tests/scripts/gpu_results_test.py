@@ -125,7 +125,8 @@ class Repeats(unittest.TestCase):
         f.write("| gpu | production / opportunistic | policy | settings | measured | predicted | error | "
                 "pair left out: predicted | error |\n|---|---|---|---|---|---|---|---|---|\n")
         for (p, o), (lp, lo) in zip(predictions, left_out):
-            f.write(f"| h100-80gb | x / y | co-execution |  | 0 / 0 | {p} / {o} | 0 / 0 | {lp} / {lo} **off** | 0 / 0 |\n")
+            f.write(f"| h100-80gb | x / y | co-execution |  | 0 / 0 | {p} ± 0.02 / {o} ± 0.05 | 0 / 0 | {lp} ± 0.03 / {lo} | "
+                    "0 / 0 **off** |\n")
         f.close()
         return f.name
 

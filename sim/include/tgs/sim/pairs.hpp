@@ -125,19 +125,35 @@ struct calibrated_model {
 };
 calibrated_model calibrate(const catalog_sources& sources = {});
 
+/// The z of a two-sided 95% interval under a normal distribution: a prediction's interval is its
+/// value ± this many standard errors.
+inline constexpr double interval_z = 1.959964;
+
 /// A measured cell beside the simulator's prediction of it.
 struct prediction {
   measured_pair cell;
   std::optional<double> production{};
   std::optional<double> opportunistic{};
+  /// Each prediction's standard error from the uncertainty of the fitted parameters (the fit's
+  /// covariance, `propagate_fit_error`); set with the prediction.
+  std::optional<double> production_se{};
+  std::optional<double> opportunistic_se{};
   /// The prediction came from a fit that left this cell's pair out.
   bool left_out = false;
 };
 
+/// The 95% interval of a prediction with standard error `se`: value ± `interval_z`·se, not below 0
+/// (a throughput).
+[[nodiscard]] inline std::pair<double, double> interval_of(double value, double se) noexcept {
+  const double half = interval_z * se;
+  return {value - half < 0 ? 0.0 : value - half, value + half};
+}
+
 /// Predicts every measured cell of `model` (on `gpu`, or every GPU type when empty): each with
 /// the calibrated model, or with `leave_one_out` from a fit without the cell's pair (one refit
-/// per pair). Adaptive policies (TGS, idle-harvest) are simulated for 600 s as the paper's cells
-/// are measured; the others reach their steady state at once.
+/// of the pair's GPU type per pair), and each with its standard error from that fit's covariance.
+/// Adaptive policies (TGS, idle-harvest) are simulated for 600 s as the paper's cells are
+/// measured; the others reach their steady state at once.
 std::vector<prediction> predict_measured(const calibrated_model& model, const std::string& gpu,
                                          bool leave_one_out);
 
