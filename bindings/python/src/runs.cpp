@@ -117,12 +117,22 @@ py::dict prediction_record(const sim::prediction& p, const sim::prediction* left
   d["measured_production"] = or_none(c.production);
   d["measured_opportunistic"] = or_none(c.opportunistic);
   d["measured_source"] = c.source;
-  d["production"] = or_none(p.production);
-  d["opportunistic"] = or_none(p.opportunistic);
-  if (left_out != nullptr) {
-    d["left_out_production"] = or_none(left_out->production);
-    d["left_out_opportunistic"] = or_none(left_out->opportunistic);
-  }
+  // Each prediction's standard error from the fit's covariance and its 95% interval [low, high].
+  auto interval = [](const std::optional<double>& v, const std::optional<double>& se) {
+    if (!v || !se) return py::object(py::none());
+    const auto [low, high] = sim::interval_of(*v, *se);
+    return py::object(py::make_tuple(low, high));
+  };
+  auto add = [&](const std::string& prefix, const sim::prediction& q) {
+    d[py::str(prefix + "production")] = or_none(q.production);
+    d[py::str(prefix + "opportunistic")] = or_none(q.opportunistic);
+    d[py::str(prefix + "production_se")] = or_none(q.production_se);
+    d[py::str(prefix + "opportunistic_se")] = or_none(q.opportunistic_se);
+    d[py::str(prefix + "production_interval")] = interval(q.production, q.production_se);
+    d[py::str(prefix + "opportunistic_interval")] = interval(q.opportunistic, q.opportunistic_se);
+  };
+  add("", p);
+  if (left_out != nullptr) add("left_out_", *left_out);
   return d;
 }
 
@@ -381,8 +391,10 @@ model itself keeps its fit.)")
 `gpu` is --gpu (default: every type); `leave_one_out=True` also predicts each pair with a fit that
 left its cells out (one refit per pair). Returns one dict per measured cell (gpu, scenario,
 models, policy, memory_policy, memory_budget_gib, production_idle, settings, measured_production,
-measured_opportunistic, measured_source, production, opportunistic and, with leave_one_out,
-left_out_production, left_out_opportunistic; None where the cell has no such throughput), or with
+measured_opportunistic, measured_source, production, opportunistic, their standard errors
+production_se, opportunistic_se from the fit's covariance and 95% intervals production_interval,
+opportunistic_interval as (low, high), and with leave_one_out the same of the fit without the pair,
+prefixed left_out_; None where the cell has no such throughput), or with
 format="table" or "markdown" (--markdown) the text tgs-sim prints.)");
 
   m.def(

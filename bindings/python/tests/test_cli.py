@@ -135,6 +135,15 @@ class SameResults(unittest.TestCase):
                 measured = r[f"measured_{side}"] is not None
                 self.assertEqual(r[side] is not None, measured, r)
                 self.assertEqual(r[f"left_out_{side}"] is not None, measured, r)
+                # Each with its 95% interval from the fit's covariance (the table's "±").
+                for prefix in ("", "left_out_"):
+                    value, se, interval = (r[f"{prefix}{side}"], r[f"{prefix}{side}_se"],
+                                           r[f"{prefix}{side}_interval"])
+                    self.assertEqual(interval is not None, measured, r)
+                    if measured:
+                        self.assertGreaterEqual(se, 0)
+                        self.assertAlmostEqual(interval[1], value + 1.959964 * se)
+                        self.assertAlmostEqual(interval[0], max(0.0, value - 1.959964 * se))
 
 
 class SameMessages(unittest.TestCase):
