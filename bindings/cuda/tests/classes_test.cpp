@@ -483,6 +483,8 @@ TEST_F(Classes, TheNodeWritesTheCdiSpecOfItsGpusAndSockets) {
   std::filesystem::create_directories(dir_ + "/cdi");
   const std::string interposer = intercept_preload().substr(intercept_preload().rfind(':') + 1);
   start_class_node(2, {"--cdi-spec", spec_file, "--interposer", interposer});
+  // The spec is written after the sockets are bound (and the GPUs' MPS daemons looked at).
+  wait_until([&] { return node_->stderr_text().find("wrote the CDI spec") != std::string::npos; }, 5s, "the CDI spec");
   std::ifstream in(spec_file);
   const nlohmann::json spec = nlohmann::json::parse(in);
   EXPECT_EQ(spec.at("kind"), "tgs.io/gpu");
