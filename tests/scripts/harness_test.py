@@ -221,14 +221,19 @@ class FakeGpu(unittest.TestCase):
                         'args = ["--seconds", "0", "--fail-at", "1", "--fail", "abort"] }\n[pairs]\nfake-dying = '
                         '{ production = "fake_production", opportunistic = "dying", modes = ["mps"] }\n')
             device = f"tgs-harness-test-{os.getpid()}"
-            env = {**os.environ, "PATH": f"{t}/bin:{os.environ['PATH']}", "TGS_FAKE_DEVICE": device}
+            # The fake NVML on the library path: tgs-node counts its GPUs through NVML, as on a GPU node.
+            env = {**os.environ, "PATH": f"{t}/bin:{os.environ['PATH']}", "TGS_FAKE_DEVICE": device,
+                   "LD_LIBRARY_PATH": f"{build}/fake-driver"}
             self.addCleanup(lambda: os.path.exists(f"/dev/shm/{device}-0") and os.unlink(f"/dev/shm/{device}-0"))
 
             def call(out, *args):
                 return subprocess.run([sys.executable, HARNESS, *args, "--no-build", "--build", build, "--out",
                                        f"{t}/{out}", "--free-mib", "16384", "--data", f"{GPU}/scenarios.toml",
                                        "--data", f"{t}/dying.toml"], env=env, capture_output=True, text=True)
-            r = call("a", "run", "--pairs", "fake,fake-memory", "--set", "rounds=2", "--set", "idle_s=1")
+            # Convergence at half the measured rate: on a loaded CI machine the fake jobs' windows
+            # swing more than the 10% a GPU call allows, and this checks where it is computed.
+            r = call("a", "run", "--pairs", "fake,fake-memory", "--set", "rounds=2", "--set", "idle_s=1",
+                     "--set", "convergence_target=0.5")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertTrue(r.stdout.rstrip().splitlines()[-1].startswith("summary: "))
             cells = {(c["scenario"], c["mode"]): c for c in harness.read_json(f"{t}/a/summary.json")["cells"]}
