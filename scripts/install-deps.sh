@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages tgs builds with, only those missing. Idempotent.
+#   scripts/install-deps.sh sim   what the simulator (tgs-sim) alone needs: scripts/run.sh
+#   scripts/install-deps.sh [all] everything the build and the tests use: scripts/test.sh
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config
-  libfmt-dev libcli11-dev libeigen3-dev libboost-graph-dev nlohmann-json3-dev libcsv-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  prometheus-cpp-dev libsystemd-dev
-  help2man python3 python3-yaml
-  python3-dev pybind11-dev python3-numpy python3-matplotlib python3-pandas
-  # Tests only: promtool checks tgs-node's metrics; podman and runc run the CDI devices for real.
-  prometheus podman runc
+set_name="${1:-all}"
+# The simulator: a compiler, CMake and Ninja, and the libraries tgs-sim links or includes (fmt,
+# CLI11, Eigen for its fit, Boost.Graph's headers for the cluster, nlohmann-json and libcsv for
+# the trace readers). g++ rather than build-essential: Ninja builds it, nothing needs make or dpkg-dev.
+sim_packages=(
+  g++ cmake ninja-build
+  libfmt-dev libcli11-dev libeigen3-dev libboost-dev nlohmann-json3-dev libcsv-dev
 )
-# kubectl checks the Kubernetes manifests (that test skips without it); any kubectl already on
-# the PATH will do, and Debian's conflicts with some others.
-command -v kubectl >/dev/null || packages+=(kubernetes-client)
+case "$set_name" in
+  sim) packages=("${sim_packages[@]}") ;;
+  all)
+    packages=(
+      "${sim_packages[@]}" build-essential pkg-config libboost-graph-dev
+      libgtest-dev libgmock-dev libbenchmark-dev
+      libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+      prometheus-cpp-dev libsystemd-dev
+      help2man python3 python3-yaml
+      python3-dev pybind11-dev python3-numpy python3-matplotlib python3-pandas
+      # Tests only: promtool checks tgs-node's metrics; podman and runc run the CDI devices for real.
+      prometheus podman runc
+    )
+    # kubectl checks the Kubernetes manifests (that test skips without it); any kubectl already
+    # on the PATH will do, and Debian's conflicts with some others.
+    command -v kubectl >/dev/null || packages+=(kubernetes-client)
+    ;;
+  *) echo "install-deps: unknown set '$set_name' (sim or all)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
+  echo "install-deps: all ${#packages[@]} packages of '$set_name' present"
   exit 0
 fi
 

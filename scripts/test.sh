@@ -4,7 +4,7 @@
 # TGS_TRACES (default ../shared/traces beside the checkout) points the trace tests at real files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-scripts/build.sh
+scripts/install-deps.sh all
+scripts/build.sh all
 cd build
 ctest --output-on-failure --parallel "$(nproc)" "$@"
