@@ -50,4 +50,6 @@ fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# force-unsafe-io: dpkg skips its fsync per unpacked file (Boost alone has 14,000 headers), as
+# Debian's own container images do; after a power loss mid-install, reinstall what it named.
+$sudo apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-unsafe-io "${missing[@]}"
