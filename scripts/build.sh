@@ -17,8 +17,8 @@ if [ "$what" = sim ]; then
   # A build that already has the simulator (a full one, say) is only brought up to date;
   # otherwise the simulator alone, with none of the parts that need the test packages.
   if [ ! -f build/CMakeCache.txt ] || ! grep -q '^TGS_BUILD_SIM:BOOL=ON' build/CMakeCache.txt || [ $# -gt 0 ]; then
-    # Release: no debug information, which makes the Eigen-heavy fit much slower to compile
-    # compile time; a later full build (scripts/test.sh) configures RelWithDebInfo again.
+    # Release: debug information would make the Eigen-heavy fit much slower to compile;
+    # a later full build (scripts/test.sh) configures RelWithDebInfo again.
     cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DTGS_BUILD_SIM=ON \
       -DTGS_BUILD_TESTS=OFF -DTGS_BUILD_BENCH=OFF -DTGS_BUILD_CUDA=OFF -DTGS_BUILD_CONTAINERS=OFF \
       -DTGS_BUILD_KUBERNETES=OFF -DTGS_BUILD_PYTHON=OFF -DTGS_BUILD_MAN=OFF "$@"
