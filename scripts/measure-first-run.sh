@@ -34,7 +34,9 @@ base_packages=$(chroot "$root" dpkg-query -W -f='.\n' | wc -l)
 mkdir -p "$root/src/tgs"
 git archive HEAD | tar -x -C "$root/src/tgs"
 
-# run.sh's output, each line stamped with the seconds since it started.
+# The machine's load from other work just before (the chroot shares its cores).
+load_before=$(cut -d' ' -f1 /proc/loadavg)
+# run.sh's output, each line stamped with the milliseconds since it started.
 log="$root/src/run.log"
 chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
   bash -c 'cd /src/tgs && start=$(date +%s%N); scripts/run.sh 2>&1 | while IFS= read -r line; do
@@ -49,8 +51,8 @@ configure_ms=$(first_ms ' -- Build files have been written')
 build_ms=$(last_ms 'Linking CXX executable bin/tgs-sim')
 table_ms=$(first_ms ' mixed stream: ')
 cores=$(nproc)
-printf '{"commit":"%s","debian":"%s","cores":%s,"debootstrap_s":%.1f,"base_packages":%s,' \
-  "$commit" "$(cat "$root/etc/debian_version")" "$cores" "$debootstrap_s" "$base_packages"
+printf '{"commit":"%s","date":"%s","debian":"%s","cores":%s,"load_before":%s,"debootstrap_s":%.1f,"base_packages":%s,' \
+  "$commit" "$(date -u +%Y-%m-%d)" "$(cat "$root/etc/debian_version")" "$cores" "$load_before" "$debootstrap_s" "$base_packages"
 printf '"packages_added":%s,"packages_done_s":%.1f,"configure_done_s":%.1f,"build_done_s":%.1f,"first_table_s":%.1f}\n' \
   "$(( $(chroot "$root" dpkg-query -W -f='.\n' | wc -l) - base_packages ))" \
   "$(echo "$packages_ms / 1000" | bc -l)" "$(echo "$configure_ms / 1000" | bc -l)" \
