@@ -507,7 +507,7 @@ TEST_F(DevicePlugin, StopsCleanlyOnSigterm) {
 }
 
 #ifdef TGS_FAKE_DRIVER_DIR
-TEST_F(DevicePlugin, CountsGpusThroughTheDriver) {
+TEST_F(DevicePlugin, CountsGpusThroughNvml) {
   start_kubelet();
   start_plugin({}, {std::string("LD_LIBRARY_PATH=") + TGS_FAKE_DRIVER_DIR, "TGS_FAKE_DEVICE_COUNT=3"});
   registered();
@@ -515,6 +515,20 @@ TEST_F(DevicePlugin, CountsGpusThroughTheDriver) {
   ASSERT_TRUE(stream->next());
   EXPECT_EQ(stream->health().size(), 3U);
   EXPECT_TRUE(stream->health().contains("gpu2-production"));
+  EXPECT_NE(plugin_->log().find("3 GPUs (from NVML)"), std::string::npos) << plugin_->log();
+}
+
+TEST_F(DevicePlugin, CountsGpusThroughTheDriverWhereNvmlIsMissing) {
+  // A library folder with the (fake) CUDA driver and no NVML.
+  const fs::path driver_only = root_ / "driver-only";
+  fs::create_directories(driver_only);
+  fs::create_symlink(fs::path(TGS_FAKE_DRIVER_DIR) / "libcuda.so.1", driver_only / "libcuda.so.1");
+  start_kubelet();
+  start_plugin({}, {"LD_LIBRARY_PATH=" + driver_only.string(), "TGS_FAKE_DEVICE_COUNT=3"});
+  registered();
+  const std::unique_ptr<watch_stream> stream = watch("production");
+  ASSERT_TRUE(stream->next());
+  EXPECT_EQ(stream->health().size(), 3U);
   EXPECT_NE(plugin_->log().find("3 GPUs (from the CUDA driver)"), std::string::npos) << plugin_->log();
 }
 #endif
