@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # Install rules of tgs's programs: the tools in bin with a man page made from their --help (by
 # help2man, at build time), the interposer in a private library folder, and systemd units.
-# Everything here is in the `runtime` install component; the headers and CMake package are in the
-# default one.
+# Every install rule names its component, one per Debian package (cmake/TgsPackage.cmake):
+#   node    tgs-node, the interposer, the systemd unit, the device plugin   -> tgs-node
+#   sim     the simulator                                                   -> tgs-sim
+#   dev     the policy headers and the CMake package (find_package(tgs))    -> libtgs-dev
+#   python  the Python module tgs                                           -> python3-tgs
+set(TGS_INSTALL_COMPONENTS node sim dev python)
 set(TGS_INSTALL_PRIVATE_LIBDIR lib/tgs CACHE STRING
     "Folder under the prefix for libtgs-intercept.so (a preload library, not for the linker's path)")
 set(TGS_INSTALL_SYSTEMD_UNITDIR lib/systemd/system CACHE STRING "Folder under the prefix for systemd units")
@@ -21,13 +25,17 @@ if(NOT TGS_BUILD_MAN)
   message(STATUS "tgs: man pages not built (TGS_BUILD_MAN is off; it needs help2man)")
 endif()
 
-# tgs_install_tool(target "one-line description" [SUBCOMMANDS sub...]): installs the tool in bin
-# and its man page (man1/<target>.1) in the man folder. The page is help2man's rendering of
+# tgs_install_tool(target "one-line description" COMPONENT component [SUBCOMMANDS sub...]):
+# installs the tool in bin and its man page (man1/<target>.1) in the man folder, both in the
+# install component named. The page is help2man's rendering of
 # `<target> --help` and `--version`, and has a SUBCOMMANDS section with `<target> <sub> --help`
 # for each subcommand named.
 function(tgs_install_tool target description)
-  cmake_parse_arguments(ARG "" "" "SUBCOMMANDS" ${ARGN})
-  install(TARGETS ${target} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+  cmake_parse_arguments(ARG "" "COMPONENT" "SUBCOMMANDS" ${ARGN})
+  if(NOT ARG_COMPONENT IN_LIST TGS_INSTALL_COMPONENTS)
+    message(FATAL_ERROR "tgs_install_tool(${target}): COMPONENT must be one of ${TGS_INSTALL_COMPONENTS}")
+  endif()
+  install(TARGETS ${target} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ${ARG_COMPONENT})
   if(NOT TGS_BUILD_MAN)
     return()
   endif()
@@ -49,12 +57,12 @@ function(tgs_install_tool target description)
     COMMENT "Making the man page of ${target}"
     VERBATIM)
   add_custom_target(${target}-man ALL DEPENDS ${page})
-  install(FILES ${page} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT runtime)
+  install(FILES ${page} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ${ARG_COMPONENT})
 endfunction()
 
-# tgs_install_unit(template): installs a systemd unit made from `template` (<name>.in) at install
-# time, so that @TGS_INSTALL_FULL_BINDIR@ is the bin folder of the prefix actually installed to
-# (`cmake --install --prefix`, or /usr in the package), not the one configured.
+# tgs_install_unit(template): installs, in the node component, a systemd unit made from `template`
+# (<name>.in) at install time, so that @TGS_INSTALL_FULL_BINDIR@ is the bin folder of the prefix
+# actually installed to (`cmake --install --prefix`, or /usr in the package), not the one configured.
 function(tgs_install_unit template)
   get_filename_component(unit ${template} NAME)
   string(REGEX REPLACE "\\.in$" "" unit ${unit})
@@ -70,8 +78,5 @@ function(tgs_install_unit template)
     configure_file(\"${template}\" \"${PROJECT_BINARY_DIR}/systemd/\${_tgs_dest}/${unit}\" @ONLY)
     file(INSTALL \"${PROJECT_BINARY_DIR}/systemd/\${_tgs_dest}/${unit}\"
          DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${TGS_INSTALL_SYSTEMD_UNITDIR}\")
-  " COMPONENT runtime)
+  " COMPONENT node)
 endfunction()
-
-# The license, where Debian looks for a package's copyright.
-install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright COMPONENT runtime)

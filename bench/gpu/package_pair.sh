@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# A pair shared through the installed Debian package: builds the backend's .deb (cpack), installs
+# A pair shared through the installed Debian package: builds the backend's tgs-node .deb (cpack), installs
 # it with dpkg -i, and runs harness.py with the installed tgs-node and libtgs-intercept.so (two
 # plain processes). Needs root for dpkg -i. Arguments go to `harness.py run`, e.g.
 #   OUT=/tmp/out bench/gpu/package_pair.sh --pairs high --modes alone,idle-harvest
@@ -17,7 +17,7 @@ cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTGS_BUILD_SIM
   -DTGS_BUILD_BENCH=OFF ${TGS_HEADER_DEPS:+-DTGS_HEADER_DEPS=$TGS_HEADER_DEPS} > "$OUT/build.log"
 cmake --build "$BUILD" >> "$OUT/build.log"
 (cd "$BUILD" && cpack -G DEB > "$OUT/cpack.log")
-deb=$(ls "$BUILD"/tgs_*.deb)
+deb=$(ls "$BUILD"/tgs-node_*.deb)
 dpkg-deb --info "$deb" > "$OUT/deb-info.txt"
 dpkg -i "$deb" > "$OUT/dpkg.log"
 tgs-node --version
@@ -26,5 +26,5 @@ tgs-node --version
 installed=$(mktemp -d)
 mkdir -p "$installed/bin" "$installed/lib"
 ln -s "$(command -v tgs-node)" "$installed/bin/tgs-node"
-ln -s "$(dpkg -L tgs | grep '/libtgs-intercept\.so$')" "$installed/lib/libtgs-intercept.so"
+ln -s "$(dpkg -L tgs-node | grep '/libtgs-intercept\.so$')" "$installed/lib/libtgs-intercept.so"
 python3 "$HERE/harness.py" run --no-build --build "$installed" --out "$OUT/pair" "$@"

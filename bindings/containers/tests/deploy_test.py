@@ -107,8 +107,8 @@ class Containerfile(unittest.TestCase):
     def test_installs_the_package_and_serves_the_class_sockets_and_the_spec(self):
         text = (pathlib.Path(ARGS.deploy) / "Containerfile").read_text(encoding="utf-8")
         self.assertRegex(text, r"(?m)^ARG BASE=\S*debian:12$")
-        self.assertRegex(text, r"(?m)^COPY tgs_\*\.deb /tmp/$")
-        self.assertIn("apt-get install -y --no-install-recommends /tmp/tgs_*.deb", text)
+        self.assertRegex(text, r"(?m)^COPY tgs-node_\*\.deb /tmp/$")
+        self.assertIn("apt-get install -y --no-install-recommends /tmp/tgs-node_*.deb", text)
         entry = json.loads(re.search(r"(?m)^ENTRYPOINT (\[.*\])$", text).group(1))
         self.assertEqual(entry[:2], ["/bin/sh", "-c"])
         command = re.search(r"exec (/usr/bin/tgs-node .*)$", entry[2]).group(1).split()

@@ -13,11 +13,37 @@ range raises tgs.ConfigError, a malformed trace tgs.TraceError. See docs/python.
 """
 import math
 import numbers
+import sys
 
-from ._tgs import (ConfigError, Controller, InputError, MemoryPolicy, Model, Trace, TraceError,
-                   __version__, baseline_policy, default_cluster_policies, default_pair_policies,
-                   memory_policies, mixed, pairs, parse_trace, policy_traits, rate_policies,
-                   read_trace, replay, settings, trace_formats, write_trace)
+
+def _built_for_another_python(error):
+    """The ImportError of an interpreter that cannot load the extension (one with another ABI: the
+    import system looks for `_tgs` with none of its suffixes): it names the one that can."""
+    import importlib.machinery
+    import os
+    from ._build import INTERPRETER, SOABI, VERSION
+    here = os.path.dirname(__file__)
+    if any(os.path.exists(os.path.join(here, "_tgs" + suffix))
+           for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        return None  # this interpreter's extension is there: it failed for another reason
+    this = f"{sys.implementation.name} {sys.version_info[0]}.{sys.version_info[1]}"
+    return ImportError(
+        f"the module tgs in {here} was built for {INTERPRETER} (Python {VERSION}, {SOABI}); this is "
+        f"{sys.executable} ({this}), which cannot load its extension. Run {INTERPRETER}, or make a "
+        f"virtual environment from it ({INTERPRETER} -m venv --system-site-packages DIR). "
+        f"({error})", name="tgs._tgs")
+
+
+try:
+    from ._tgs import (ConfigError, Controller, InputError, MemoryPolicy, Model, Trace, TraceError,
+                       __version__, baseline_policy, default_cluster_policies, default_pair_policies,
+                       memory_policies, mixed, pairs, parse_trace, policy_traits, rate_policies,
+                       read_trace, replay, settings, trace_formats, write_trace)
+except ImportError as _error:
+    _other = _built_for_another_python(_error)
+    if _other is None:
+        raise
+    raise _other from None
 
 __all__ = ["ConfigError", "Controller", "InputError", "MemoryPolicy", "Model", "Trace", "TraceError",
            "__version__", "baseline_policy", "default_cluster_policies", "default_pair_policies",
