@@ -904,6 +904,13 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   (void)own_slot(own_memory(), dev);
   return CUDA_SUCCESS;
 }
+FAKE_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned* flags, int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *flags = 0;
+  *active = context_recorded.load(std::memory_order_acquire) ? 1 : 0;  // retained once: active from then on
+  return CUDA_SUCCESS;
+}
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   return valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
@@ -1468,6 +1475,7 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuDeviceGet, cuDeviceGet, false, 2000),
     FAKE_SYMBOL(cuDeviceGetName, cuDeviceGetName, false, 2000),
     FAKE_SYMBOL(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, false, 7000),
+    FAKE_SYMBOL(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, false, 7000),
     FAKE_SYMBOL(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, false, 11000),
     FAKE_SYMBOL(cuGetErrorName, cuGetErrorName, false, 6000),
     FAKE_SYMBOL(cuCtxSetCurrent, cuCtxSetCurrent, false, 4000),

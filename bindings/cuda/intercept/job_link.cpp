@@ -83,7 +83,9 @@ void mark_orderly_exit() noexcept {
 void publish(const registration& r) noexcept {
   switch (r.outcome) {
     case register_outcome::registered:
-      apply_mps_client(r.mps);  // before the link is published: before the driver's cuInit
+      // Before the link is published: before the driver's cuInit. An MPS client drains its GPU
+      // work before SIGTERM ends it: its abrupt end can take the server's other clients down.
+      if (apply_mps_client(r.mps)) install_exit_drain();
       current_link.store(r.link, std::memory_order_release);
       rehome_allocations(*r.link->segment);
       // Registered after the interposer's statics, so it runs before their destructors: the mark

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "exit_drain.hpp"
 #include "node_abi.hpp"
 
 namespace tgs::cuda::intercept {
@@ -60,6 +61,8 @@ struct launch_token {
 /// The launch hot path: one atomic add on shared memory, plus one load for an opportunistic job;
 /// no lock and no system call unless the job is over its allowance.
 [[nodiscard]] inline launch_token gate_launch(std::uint64_t blocks) noexcept {
+  // A process that drains before its end launches nothing more (exit_drain.hpp).
+  if (exit_draining.load(std::memory_order_relaxed)) [[unlikely]] hold_for_exit();
   const link_state* link = current_link.load(std::memory_order_acquire);
   if (link->segment == nullptr) [[unlikely]] {
     link = ensure_link();

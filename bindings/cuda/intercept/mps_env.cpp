@@ -39,7 +39,7 @@ int visible_device_entries() noexcept {
 
 }  // namespace
 
-void apply_mps_client(const abi::mps_client& settings) noexcept {
+bool apply_mps_client(const abi::mps_client& settings) noexcept {
   // Why setenv is safe enough here: this runs at the job's first driver call (the runtime's
   // first cuGetProcAddress, or cuInit itself), which registers under the registration mutex, and
   // under `env_mutex`, which the cuInit gate takes before the driver reads the variables; no
@@ -57,9 +57,9 @@ void apply_mps_client(const abi::mps_client& settings) noexcept {
             static_cast<int>(sizeof(settings.pipe_directory)), settings.pipe_directory, settings.priority,
             settings.active_thread_percentage == 0 ? 100U : settings.active_thread_percentage);
       }
-      return;
+      return applied.client != 0;
     }
-    if (settings.client == 0) return;
+    if (settings.client == 0) return false;
     // The node's daemon sees only this job's GPU (its CUDA_VISIBLE_DEVICES), which its clients
     // see as device 0: a client must not set CUDA_VISIBLE_DEVICES itself (NVIDIA's MPS guide).
     // A job that asked for several GPUs would lose all but this one: it stays out of MPS.
@@ -67,7 +67,7 @@ void apply_mps_client(const abi::mps_client& settings) noexcept {
       log(log_level::warn,
           "CUDA_VISIBLE_DEVICES names %s: this job stays out of MPS (a client of the node's daemon sees exactly its "
           "GPU)", entries == 0 ? "no GPU" : "several GPUs");
-      return;
+      return false;
     }
     if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr && std::getenv("TGS_GPU") == nullptr) {
       // Keep the job's GPU for a registration after a node restart, and for its children.
@@ -88,9 +88,11 @@ void apply_mps_client(const abi::mps_client& settings) noexcept {
     applied = settings;
     log(log_level::info, "MPS client of %s, priority %u, %u%% of the SMs", settings.pipe_directory, settings.priority,
         settings.active_thread_percentage == 0 ? 100U : settings.active_thread_percentage);
+    return true;
   } catch (...) {
     // A mutex that cannot be locked: leave the environment alone (the job runs as it asked).
   }
+  return false;
 }
 
 pass_token gate_init() noexcept {

@@ -15,8 +15,8 @@ namespace tgs::cuda::intercept {
 /// Applies a registration's MPS client settings to the process environment, unless the driver's
 /// cuInit was already called in this process (its context's settings are fixed then: a
 /// re-registration after a node restart is logged, never applied). Not a client: the environment
-/// is left as it is.
-void apply_mps_client(const abi::mps_client& settings) noexcept;
+/// is left as it is. True when this process is (or, at its cuInit, becomes) an MPS client.
+bool apply_mps_client(const abi::mps_client& settings) noexcept;
 
 /// The gate of cuInit: registers with the node (so its MPS settings are in the environment)
 /// and marks the driver as initialised, after which the environment is never changed again.

@@ -361,3 +361,51 @@ TEST_F(Mps, TheMpsPolicysThreadShareBecomesTheClientsPercentage) {
 }
 
 }  // namespace
+
+// --- a client's end ---------------------------------------------------------------------------------
+
+namespace {
+/// The drain time an interposer's log reports ("the GPU's work drained in N ms"); -1: none.
+double drained_ms(const std::string& log) {
+  const std::string mark = "the GPU's work drained in ";
+  const std::size_t at = log.find(mark);
+  return at == std::string::npos ? -1.0 : std::strtod(log.c_str() + at + mark.size(), nullptr);
+}
+}  // namespace
+
+// An MPS client ended with a long kernel on the GPU takes the server's other clients down with it
+// (docs/results/mps-faults.md). SIGTERM, how Kubernetes and users end a job, is therefore held
+// until the client's work on the GPU is done, and then ends the process as it would have.
+TEST_F(Mps, ASigtermedClientEndsOnlyAfterItsWorkOnTheGpu) {
+  start_managed_node(1);
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file(), "TGS_FAKE_NS_PER_BLOCK=1000000", "TGS_LOG_LEVEL=info"};
+  process& job = start_job({"--kernels", "1", "--blocks", "2000", "--host-ms", "0"}, "opportunistic", true);  // 2 s kernels
+  job_env_.clear();
+  (void)recorded(job.pid(), "context");
+  std::this_thread::sleep_for(500ms);
+  const auto sent = std::chrono::steady_clock::now();
+  job.kill(SIGTERM);
+  EXPECT_EQ(job.wait(), -SIGTERM) << "the process ends by the signal it was sent";
+  const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count();
+  const double ms = drained_ms(job.stderr_text());
+  ASSERT_GE(ms, 0.0) << job.stderr_text();
+  EXPECT_GT(ms, 1.0) << "a 2 s kernel was on the GPU";
+  EXPECT_LE(ms, 2500.0);
+  EXPECT_GE(took_ms, ms) << "the process outlived the drain";
+}
+
+// Outside MPS a client's end harms no one: SIGTERM keeps its default action, at once.
+TEST_F(Mps, OutsideMpsSigtermEndsAJobAtOnce) {
+  start_managed_node(1, {"--mps", "off"});
+  job_env_ = {"TGS_FAKE_NS_PER_BLOCK=1000000", "TGS_LOG_LEVEL=info"};
+  process& job = start_job({"--kernels", "1", "--blocks", "2000", "--host-ms", "0"}, "opportunistic", true);
+  job_env_.clear();
+  wait_until([&] { return !job.stdout_lines().empty() || !job.running(); }, 10s,
+             "the job's first progress line");
+  std::this_thread::sleep_for(300ms);
+  const auto sent = std::chrono::steady_clock::now();
+  job.kill(SIGTERM);
+  EXPECT_EQ(job.wait(), -SIGTERM);
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, 1s) << "no drain outside MPS";
+  EXPECT_LT(drained_ms(job.stderr_text()), 0.0) << job.stderr_text();
+}
