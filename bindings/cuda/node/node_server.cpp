@@ -169,6 +169,8 @@ void node_server::bind() {
   reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   resolve_gpus();
   listener_ = socket_listener(options_.socket_path, options_.socket_mode, 128);
+  // The lock is this node's: what a predecessor that died holding processes left is continued.
+  continue_recorded();
   if (options_.socket_group && ::chown(options_.socket_path.c_str(), static_cast<uid_t>(-1), *options_.socket_group) != 0) {
     throw std::runtime_error("cannot give " + options_.socket_path + " to group " +
                              std::to_string(*options_.socket_group) + ": " + std::strerror(errno));

@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,21 @@ class node_server {
   void check_unregistered();
   void act_on(unregistered_process& p, bool production_on_gpu);
   void continue_paused();
+  /// The processes the node holds, as its record lists them: (pid, start time).
+  using held_set = std::set<std::pair<pid_t, std::uint64_t>>;
+  [[nodiscard]] held_set held_now() const;
+  /// The record of held processes beside the socket (`<socket>.paused`), so a node that dies
+  /// holding one leaves its successor what to continue.
+  [[nodiscard]] std::string held_record_path() const { return options_.socket_path + ".paused"; }
+  /// At start, with the lock held: continues every process a predecessor's record lists whose
+  /// start time still matches, then removes the record. A record the node cannot trust (another
+  /// user's, not a regular file, too large, malformed) is said in the log and ignored.
+  void continue_recorded();
+  /// Replaces the record with `held` (removes it when empty), atomically. False, said in the log,
+  /// when it could not: a process is then not held.
+  bool write_held_record(const held_set& held);
+  /// Brings the record in line with what the node holds now.
+  void sync_held_record();
   // node_mps.cpp: MPS: the daemons, the policy in force, each job's client settings.
   void start_mps();
   [[nodiscard]] abi::mps_client mps_client_for(job_class cls, std::uint32_t gpu) const;
@@ -289,6 +305,10 @@ class node_server {
   std::map<std::pair<std::uint32_t, pid_t>, unregistered_process> unregistered_;
   clock::time_point next_unregistered_check_;
   std::uint64_t unregistered_killed_ = 0;
+  /// What the record of held processes lists now, and why it last could not be written (said
+  /// once, until it can again).
+  held_set recorded_held_;
+  std::string held_record_trouble_;
   clock::time_point start_;
   std::map<int, connection> connections_;
   std::map<std::uint32_t, std::unique_ptr<job>> jobs_;

@@ -321,6 +321,117 @@ TEST_F(Classes, AStoppingNodeContinuesWhatItHeld) {
   (void)prod;
 }
 
+/// Whether process `pid` is stopped (state T in /proc/<pid>/stat).
+bool stopped(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const std::size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
+/// The start time of process `pid` (field 22 of /proc/<pid>/stat), or 0.
+std::uint64_t start_ticks_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i < 22 && (fields >> field); ++i) {
+  }
+  std::uint64_t start = 0;
+  fields >> start;
+  return start;
+}
+
+class HeldAcrossRestarts : public Classes {
+ protected:
+  const std::vector<std::string> pause_args{"--unregistered-action", "pause", "--unregistered-grace-ms", "500"};
+
+  /// A node that holds an unregistered process while a production job runs, killed with SIGKILL
+  /// while it holds it: nothing of it is left to continue the process.
+  void hold_then_kill_the_node() {
+    start_class_node(1, pause_args);
+    rogue_ = &start_on(class_socket(0, "opportunistic"), opportunistic_args, "opportunistic", "rogue", false);
+    prod_ = &start_on(class_socket(0, "production"), production_args, "production", "prod");
+    wait_until([&] { return stopped(rogue_->pid()); }, 8s, "the node holding the unregistered process");
+    node_->kill(SIGKILL);
+    node_->wait();
+    ASSERT_TRUE(stopped(rogue_->pid()));
+  }
+  /// A node started on the killed node's sockets (its socket files are still there: waited for
+  /// until the new node says it listens).
+  void start_successor(std::vector<std::string> extra) {
+    start_class_node(1, std::move(extra));
+    wait_until([&] { return node_->stderr_text().find("listening on") != std::string::npos; }, 15s,
+               "the successor listening");
+  }
+
+  process* rogue_ = nullptr;
+  process* prod_ = nullptr;
+};
+
+TEST_F(HeldAcrossRestarts, AProcessHeldByAKilledNodeIsContinuedByTheNext) {
+  hold_then_kill_the_node();
+  prod_->kill(SIGKILL);  // the production job ends while no node runs
+  prod_->wait();
+  start_successor(pause_args);
+  const std::optional<double> after = time_until([&] { return !stopped(rogue_->pid()); }, 5s);
+  ASSERT_TRUE(after) << "the process the killed node held is still stopped\n" << node_->stderr_text();
+  EXPECT_NE(node_->stderr_text().find("continuing pid " + std::to_string(rogue_->pid())), std::string::npos)
+      << node_->stderr_text();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_GT(measure_rate(*rogue_, 1s), 0.0) << "it should run again";
+  // The successor holds nothing: it left no record behind.
+  node_->kill(SIGTERM);
+  ASSERT_TRUE(node_->wait_for(10s));
+  EXPECT_NE(::access((socket_ + ".paused").c_str(), F_OK), 0);
+}
+
+TEST_F(HeldAcrossRestarts, NothingStaysStoppedWhenTheKilledNodesSuccessorStops) {
+  hold_then_kill_the_node();
+  // The successor starts while the production job still runs, and stops before it has looked at
+  // the unregistered process again (its grace is long): what the killed node held runs again.
+  start_successor({"--unregistered-action", "pause", "--unregistered-grace-ms", "30000"});
+  node_->kill(SIGTERM);
+  ASSERT_TRUE(node_->wait_for(10s)) << "the node did not stop";
+  prod_->kill(SIGKILL);
+  prod_->wait();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(stopped(rogue_->pid())) << "the node left a process stopped behind it\n" << node_->stderr_text();
+  EXPECT_GT(measure_rate(*rogue_, 1s), 0.0);
+}
+
+TEST_F(HeldAcrossRestarts, ARecordTheNodeCannotTrustIsIgnored) {
+  // A process someone else stopped: only a record this node's user wrote, well formed, may
+  // continue it.
+  process sleeper({"/bin/sleep", "60"}, {});
+  ::kill(sleeper.pid(), SIGSTOP);
+  wait_until([&] { return stopped(sleeper.pid()); }, 2s, "the sleeper stopping");
+  const std::string record = socket_ + ".paused";
+  const std::string entry = std::to_string(sleeper.pid()) + " " + std::to_string(start_ticks_of(sleeper.pid())) + "\n";
+  for (const auto& [text, owner, why] : std::vector<std::tuple<std::string, uid_t, std::string>>{
+           {"tgs-node paused v1\n" + entry, 65534, "owned by uid 65534"},
+           {"tgs-node paused v1\n" + entry + "12 x\n", ::geteuid(), "malformed"},
+           {"tgs-node paused v2\n" + entry, ::geteuid(), "malformed"},
+           {"tgs-node paused v1\n" + std::string(70000, '1'), ::geteuid(), "larger than"}}) {
+    SCOPED_TRACE(why);
+    ::unlink(record.c_str());
+    std::ofstream(record) << text;
+    ::chmod(record.c_str(), 0600);
+    ASSERT_EQ(::chown(record.c_str(), owner, static_cast<gid_t>(-1)), 0);
+    start_successor(pause_args);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_TRUE(stopped(sleeper.pid())) << node_->stderr_text();
+    EXPECT_NE(node_->stderr_text().find(why), std::string::npos) << node_->stderr_text();
+    EXPECT_NE(node_->stderr_text().find("ignored"), std::string::npos) << node_->stderr_text();
+  }
+  ::unlink(record.c_str());
+  ::kill(sleeper.pid(), SIGCONT);
+}
+
 TEST_F(Classes, AJobRegisteredForAnotherGpuIsUnregisteredOnItsOwn) {
   // The main socket trusts this user's GPU index: it names GPU 1 and uses GPU 0.
   use_two_devices();
