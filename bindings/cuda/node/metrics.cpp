@@ -138,10 +138,15 @@ metrics_endpoint::metrics_endpoint(const std::string& address) : server_(std::ma
   if (!parsed) throw std::runtime_error("--metrics-address " + why);
   const std::string port = parsed->host + ":" + std::to_string(parsed->port);
   try {
-    // Two threads serve scrapes; a client that sends no request within 5 s is dropped, so stalled
-    // scrapers cannot hold both.
-    server_->exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", port, "num_threads", "2", "request_timeout_ms", "5000"});
+    // civetweb gives each connection a thread until its request is read and answered, and any
+    // local user can connect: a request begun and never finished holds a thread until the
+    // request timeout. Many threads and a short timeout keep scrapes answered while such clients
+    // come and go (docs/operator-guide.md, "Metrics": the limits); connections beyond the threads
+    // wait in civetweb's queue, then in the listen backlog. No keep-alive: a scraper that keeps
+    // its connection open between scrapes holds no thread.
+    server_->exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", port, "num_threads", std::to_string(metrics_threads), "request_timeout_ms",
+        std::to_string(metrics_request_timeout.count()), "enable_keep_alive", "no"});
   } catch (const std::exception&) {
     throw std::runtime_error("--metrics-address " + address + ": cannot listen there (" + why_no_listen(*parsed) + ")");
   }

@@ -10,6 +10,7 @@
 /// the tests check them) in builds without it; only the server needs the library.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -56,6 +57,14 @@ struct listen_address {
 
 /// Whether this build can serve metrics (it was built with prometheus-cpp).
 [[nodiscard]] bool metrics_supported() noexcept;
+
+/// The metrics server's limits. Any local user can connect to it: a request begun and never
+/// finished holds one of `metrics_threads` for up to twice `metrics_request_timeout` (civetweb
+/// gives up at its first wait for more bytes that ends past the timeout), so clients that stall
+/// fewer requests at once than there are threads never delay a scrape, and more delay it by
+/// about 2 s for each round of that many.
+inline constexpr unsigned metrics_threads = 64;
+inline constexpr std::chrono::milliseconds metrics_request_timeout{1000};
 
 /// The HTTP server of `/metrics`.
 class metrics_endpoint {

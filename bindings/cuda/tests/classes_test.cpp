@@ -566,6 +566,41 @@ TEST_F(Metrics, StalledScrapersDoNotHoldUpTheNode) {
   EXPECT_NE(text.find("tgs_node_jobs"), std::string::npos);
 }
 
+TEST_F(Metrics, UnfinishedRequestsDoNotMakeScrapesTimeOut) {
+  // Any local user can open connections to the metrics port. Requests begun and never finished
+  // hold a server thread each until the request timeout: with few threads and a long timeout,
+  // eight of them made three of four scrapes time out.
+  start_class_node(1, {"--metrics-address", "127.0.0.1:0"});
+  const std::string url = metrics_url();
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  wait_until([&] { return !http_get(url).empty(); }, 5s, "a first scrape");
+  for (const int slow_clients : {16, 64}) {
+    SCOPED_TRACE(std::to_string(slow_clients) + " unfinished requests");
+    std::vector<int> slow;
+    for (int i = 0; i < slow_clients; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(static_cast<std::uint16_t>(port));
+      ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+      ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)), 0);
+      (void)::send(fd, "GET /metrics HTTP/1.1\r\nHost: 127", 32, MSG_NOSIGNAL);
+      slow.push_back(fd);
+    }
+    std::this_thread::sleep_for(100ms);  // the server has taken them up
+    for (int scrape = 0; scrape < 4; ++scrape) {
+      const auto t0 = clock_type::now();
+      const std::string text = http_get(url);
+      const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
+      std::printf("%d unfinished requests: scrape %d took %.2f s\n", slow_clients, scrape, took);
+      EXPECT_NE(text.find("tgs_node_jobs"), std::string::npos) << "scrape " << scrape << " got no answer";
+      EXPECT_LT(took, 5.0) << "scrape " << scrape;
+    }
+    for (const int fd : slow) ::close(fd);
+  }
+  EXPECT_TRUE(node_->running()) << node_->stderr_text();
+}
+
 TEST_F(Metrics, ABadAddressFailsAtStartAndLeavesARunningNodeAlone) {
   start_class_node(1, {"--metrics-address", "127.0.0.1:0"});
   const std::string url = metrics_url();
