@@ -313,9 +313,10 @@ int main(int argc, char** argv) {
   const std::vector<std::string> fault_names(tgs::fault_policy_names().begin(), tgs::fault_policy_names().end());
   app.add_option("--fault-policy", fault_policy,
                  "fault policy: what the end of a job does to the jobs of the other class on its GPU (the node "
-                 "ends those the policy says share the failed job's fault domain; docs/policies/memory-and-faults.md)")
-      ->check(CLI::IsMember(fault_names))
-      ->capture_default_str();
+                 "ends those the policy says share the failed job's fault domain; docs/policies/memory-and-faults.md). "
+                 "Default: shared-fault-domain where the rate policy in force makes the jobs MPS clients (one "
+                 "client's GPU fault ends the other: docs/results/mps-faults.md), else separate-contexts")
+      ->check(CLI::IsMember(fault_names));
   const auto fault_flags = tgs::add_registry_flags<tgs::any_fault_policy, CLI::Option>(app, fault_settings, "fault.");
 
   bool status_json = false;
@@ -390,6 +391,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.fault_policy = *fault_settings.find(fault_policy);  // CLI::IsMember checked the name
+  options.fault_policy_named = app.get_option("--fault-policy")->count() > 0;
   try {
     tgs::any_fault_policy check{options.fault_policy};
   } catch (const tgs::config_error& e) {

@@ -39,6 +39,15 @@ void node_server::start_mps() {
         any_rate_controller{options_.controller}.policy_name(), asked.policy_name(), why);
   }
   any_rate_controller in_force{options_.controller};
+  if (!options_.fault_policy_named) {
+    // Clients of one MPS server share a fault domain (measured: docs/results/mps-faults.md); a
+    // bare exit still ends no one by the node's hand (the policy's default), the GPU does that.
+    if (in_force.traits().mechanism == sharing_mechanism::mps) {
+      options_.fault_policy = shared_fault_domain::config{};
+    } else {
+      options_.fault_policy = separate_contexts::config{};
+    }
+  }
   if (in_force.traits().mechanism == sharing_mechanism::mps) {
     // The policy's MPS partition, from its first decision: fixed for every job the node serves.
     const rate_decision d = in_force.step(rate_observation{});

@@ -115,6 +115,10 @@ struct node_options {
   /// The fault policy's configuration (its alternative picks the policy): what a job's death
   /// does to the other jobs on its GPU. Separate contexts by default: nothing else ends.
   any_fault_policy::config fault_policy = separate_contexts::config{};
+  /// Whether the operator named the fault policy. Unnamed, it follows the rate policy in force:
+  /// `shared-fault-domain` where jobs are clients of one MPS server (a GPU fault of one ends the
+  /// other: docs/results/mps-faults.md), `separate-contexts` otherwise.
+  bool fault_policy_named = true;
   /// The per-GPU memory budget the memory policy shares out (smaller than the card).
   bytes memory_budget{};
   /// How an opportunistic job's resident limit is shared among its allocations

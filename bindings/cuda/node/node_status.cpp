@@ -100,6 +100,7 @@ void node_server::send_status(connection& c, bool json_lines) {
   const any_fault_policy fault_sample{options_.fault_policy};
   lines.push_back(json{{"node", json{{"abi", abi::version},
                                      {"policy", std::string(sample.policy_name())},
+                                     {"fault_policy", std::string(fault_sample.policy_name())},
                                      {"socket", options_.socket_path},
                                      {"uptime_s", rounded(uptime, 3)},
                                      {"jobs", jobs_.size()},

@@ -409,3 +409,19 @@ TEST_F(Mps, OutsideMpsSigtermEndsAJobAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - sent, 1s) << "no drain outside MPS";
   EXPECT_LT(drained_ms(job.stderr_text()), 0.0) << job.stderr_text();
 }
+
+// Clients of one MPS server share a fault domain (docs/results/mps-faults.md): the fault policy in
+// force says so where the rate policy makes the jobs clients, unless the operator named one.
+TEST_F(Mps, UnderMpsTheDefaultFaultPolicyIsTheSharedFaultDomain) {
+  start_managed_node(1);
+  EXPECT_EQ(node_line().value("fault_policy", ""), "shared-fault-domain") << status();
+  EXPECT_NE(node_->stderr_text().find("fault policy shared-fault-domain"), std::string::npos) << node_->stderr_text();
+}
+
+TEST_F(Mps, WithoutMpsOrWithANamedFaultPolicyTheFaultPolicyIsAsBefore) {
+  start_managed_node(1, {"--mps", "off"});
+  EXPECT_EQ(node_line().value("fault_policy", ""), "separate-contexts") << status();
+  node_.reset();
+  start_managed_node(1, {"--fault-policy", "separate-contexts"});
+  EXPECT_EQ(node_line().value("fault_policy", ""), "separate-contexts") << status();
+}
