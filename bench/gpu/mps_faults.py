@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""What an opportunistic MPS client's fatal end does to the production client of the same server.
+
+One MPS control daemon private to the call (its own pipe and log folders, told to quit at the end).
+The production client is a bf16 matrix-multiply loop at normal priority that prints its iteration
+count every 0.25 s; each case starts an opportunistic client at below-normal priority
+(CUDA_MPS_CLIENT_PRIORITY=1) that ends in one way:
+
+  kill-in-kernel-MS   SIGKILL while one spin kernel of MS milliseconds runs (torch.cuda._sleep)
+  kill-queued         SIGKILL while thousands of 1 ms kernels are queued
+  term-in-kernel-MS   SIGTERM while one spin kernel of MS milliseconds runs
+  illegal-address     a kernel stores to address 0x8 (a PTX kernel through the driver API)
+  out-of-memory       one allocation of more than the card has free, then exit(1)
+  exit-in-kernel-MS   os._exit(0) while one spin kernel of MS milliseconds runs
+
+With --node BUILD the MPS daemon is tgs-node's instead (`--policy priority-share --mps managed`),
+and both clients run under its interposer (BUILD/lib/libtgs-intercept.so): what the node does about
+these ends (an MPS client drains its GPU work before SIGTERM ends it) is measured the same way.
+
+After each case the probe watches the production client for 3 s: `survived` when it made progress
+and printed no error, else the error it printed. A production client that died is started again
+before the next case. Writes cases.jsonl (one line per case) and summary.json to --out; the table
+last. Never asks for managed memory; touches no setting of the card.
+"""
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402  (mps_daemon, nvidia_smi)
+
+CASE_KINDS = ("kill-in-kernel", "term-in-kernel", "exit-in-kernel", "kill-queued", "illegal-address",
+              "out-of-memory")
+
+# A kernel that stores 1 to the address it is given: 0x8 is never mapped, so the store faults.
+POKE_PTX = b""".version 7.0
+.target sm_75
+.address_size 64
+.visible .entry poke(.param .u64 p) {
+  .reg .u64 %a;
+  .reg .u32 %v;
+  ld.param.u64 %a, [p];
+  mov.u32 %v, 1;
+  st.global.u32 [%a], %v;
+  ret;
+}
+\0"""
+
+
+def parse_case(name: str) -> tuple:
+    """`kill-in-kernel-2000` -> ("kill-in-kernel", 2000.0); a case without a length -> (name, 0)."""
+    for kind in CASE_KINDS:
+        if name == kind and not kind.endswith("kernel"):
+            return kind, 0.0
+        if name.startswith(kind + "-") and kind.endswith("kernel"):
+            try:
+                ms = float(name[len(kind) + 1:])
+            except ValueError:
+                break
+            if ms > 0:
+                return kind, ms
+    raise argparse.ArgumentTypeError(f"unknown case {name!r}: one of {', '.join(CASE_KINDS)} "
+                                     "(the *-kernel ones with -MS, a kernel length in ms)")
+
+
+# ------------------------------------------------------------------ the clients (on the GPU)
+
+def say(obj: dict) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+def client_production(args) -> int:
+    import torch
+    n = args.matrix
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    iters, last = 0, time.monotonic()
+    say({"ready": True, "pid": os.getpid()})
+    try:
+        while True:
+            for _ in range(8):
+                c = a @ b
+            torch.cuda.synchronize()
+            iters += 8
+            now = time.monotonic()
+            if now - last >= 0.25:
+                say({"t": now, "iters": iters, "checksum": float(c[0, 0])})
+                last = now
+    except Exception as e:  # a CUDA error: say it, then end as the job would
+        say({"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]})
+        return 1
+
+
+def spin_cycles_per_ms(torch) -> float:
+    """The spin kernel's cycles per millisecond on this GPU, from a 20 ms calibration kernel."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1_000_000)  # warm up the kernel
+    torch.cuda.synchronize()
+    cycles = 40_000_000
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize()
+    return cycles / max(start.elapsed_time(end), 1e-3)
+
+
+def poke_invalid_address() -> None:
+    """Launches POKE_PTX at address 0x8 in the current context and waits for it."""
+    import ctypes
+    cuda = ctypes.CDLL("libcuda.so.1")
+    module, function = ctypes.c_void_p(), ctypes.c_void_p()
+    for call, rc in (("cuModuleLoadData", cuda.cuModuleLoadData(ctypes.byref(module), POKE_PTX)),
+                     ("cuModuleGetFunction", cuda.cuModuleGetFunction(ctypes.byref(function), module, b"poke"))):
+        if rc != 0:
+            raise RuntimeError(f"{call} returned {rc}")
+    address = ctypes.c_uint64(0x8)
+    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(address), ctypes.c_void_p))
+    rc = cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None)
+    say({"launched": True, "rc": rc})
+    rc = cuda.cuCtxSynchronize()
+    say({"error": f"cuCtxSynchronize returned {rc}"})
+
+
+def client_opportunistic(args) -> int:
+    import torch
+    kind, ms = parse_case(args.case)
+    torch.zeros(1, device="cuda")  # the context (an MPS client from here on)
+    if kind == "illegal-address":
+        poke_invalid_address()
+        return 1
+    if kind == "out-of-memory":
+        free, _ = torch.cuda.mem_get_info()
+        try:
+            torch.empty(free + (1 << 30), dtype=torch.uint8, device="cuda")
+        except Exception as e:
+            say({"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]})
+        return 1
+    per_ms = spin_cycles_per_ms(torch)
+    if kind == "kill-queued":
+        for _ in range(4000):
+            torch.cuda._sleep(int(per_ms))
+        say({"launched": True, "queued_ms": 4000})
+    else:
+        torch.cuda._sleep(int(per_ms * ms))
+        say({"launched": True, "kernel_ms": ms, "cycles_per_ms": per_ms})
+        if kind == "exit-in-kernel":
+            time.sleep(ms / 2000)
+            os._exit(0)
+    time.sleep(3600)  # the probe ends this process
+    return 0
+
+
+# ------------------------------------------------------------------ the probe (on the host)
+
+class Client:
+    """A client process whose JSON lines are collected by a thread."""
+
+    def __init__(self, argv: list, env: dict) -> None:
+        self.lines, self.lock = [], threading.Lock()
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                obj = {"text": line.rstrip()[:300]}
+            with self.lock:
+                self.lines.append((time.monotonic(), obj))
+
+    def seen(self, key: str, since: float = 0.0) -> list:
+        with self.lock:
+            return [o for t, o in self.lines if t >= since and key in o]
+
+    def wait_for(self, key: str, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.seen(key) or self.proc.poll() is not None:
+                return bool(self.seen(key))
+            time.sleep(0.05)
+        return False
+
+    def end(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+def production_state(prod: Client, since: float) -> dict:
+    """Whether production progressed and stayed error-free since `since`."""
+    errors = prod.seen("error", since)
+    progress = prod.seen("iters", since)
+    iters = [o["iters"] for o in progress]
+    state = {"alive": prod.proc.poll() is None, "progress": len(iters) >= 2 and iters[-1] > iters[0]}
+    if errors:
+        state["error"] = errors[0]["error"]
+    state["survived"] = state["alive"] and state["progress"] and not errors
+    return state
+
+
+def run_case(case: str, env: dict, prod_env: dict, opp_env: dict, prod: Client, args) -> tuple:
+    kind, ms = parse_case(case)
+    me = [sys.executable, os.path.abspath(__file__), "client"]
+    if prod is None or prod.proc.poll() is not None:
+        prod = Client(me + ["production", "--matrix", str(args.matrix)], prod_env)
+        if not prod.wait_for("iters", 120):
+            prod.end()
+            return {"case": case, "error": "the production client did not start"}, None
+    opp = Client(me + ["opportunistic", "--case", case], opp_env)
+    record = {"case": case, "kind": kind, "kernel_ms": ms or None}
+    started = opp.wait_for("launched", 60) or kind in ("illegal-address", "out-of-memory")
+    if kind in ("kill-in-kernel", "term-in-kernel", "kill-queued") and started:
+        time.sleep(max(ms, 200) / 2000)  # into the kernel (or the queue)
+        opp.proc.send_signal(signal.SIGKILL if kind != "term-in-kernel" else signal.SIGTERM)
+    ended = time.monotonic()
+    try:
+        record["opportunistic_exit"] = opp.proc.wait(60)
+    except subprocess.TimeoutExpired:
+        opp.end()
+        record["opportunistic_exit"] = "killed after 60 s"
+    record["opportunistic_said"] = [o for _, o in opp.lines if "error" in o or "text" in o][-3:]
+    time.sleep(args.watch_s)
+    record["production"] = production_state(prod, ended)
+    # A new client after the case: does the server still take clients?
+    probe = subprocess.run([sys.executable, "-c", "import torch; torch.ones(1, device='cuda').sum().item(); print('ok')"],
+                           env=opp_env, capture_output=True, text=True, timeout=120)
+    record["new_client_ok"] = probe.stdout.strip().endswith("ok")
+    if not args.node:
+        servers = subprocess.run([args.control], input="get_server_list\n", env=env, text=True, capture_output=True,
+                                 timeout=30)
+        record["servers"] = servers.stdout.split()
+    record["opportunistic_log"] = [o["text"] for _, o in opp.lines if "text" in o and "tgs-intercept" in o["text"]][-3:]
+    if not record["production"]["survived"]:
+        prod.end()
+        prod = None
+    return record, prod
+
+
+def cmd_run(args) -> int:
+    os.makedirs(args.out, exist_ok=True)
+    work = os.path.join(args.out, "mps")
+    os.makedirs(work, exist_ok=True)
+    gpu = harness.nvidia_smi(["name", "driver_version"]) or {}
+    device = [gpu.get("name", "unknown"), gpu.get("driver_version", "unknown")]
+    records, t0 = [], time.time()
+    with (node_daemon(args.node, work) if args.node else harness.mps_daemon(args.control, work)) as mps_env:
+        env = {**os.environ, **mps_env}
+        if args.node:  # the node says who is a client of which daemon, at which priority
+            prod_env = {**env, "TGS_JOB_CLASS": "production", "TGS_JOB_NAME": "production"}
+            opp_env = {**env, "TGS_JOB_CLASS": "opportunistic", "TGS_JOB_NAME": "opportunistic",
+                       "TGS_LOG_LEVEL": "info"}
+        else:
+            prod_env = {**env, "CUDA_MPS_CLIENT_PRIORITY": "0"}
+            opp_env = {**env, "CUDA_MPS_CLIENT_PRIORITY": "1"}
+        prod = None
+        for i in range(args.repeat):
+            for case in args.cases:
+                if time.time() - t0 > args.max_s:
+                    records.append({"case": case, "skipped": f"past --max-s {args.max_s:g}"})
+                    continue
+                record, prod = run_case(case, env, prod_env, opp_env, prod, args)
+                record["round"] = i + 1
+                records.append(record)
+                with open(os.path.join(args.out, "cases.jsonl"), "a") as f:
+                    f.write(json.dumps(record) + "\n")
+                print(f"== [{time.time() - t0:4.0f} s] {case}: production "
+                      f"{'survived' if record.get('production', {}).get('survived') else 'ENDED'} "
+                      f"{record.get('production', {}).get('error', '')}", flush=True)
+        if prod is not None:
+            prod.end()
+    summary = summarize(records)
+    summary.update({"device": device[0], "driver": device[1], "date": time.strftime("%Y-%m-%d"),
+                    "command": " ".join(sys.argv)})
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print_table(summary)
+    return 0
+
+
+@contextlib.contextmanager
+def node_daemon(build: str, work: str):
+    """tgs-node with priority-share and a managed MPS daemon; yields its clients' environment."""
+    socket = os.path.join(work, "node.sock")
+    log = open(os.path.join(work, "node.log"), "w")
+    node = subprocess.Popen([os.path.join(build, "bin", "tgs-node"), "--socket", socket, "--policy", "priority-share",
+                             "--mps", "managed", "--log-level", "info"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(300):
+            if node.poll() is not None:
+                raise SystemExit(f"tgs-node ended at start (exit {node.returncode}); see {log.name}")
+            with open(log.name) as f:
+                if "listening on" in f.read():
+                    break
+            time.sleep(0.1)
+        yield {"LD_PRELOAD": os.path.join(build, "lib", "libtgs-intercept.so"), "TGS_NODE_SOCKET": socket}
+    finally:
+        node.terminate()
+        try:
+            node.wait(30)
+        except subprocess.TimeoutExpired:
+            node.kill()
+        log.close()
+
+
+def summarize(records: list) -> dict:
+    cases = {}
+    for r in records:
+        if "production" not in r:
+            continue
+        c = cases.setdefault(r["case"], {"runs": 0, "production_survived": 0, "new_client_ok": 0, "errors": []})
+        c["runs"] += 1
+        c["production_survived"] += bool(r["production"]["survived"])
+        c["new_client_ok"] += bool(r.get("new_client_ok"))
+        if r["production"].get("error") and r["production"]["error"] not in c["errors"]:
+            c["errors"].append(r["production"]["error"])
+    return {"cases": cases}
+
+
+def print_table(summary: dict) -> None:
+    print(f"{summary.get('device', '')}, driver {summary.get('driver', '')}: the production client after "
+          "the opportunistic client's end")
+    print(f"{'case':24} {'runs':>4} {'production survived':>20} {'new client ok':>14}  production's error")
+    for case, c in summary["cases"].items():
+        print(f"{case:24} {c['runs']:>4} {c['production_survived']:>20} {c['new_client_ok']:>14}  "
+              f"{'; '.join(c['errors'])}")
+
+
+def main(argv: list) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the cases against one MPS server")
+    r.add_argument("--out", required=True, help="folder for cases.jsonl and summary.json")
+    r.add_argument("--cases", type=lambda s: [c for c in s.split(",") if c], required=True,
+                   help="comma-separated: " + ", ".join(CASE_KINDS) + " (the *-kernel ones as KIND-MS)")
+    r.add_argument("--repeat", type=int, default=1, help="rounds of all cases (1)")
+    r.add_argument("--watch-s", type=float, default=3.0, help="seconds production is watched after a case (3)")
+    r.add_argument("--matrix", type=int, default=8192, help="production's matrix size (8192)")
+    r.add_argument("--control", default="nvidia-cuda-mps-control")
+    r.add_argument("--node", metavar="BUILD", help="run under tgs-node and its interposer from this build folder")
+    r.add_argument("--max-s", type=float, default=400, help="no case starts later than this (400)")
+    c = sub.add_parser("client", help="(internal) one client process")
+    c.add_argument("role", choices=["production", "opportunistic"])
+    c.add_argument("--case", default="")
+    c.add_argument("--matrix", type=int, default=8192)
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        for case in args.cases:
+            parse_case(case)
+        return cmd_run(args)
+    return client_production(args) if args.role == "production" else client_opportunistic(args)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except argparse.ArgumentTypeError as e:
+        print(f"mps_faults.py: {e}", file=sys.stderr)
+        sys.exit(2)

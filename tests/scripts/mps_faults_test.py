@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: Apache-2.0
+"""bench/gpu/mps_faults.py without a GPU: its case names, its summary of recorded cases, and a clear
+error on a bad case before anything starts."""
+import os
+import subprocess
+import sys
+import unittest
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SCRIPT = os.path.join(REPO, "bench", "gpu", "mps_faults.py")
+sys.path.insert(0, os.path.join(REPO, "bench", "gpu"))
+import mps_faults  # noqa: E402
+
+
+class Cases(unittest.TestCase):
+    def test_kernel_cases_carry_their_length(self):
+        self.assertEqual(mps_faults.parse_case("kill-in-kernel-2000"), ("kill-in-kernel", 2000.0))
+        self.assertEqual(mps_faults.parse_case("term-in-kernel-30"), ("term-in-kernel", 30.0))
+        self.assertEqual(mps_faults.parse_case("illegal-address"), ("illegal-address", 0.0))
+
+    def test_bad_cases_are_refused(self):
+        for bad in ("kill-in-kernel", "kill-in-kernel-0", "kill-in-kernel-x", "illegal-address-5", "reboot"):
+            with self.assertRaises(Exception, msg=bad):
+                mps_faults.parse_case(bad)
+
+    def test_the_command_refuses_a_bad_case_before_it_starts(self):
+        r = subprocess.run([sys.executable, SCRIPT, "run", "--out", os.devnull + "-unused", "--cases",
+                            "kill-queued,kill-in-kernel-soon"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("unknown case 'kill-in-kernel-soon'", r.stderr)
+
+
+class Summary(unittest.TestCase):
+    def test_counts_survivals_and_distinct_errors(self):
+        died = {"alive": False, "progress": False, "survived": False, "error": "illegal memory access"}
+        lived = {"alive": True, "progress": True, "survived": True}
+        records = [{"case": "a", "production": died, "new_client_ok": True},
+                   {"case": "a", "production": died, "new_client_ok": False},
+                   {"case": "b", "production": lived, "new_client_ok": True},
+                   {"case": "c", "skipped": "past --max-s 10"}]
+        cases = mps_faults.summarize(records)["cases"]
+        self.assertEqual(cases["a"], {"runs": 2, "production_survived": 0, "new_client_ok": 1,
+                                      "errors": ["illegal memory access"]})
+        self.assertEqual(cases["b"]["production_survived"], 1)
+        self.assertNotIn("c", cases, "a skipped case has no run")
+
+    def test_production_state_needs_progress_and_no_error(self):
+        class Fake:
+            def __init__(self, lines, code):
+                self.lines, self.proc = lines, type("P", (), {"poll": lambda self: code})()
+
+            def seen(self, key, since=0.0):
+                return [o for t, o in self.lines if t >= since and key in o]
+        still = Fake([(1.0, {"iters": 8}), (2.0, {"iters": 8})], None)
+        self.assertFalse(mps_faults.production_state(still, 0.0)["survived"], "no progress")
+        moving = Fake([(1.0, {"iters": 8}), (2.0, {"iters": 16})], None)
+        self.assertTrue(mps_faults.production_state(moving, 0.0)["survived"])
+        failed = Fake([(1.0, {"iters": 8}), (2.0, {"iters": 16}), (2.5, {"error": "x"})], 1)
+        self.assertFalse(mps_faults.production_state(failed, 0.0)["survived"])
+
+
+if __name__ == "__main__":
+    unittest.main()
