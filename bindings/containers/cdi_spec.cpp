@@ -2,11 +2,17 @@
 // Renders and writes the CDI spec of tgs's devices with nlohmann::json.
 #include "cdi_spec.hpp"
 
+#include "safe_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -61,31 +67,68 @@ std::string render_cdi_spec(const cdi_spec_options& options) {
   return spec.dump(2) + "\n";
 }
 
-void write_cdi_spec(const std::filesystem::path& file, const cdi_spec_options& options) {
+void write_cdi_spec(const std::filesystem::path& file, const cdi_spec_options& options, bool allow_shared_folder) {
   const std::string text = render_cdi_spec(options);
-  std::filesystem::path tmp = file;
-  tmp += ".tmp-" + std::to_string(::getpid());
+  const auto fail = [&](const std::string& why) {
+    return std::runtime_error(file.string() + ": cannot write the CDI spec (" + why + ")");
+  };
+  // Everything below is relative to the folder opened here (not followed if it is a symlink, and
+  // refused if another user owns it or may write to it: safe_dir.hpp), so a name swapped for a
+  // symlink in it is never followed.
+  const auto [folder_path, name] = split_path(file.string());
+  unique_fd folder(::open(folder_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (folder.get() < 0) {
+    const int e = errno;
+    struct stat st{};
+    if (::lstat(folder_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      throw fail(folder_path + " is a symlink: refusing to follow it");
+    }
+    throw fail(std::strerror(e));
+  }
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw std::runtime_error(file.string() + ": cannot write the CDI spec (" + std::strerror(errno) + ")");
-    }
-    out << text;
-    out.flush();
-    if (!out) {
-      const std::string reason = std::strerror(errno);
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      throw std::runtime_error(file.string() + ": cannot write the CDI spec (" + reason + ")");
-    }
+    struct stat st{};
+    if (::fstat(folder.get(), &st) != 0) throw fail(std::strerror(errno));
+    if (const std::string why = folder_refusal(folder_path, st, allow_shared_folder); !why.empty()) throw fail(why);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw std::runtime_error(file.string() + ": cannot write the CDI spec (" + ec.message() + ")");
+  // The temporary file: a random name, made exclusively and never through a symlink, so nothing
+  // planted at a name the writer would use (another user's file, a symlink to one) is written.
+  std::string tmp;
+  unique_fd out;
+  for (int attempt = 0; attempt < 16 && out.get() < 0; ++attempt) {
+    std::uint64_t random = 0;
+    if (::getrandom(&random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
+      throw fail(std::string("getrandom: ") + std::strerror(errno));
+    }
+    char suffix[24];
+    std::snprintf(suffix, sizeof(suffix), "%016llx", static_cast<unsigned long long>(random));
+    tmp = "." + name + ".tmp-" + suffix;
+    out = unique_fd(::openat(folder.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (out.get() < 0 && errno != EEXIST) throw fail(std::strerror(errno));
   }
+  if (out.get() < 0) throw fail("no free temporary name");
+  const auto remove_tmp = [&] { ::unlinkat(folder.get(), tmp.c_str(), 0); };
+  // Runtimes of any user read the spec: 0644 whatever the umask, set on the descriptor.
+  std::size_t done = 0;
+  bool ok = ::fchmod(out.get(), 0644) == 0;
+  while (ok && done < text.size()) {
+    const ssize_t n = ::write(out.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<std::size_t>(n);
+  }
+  ok = ok && ::fsync(out.get()) == 0;
+  if (!ok) {
+    const std::string why = std::strerror(errno);
+    remove_tmp();
+    throw fail(why);
+  }
+  out.reset();
+  if (::renameat(folder.get(), tmp.c_str(), folder.get(), name.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    remove_tmp();
+    throw fail(why);
+  }
+  (void)::fsync(folder.get());  // the rename itself survives a crash
 }
 
 }  // namespace tgs::containers

@@ -36,8 +36,14 @@ struct cdi_spec_options {
 
 /// Writes the spec to `file` (for example `/etc/cdi/tgs.json`) through a temporary file in the
 /// same folder and a rename, so a runtime reading the folder never sees half a spec.
+/// Everything is done relative to the folder, opened once without following a symlink: the
+/// temporary file has a random name and is made exclusively (`O_EXCL | O_NOFOLLOW`), its mode
+/// (0644) is set on its descriptor, it is synced, renamed within the folder, and the folder synced.
+/// A folder owned by another user than this process's (or root) is refused, and so, unless
+/// `allow_shared_folder`, is one that others may write to (safe_dir.hpp).
 /// Throws `std::invalid_argument` as `render_cdi_spec` does and `std::runtime_error` naming the
 /// file when it cannot be written.
-void write_cdi_spec(const std::filesystem::path& file, const cdi_spec_options& options);
+void write_cdi_spec(const std::filesystem::path& file, const cdi_spec_options& options,
+                    bool allow_shared_folder = false);
 
 }  // namespace tgs::containers

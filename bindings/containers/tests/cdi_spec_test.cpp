@@ -155,5 +155,73 @@ TEST_F(CdiSpecFile, AMissingFolderIsNamed) {
   }
 }
 
+// --- paths an attacker may plant (docs/trust-model.md, "Files and folders the node makes") ---------
+
+std::string read_all(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string refusal(const std::filesystem::path& file, bool allow_shared = false) {
+  try {
+    write_cdi_spec(file, {.gpus = {0}, .paths = {}}, allow_shared);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "written";
+}
+
+TEST_F(CdiSpecFile, ASymlinkAtATemporaryNameIsNeverWrittenThrough) {
+  // The file another user wants overwritten, and a symlink to it at the temporary name an earlier
+  // writer used (`<file>.tmp-<pid>`), and at the spec's own name.
+  const std::filesystem::path victim = dir_ / "victim";
+  {
+    std::ofstream(victim) << "root's own file\n";
+  }
+  std::filesystem::permissions(victim, std::filesystem::perms(0600));
+  std::filesystem::create_symlink(victim, dir_ / ("tgs.json.tmp-" + std::to_string(::getpid())));
+  std::filesystem::create_symlink(victim, dir_ / ".tgs.json.tmp-");
+  std::filesystem::create_symlink(victim, dir_ / "tgs.json");
+  const cdi_spec_options options{.gpus = {0}, .paths = {}};
+  write_cdi_spec(dir_ / "tgs.json", options);
+  EXPECT_EQ(read_all(victim), "root's own file\n");
+  EXPECT_EQ(std::filesystem::status(victim).permissions(), std::filesystem::perms(0600));
+  // The symlink at the spec's name is replaced by the spec (rename replaces the name, not its target).
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir_ / "tgs.json")));
+  EXPECT_EQ(read_all(dir_ / "tgs.json"), render_cdi_spec(options));
+  EXPECT_EQ(std::filesystem::status(dir_ / "tgs.json").permissions(), std::filesystem::perms(0644))
+      << "readable by every runtime, whatever the umask";
+  EXPECT_TRUE(std::filesystem::is_symlink(dir_ / ("tgs.json.tmp-" + std::to_string(::getpid()))));
+  // Nothing left behind but the planted files and the spec.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), std::filesystem::directory_iterator()), 4);
+}
+
+TEST_F(CdiSpecFile, AFolderThatIsASymlinkIsNotFollowed) {
+  std::filesystem::create_directories(dir_ / "real");
+  std::filesystem::create_directory_symlink(dir_ / "real", dir_ / "cdi");
+  EXPECT_EQ(refusal(dir_ / "cdi" / "tgs.json"), (dir_ / "cdi" / "tgs.json").string() + ": cannot write the CDI spec (" +
+                                                    (dir_ / "cdi").string() + " is a symlink: refusing to follow it)");
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "real"));
+}
+
+TEST_F(CdiSpecFile, AFolderOthersMayWriteToIsRefusedUnlessAllowed) {
+  std::filesystem::permissions(dir_, std::filesystem::perms(0777));
+  const std::string message = refusal(dir_ / "tgs.json");
+  EXPECT_NE(message.find(dir_.string() + " (mode 0777) is writable by users other than its owner"), std::string::npos)
+      << message;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "tgs.json"));
+  EXPECT_EQ(refusal(dir_ / "tgs.json", true), "written");
+}
+
+TEST_F(CdiSpecFile, AFolderOwnedByAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the folder to uid 65534";
+  ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
+  const std::string message = refusal(dir_ / "tgs.json", true);
+  EXPECT_NE(message.find(dir_.string() + " is owned by uid 65534"), std::string::npos) << message;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "tgs.json"));
+}
+
 }  // namespace
 }  // namespace tgs::containers

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Folders a root daemon writes into, opened once and used only through their descriptor.
+///
+/// tgs-node and its CDI writer make files in folders that other local users might be able to
+/// write to. Every file and folder they make is made relative to a folder opened here (`openat`,
+/// `mkdirat`, `renameat`), so a name swapped for a symlink between a check and a use is never
+/// followed: the folder itself is opened with `O_NOFOLLOW` and checked on its descriptor
+/// (`fstat`), and what is made in it is opened with `O_NOFOLLOW` too.
+///
+/// A folder is refused, with its path and owner in the message, when it is owned by a user other
+/// than the process's (root's folders are accepted: root could do anything anyway), and, unless
+/// `allow_shared` is set, when users other than its owner may write to it (group or others write
+/// permission): there another user could replace the names the node makes.
+#pragma once
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace tgs::containers {
+
+/// An open descriptor, closed at the end of its scope.
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+  /// The descriptor, no longer closed here.
+  [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
+  void reset() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// "uid N (name)" for messages.
+inline std::string describe_uid(uid_t uid) {
+  std::string text = "uid " + std::to_string(uid);
+  if (const passwd* p = ::getpwuid(uid); p != nullptr && p->pw_name != nullptr) text += std::string(" (") + p->pw_name + ")";
+  return text;
+}
+
+/// Why the folder `path`, open as `st` describes, must not be used by this process; empty when it may.
+inline std::string folder_refusal(const std::string& path, const struct stat& st, bool allow_shared) {
+  const uid_t me = ::geteuid();
+  if (!S_ISDIR(st.st_mode)) return path + " is not a folder";
+  if (st.st_uid != me && st.st_uid != 0) {
+    return path + " is owned by " + describe_uid(st.st_uid) + ", not by this process's " + describe_uid(me) +
+           " or root: refusing to use a folder another user controls (remove it, or give it to " + describe_uid(me) + ")";
+  }
+  if (!allow_shared && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return path + " (mode " + mode + ") is writable by users other than its owner, who could replace what is made in "
+           "it: refusing it (chmod go-w " + path + ", or tgs-node --allow-shared-folders if that is meant)";
+  }
+  return {};
+}
+
+/// Opens the folder `name` in the folder open as `parent` (`AT_FDCWD`: the working folder), its
+/// last component not followed (a symlink there is refused), and checks it as `folder_refusal`
+/// does. Throws `std::runtime_error` naming `path`, the folder's full name.
+inline unique_fd open_checked_folder_at(int parent, const std::string& name, const std::string& path, bool allow_shared) {
+  unique_fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int e = errno;
+    struct stat st{};
+    if ((e == ELOOP || e == ENOTDIR) && ::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISLNK(st.st_mode)) {
+      throw std::runtime_error(path + " is a symlink: refusing to follow it (name the folder itself)");
+    }
+    throw std::runtime_error("cannot open the folder " + path + ": " + std::strerror(e));
+  }
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) throw std::runtime_error("cannot stat " + path + ": " + std::strerror(errno));
+  if (std::string why = folder_refusal(path, st, allow_shared); !why.empty()) throw std::runtime_error(why);
+  return fd;
+}
+
+/// The parent folder and last component of `path` ("a/b/" gives "a" and "b"; "b" gives "." and "b").
+inline std::pair<std::string, std::string> split_path(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+/// Opens the existing folder `path` as `open_checked_folder_at` does.
+inline unique_fd open_checked_folder(const std::string& path, bool allow_shared) {
+  return open_checked_folder_at(AT_FDCWD, path, path, allow_shared);
+}
+
+/// The folder `path`, made with `mode` if it is missing (its parent must exist) and opened, through
+/// its parent's descriptor, as `open_checked_folder_at` opens it. A folder made here gets exactly
+/// `mode` (set on its descriptor, whatever the umask); `made` says whether it was made.
+inline unique_fd make_checked_folder(const std::string& path, mode_t mode, bool allow_shared, bool* made = nullptr) {
+  const auto [parent_path, name] = split_path(path);
+  unique_fd parent(::open(parent_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (parent.get() < 0) {
+    throw std::runtime_error("cannot open the folder " + parent_path + " (to make " + path + " in it): " +
+                             std::strerror(errno));
+  }
+  const bool created = ::mkdirat(parent.get(), name.c_str(), mode & 07777) == 0;
+  unique_fd fd = open_checked_folder_at(parent.get(), name, path, allow_shared);
+  // Made by this process and opened without following: the mode goes on the descriptor.
+  if (created && ::fchmod(fd.get(), mode & 07777) != 0) {
+    throw std::runtime_error("cannot set the mode of " + path + ": " + std::strerror(errno));
+  }
+  if (made != nullptr) *made = created;
+  return fd;
+}
+
+}  // namespace tgs::containers
