@@ -194,6 +194,15 @@ struct job_segment {
   /// ABI version did not change: an interposer built before it has every end handled as a fault,
   /// as nodes before it did.
   std::atomic<std::uint32_t> exited;
+  /// The first CUDA error that leaves the job's context unusable (`sticky_context_error`: an
+  /// illegal address, a launch failure, a device-side assert...) that a driver call of the job
+  /// returned, as the driver's code; 0, the zero-filled default: none. Written once by the job's
+  /// interposer; read by the node when the job ends, as the evidence of a GPU fault that a fault
+  /// policy may end the job's co-runner on (a bare exit is none). The job can write anything
+  /// here: docs/trust-model.md says what a false claim can do. It took the last spare bytes of
+  /// this line, so the ABI version did not change: an interposer built before it reports no GPU
+  /// fault, and its job's end ends no co-runner.
+  std::atomic<std::uint32_t> gpu_error;
 
   // Written by the node at every memory step; read by the job's allocation paths and evictor.
   /// Bytes of the job's managed memory it may keep on the GPU; `no_resident_limit`: no cap. The
@@ -303,7 +312,27 @@ static_assert(offsetof(job_segment, sync_mark_seq) == 576);
 static_assert(offsetof(job_segment, sync_mark_ns) + sizeof(std::uint64_t) <= 640, "the sync-mark line's spare bytes");
 
 static_assert(offsetof(job_segment, gap_holdoff_ns) + sizeof(std::uint64_t) <= 192, "the refill line's spare bytes");
+static_assert(offsetof(job_segment, gpu_error) + sizeof(std::uint32_t) <= 256, "the slow-path line's spare bytes");
 static_assert(offsetof(job_segment, timed_launch_ns) + sizeof(std::uint64_t) <= 512, "the sync line's spare bytes");
+
+/// Whether a CUDA driver status (`CUresult`) leaves the context that got it unusable: `cuda.h`
+/// says of each that "any further CUDA work will return the same error" and the process must be
+/// terminated (or, for an assert, the context destroyed). These are the errors of a fault on the
+/// GPU in the job's own context, what `job_segment::gpu_error` records: CUDA_ERROR_CONTAINED
+/// (226), CUDA_ERROR_ILLEGAL_ADDRESS (700), CUDA_ERROR_LAUNCH_TIMEOUT (702), CUDA_ERROR_ASSERT
+/// (710), CUDA_ERROR_HARDWARE_STACK_ERROR (714), CUDA_ERROR_ILLEGAL_INSTRUCTION (715),
+/// CUDA_ERROR_MISALIGNED_ADDRESS (716), CUDA_ERROR_INVALID_ADDRESS_SPACE (717),
+/// CUDA_ERROR_INVALID_PC (718), CUDA_ERROR_LAUNCH_FAILED (719), CUDA_ERROR_TENSOR_MEMORY_LEAK
+/// (721). Not an out-of-memory error (an API error of one call), and not
+/// CUDA_ERROR_MPS_CLIENT_TERMINATED (the victim's side of another client's fault).
+[[nodiscard]] constexpr bool sticky_context_error(std::uint32_t code) noexcept {
+  switch (code) {
+    case 226: case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719: case 721:
+      return true;
+    default:
+      return false;
+  }
+}
 
 /// A production job's latest synchronisation mark (`job_segment::sync_mark_seq`).
 struct sync_mark {

@@ -382,11 +382,23 @@ std::uint64_t with_interference(std::uint64_t duration, const device_state& d, s
   return static_cast<std::uint64_t>(std::min(stretched, 0x1p62));
 }
 
+/// A device fault of this process's context (`tgsFakeInjectFault`): `armed_fault` makes the next
+/// launch fail with it, and from then on `context_fault` fails every launch and synchronisation,
+/// as the real driver's sticky errors (an illegal address) do. 0: none.
+std::atomic<int> armed_fault{0};
+std::atomic<int> context_fault{0};
+
 /// Queues a kernel of `blocks` blocks on `stream` and reserves its device time.
 CUresult capture_launch(fake_stream& stream, std::uint64_t blocks);
 
 CUresult enqueue(CUstream s, std::uint64_t blocks) {
   if (!initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (const int armed = armed_fault.exchange(0, std::memory_order_acq_rel); armed != 0) [[unlikely]] {
+    context_fault.store(armed, std::memory_order_release);
+  }
+  if (const int fault = context_fault.load(std::memory_order_acquire); fault != 0) [[unlikely]] {
+    return static_cast<CUresult>(fault);
+  }
   fake_stream& stream = stream_of(s);
   if (stream.capturing.load(std::memory_order_acquire)) [[unlikely]] return capture_launch(stream, blocks);
   std::uint64_t duration = kernel_duration(blocks);
@@ -928,6 +940,7 @@ FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
     case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; break;
     case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; break;
     case CUDA_ERROR_NOT_SUPPORTED: *name = "CUDA_ERROR_NOT_SUPPORTED"; break;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: *name = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
     default: *name = nullptr; return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -963,6 +976,7 @@ FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuStreamSynchronize(CUstream s) {
+  if (const int fault = context_fault.load(std::memory_order_acquire); fault != 0) return static_cast<CUresult>(fault);
   fake_stream& stream = stream_of(s);
   std::uint64_t end = 0;
   {
@@ -1392,6 +1406,14 @@ FAKE_EXPORT CUresult tgsFakeMpsCounters(int ordinal, unsigned long long* low_ker
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   if (low_kernels != nullptr) *low_kernels = d->mps_low_kernels.load();
   if (recent_low_load != nullptr) *recent_low_load = low_load(*d, now_ns());
+  return CUDA_SUCCESS;
+}
+
+/// Makes this process's next kernel launch fail with `error` (CUDA_ERROR_ILLEGAL_ADDRESS, say), and
+/// every launch and stream synchronisation after it: a device fault of the process's context.
+FAKE_EXPORT CUresult tgsFakeInjectFault(CUresult error) {
+  if (error == CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  armed_fault.store(static_cast<int>(error), std::memory_order_release);
   return CUDA_SUCCESS;
 }
 

@@ -45,6 +45,15 @@ std::atomic<bool> said_silent{false};
 std::atomic<int> cached_log_level{-1};
 /// Numbers memory requests, so a reply that arrives after its request gave up is recognised.
 std::uint32_t next_sequence = 1;  // under rpc_mutex
+/// The first error of the job's driver calls that left its context unusable (0: none), kept for
+/// the segment of a registration made after it (a node restart).
+std::atomic<std::uint32_t> first_gpu_error{0};
+
+/// Writes the job's GPU error into `segment` unless one is there.
+void record_gpu_error(abi::job_segment& segment, std::uint32_t code) noexcept {
+  std::uint32_t none = 0;
+  segment.gpu_error.compare_exchange_strong(none, code, std::memory_order_acq_rel);
+}
 
 int log_threshold() noexcept {
   int level = cached_log_level.load(std::memory_order_relaxed);
@@ -86,7 +95,12 @@ void publish(const registration& r) noexcept {
       // Before the link is published: before the driver's cuInit. An MPS client drains its GPU
       // work before SIGTERM ends it: its abrupt end can take the server's other clients down.
       if (apply_mps_client(r.mps)) install_exit_drain();
-      current_link.store(r.link, std::memory_order_release);
+      current_link.store(r.link, std::memory_order_seq_cst);
+      // After the link is published: an error noted before it is carried over here, one noted
+      // after it is written by `note_failure` (both sequentially consistent, so one of them does).
+      if (const std::uint32_t code = first_gpu_error.load(std::memory_order_seq_cst); code != 0) {
+        record_gpu_error(*r.link->segment, code);
+      }
       rehome_allocations(*r.link->segment);
       // Registered after the interposer's statics, so it runs before their destructors: the mark
       // is in the segment before anything of the job's closes its connection.
@@ -295,6 +309,18 @@ void wait_for_allowance(const link_state& link, std::uint64_t position, std::uin
   }
   seg.throttled_launches.fetch_add(1, std::memory_order_relaxed);
   seg.throttled_ns.fetch_add(abi::monotonic_ns() - start, std::memory_order_relaxed);
+}
+
+void note_failure(int result) noexcept {
+  const auto code = static_cast<std::uint32_t>(result);
+  if (!abi::sticky_context_error(code)) return;
+  std::uint32_t none = 0;
+  if (first_gpu_error.compare_exchange_strong(none, code, std::memory_order_seq_cst)) {
+    log(log_level::warn, "a CUDA call returned error %u, which leaves this job's context unusable; tgs-node is told",
+        code);
+  }
+  const link_state* link = current_link.load(std::memory_order_seq_cst);
+  if (link->segment != nullptr) record_gpu_error(*link->segment, first_gpu_error.load(std::memory_order_relaxed));
 }
 
 void log(log_level level, const char* format, ...) noexcept {

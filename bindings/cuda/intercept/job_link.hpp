@@ -88,6 +88,12 @@ inline void account_launch(const launch_token& token, int result) noexcept {
   }
 }
 
+/// A driver call of the job returned `result` (not CUDA_SUCCESS): when it is an error that leaves
+/// the context unusable (`abi::sticky_context_error`), the first one is recorded in the job's
+/// segment (`job_segment::gpu_error`, now or at its next registration), the node's evidence of a
+/// GPU fault. Only error returns reach here: the success path costs one comparison.
+void note_failure(int result) noexcept;
+
 /// Verbosity of the interposer's stderr messages, from TGS_LOG_LEVEL (error, warn, info, debug).
 enum class log_level : int { error = 0, warn = 1, info = 2, debug = 3 };
 /// Prints `tgs-intercept: <message>` on stderr when `level` is enabled.

@@ -7,6 +7,7 @@
 #include "allocations.hpp"
 #include "graphs.hpp"
 #include "hook_table.hpp"
+#include "job_link.hpp"
 #include "launch_gate.hpp"
 #include "mps_env.hpp"
 #include "resolve.hpp"
@@ -18,6 +19,7 @@
     const auto g = gate;                                                          \
     if (const std::optional<CUresult> a = answer(g)) return *a;                   \
     const CUresult r = forward<hook_id::symbol> args;                             \
+    if (r != CUDA_SUCCESS) [[unlikely]] note_failure(r);                          \
     account;                                                                      \
     return r;                                                                     \
   }

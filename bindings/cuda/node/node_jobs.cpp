@@ -239,18 +239,23 @@ void node_server::remove_job(std::uint32_t id, const char* why) {
 }
 
 /// A job ends in order when its interposer's exit handler ran (`job_segment::exited`: `exit`, a
-/// return from `main`): not a fault, so the fault policy is not stepped and nothing is counted;
-/// its share and memory are taken back all the same. Any other end (its connection closed or its
-/// process gone without that mark: a signal, SIGKILL, a crash, an interposer older than the
-/// mark) is a fault. The node is not the job's parent and reads no exit status, so a fault is
-/// reported as `fault_kind::killed`, the kind whose consequence a policy leaves to its
-/// configuration.
+/// return from `main`) and none of its CUDA calls returned an error that leaves its context
+/// unusable: not a fault, so the fault policy is not stepped and nothing is counted; its share and
+/// memory are taken back all the same. A job whose calls returned such an error
+/// (`job_segment::gpu_error`, `abi::sticky_context_error`) ended with a GPU fault of its own
+/// context, however its process ended: the policy is stepped with `fault_kind::gpu_exception`.
+/// Any other end (its connection closed or its process gone without the mark: a signal, SIGKILL,
+/// a crash, an interposer older than the mark) is stepped as `fault_kind::killed` (the node is not
+/// the job's parent and reads no exit status). An exit is no evidence of a GPU fault: whatever a
+/// policy says of a `killed` job, the node ends no co-runner on one (docs/trust-model.md).
 void node_server::on_job_ended(std::uint32_t id, const char* why) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return;
   const clock::time_point detected = clock::now();
   const job& failed = *it->second;
-  if (failed.segment->exited.load(std::memory_order_acquire) != 0) {
+  const std::uint32_t gpu_error = failed.segment->gpu_error.load(std::memory_order_acquire);
+  const bool gpu_fault = abi::sticky_context_error(gpu_error);
+  if (!gpu_fault && failed.segment->exited.load(std::memory_order_acquire) != 0) {
     const std::string said = std::string(why) + ", after an orderly exit";
     remove_job(id, said.c_str());
     return;
@@ -258,15 +263,25 @@ void node_server::on_job_ended(std::uint32_t id, const char* why) {
   const std::uint32_t gpu = failed.gpu;
   const job_class cls = failed.cls;
   const pid_t failed_pid = failed.pid;
+  const fault_kind kind = gpu_fault ? fault_kind::gpu_exception : fault_kind::killed;
+  if (gpu_fault) {
+    log(log_level::warn, "job {} (pid {}, {}) on GPU {} reports CUDA error {} from its calls: a GPU fault of its context",
+        id, failed_pid, to_string(cls), gpu, gpu_error);
+  }
   // The co-runners: the jobs of the other class registered on the same GPU (a production job
-  // still waiting for its context included: its process is there all the same).
+  // still waiting for its context included: its process is there all the same) of the same user.
+  // Another user's job shares no fault domain with it (MPS servers are per user), and the node
+  // never ends another user's job on what this job's segment says (docs/trust-model.md).
+  const uid_t failed_uid = failed.uid;
   std::vector<std::uint32_t> co_runners;
   for (const auto& [other_id, other] : jobs_) {
-    if (other_id != id && other->gpu == gpu && other->cls != cls) co_runners.push_back(other_id);
+    if (other_id != id && other->gpu == gpu && other->cls != cls && other->uid == failed_uid) {
+      co_runners.push_back(other_id);
+    }
   }
   gpu_faults& faults = gpu_fault_state(gpu);
   const fault_decision d = faults.policy.step(
-      {.now = now(), .failed = cls, .kind = fault_kind::killed, .co_runner_present = !co_runners.empty()});
+      {.now = now(), .failed = cls, .kind = kind, .co_runner_present = !co_runners.empty()});
   ++faults.handled;
   // A process that is gone holds no share and no memory: the node always takes both back (what
   // `reclaim_share` and `reclaim_memory` ask); a policy that says otherwise is told so.
@@ -275,7 +290,16 @@ void node_server::on_job_ended(std::uint32_t id, const char* why) {
         faults.policy.policy_name(), id, !d.reclaim_share ? "share" : "memory");
   }
   remove_job(id, why);
-  if (d.co_runner_terminated) {
+  // Ending another user's job on a bare exit would hand every user a kill switch: a job that
+  // registers, does nothing and exits. Under MPS the GPU itself ends a co-runner that a client's
+  // end harms (docs/results/mps-faults.md); the node need not.
+  const bool end_co_runners = d.co_runner_terminated && kind == fault_kind::gpu_exception;
+  if (d.co_runner_terminated && !end_co_runners) {
+    log(log_level::info,
+        "fault policy {} would end job {}'s co-runner on an abrupt end; the node does not: no GPU fault was seen",
+        faults.policy.policy_name(), id);
+  }
+  if (end_co_runners) {
     for (const std::uint32_t other_id : co_runners) {
       const auto o = jobs_.find(other_id);
       if (o == jobs_.end()) continue;

@@ -342,16 +342,17 @@ class FaultDomains : public EndToEnd {
   }
 };
 
-TEST_F(FaultDomains, InASharedFaultDomainAKilledJobEndsItsCoRunnerButNotAJobOnAnotherGpu) {
-  start_node({"--fault-policy", "shared-fault-domain", "--fault.shared-fault-domain.abrupt-exit-ends-co-runner"});
+// A GPU fault (the job's calls returned an illegal address) ends the co-runner; a bare kill does
+// not, whatever the policy's settings (Faults.AnAbruptEndWithoutAGpuFaultEndsNoCoRunner).
+TEST_F(FaultDomains, InASharedFaultDomainAGpuFaultEndsItsCoRunnerButNotAJobOnAnotherGpu) {
+  start_node({"--fault-policy", "shared-fault-domain"});
   process& prod = start_production();
-  process& opp = start_opportunistic();
   process& other = start_production_on_gpu1();
-  wait_until([&] { return count(status(), R"("job":)") == 3; }, 5s, "three registered jobs");
-  std::this_thread::sleep_for(500ms);
-  opp.kill(SIGKILL);
+  wait_until([&] { return count(status(), R"("job":)") == 2; }, 5s, "two registered jobs");
+  process& opp = start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--fail-at", "0.5", "--fail",
+                            "illegal-address"}, "opportunistic", true);
   opp.wait();
-  // The node ends the production job on GPU 0: it shared the killed job's fault domain.
+  // The node ends the production job on GPU 0: it shared the faulted job's fault domain.
   const std::optional<int> ended = prod.wait_for(3s);
   ASSERT_TRUE(ended) << "the co-runner still runs; node log:\n" << node_->stderr_text();
   EXPECT_EQ(*ended, -SIGKILL);

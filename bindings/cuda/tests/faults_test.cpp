@@ -528,4 +528,108 @@ TEST_F(Faults, StatusOfTwoHundredJobsComesBackWhole) {
   std::printf("status of 200 jobs complete in %d of 10 runs\n", whole);
 }
 
+// --- 8. the fault policy: an exit is no evidence of a GPU fault ------------------------------------
+
+/// The GPU 0 line of the status (its fault policy's counts).
+nlohmann::json gpu0_line(const std::string& status) {
+  std::istringstream in(status);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("gpu") && !j.contains("job") && j["gpu"] == 0) return j;
+  }
+  return nlohmann::json::object();
+}
+
+// The issue's kill switch: with the shared fault domain and its abrupt-exit setting, a job that
+// registered as the other class, did no GPU work (or crashed) and ended took the production job
+// with it. Now nothing ends without a GPU fault of the failed job's context.
+TEST_F(Faults, AnAbruptEndWithoutAGpuFaultEndsNoCoRunner) {
+  start_node({"--fault-policy", "shared-fault-domain", "--fault.shared-fault-domain.abrupt-exit-ends-co-runner"});
+  process& prod = start_production();
+  wait_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s, "the production job registered");
+  // A registration that does no GPU work and ends (its connection closes, no orderly exit).
+  {
+    std::optional<node_client> nothing = node_client::connect(socket_);
+    ASSERT_TRUE(nothing && nothing->register_as(cabi::class_code::opportunistic, 0, "does-nothing"));
+  }
+  wait_until([&] { return gpu0_line(status()).value("faults_handled", 0) == 1; }, 3s, "the first end handled");
+  // A job that works on the GPU and aborts (SIGABRT: no orderly exit, no CUDA error).
+  process& aborts = start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--fail-at", "0.5", "--fail",
+                               "abort"}, "opportunistic", true);
+  EXPECT_EQ(aborts.wait(), -SIGABRT);
+  // One killed with SIGKILL while it works.
+  process& killed = start_opportunistic();
+  wait_until([&] { return count(status(), R"("name":"opportunistic")") == 1; }, 5s, "the job registered");
+  std::this_thread::sleep_for(300ms);
+  killed.kill(SIGKILL);
+  killed.wait();
+  wait_until([&] { return gpu0_line(status()).value("faults_handled", 0) == 3; }, 3s, "three ends handled");
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(prod.running()) << "node log:\n" << node_->stderr_text();
+  EXPECT_GT(measure_rate(prod, 1s), 50.0) << "the production job must keep running";
+  const nlohmann::json gpu0 = gpu0_line(status());
+  EXPECT_EQ(gpu0.value("co_runners_ended", -1), 0) << gpu0;
+  EXPECT_EQ(node_->stderr_text().find("shares the fault domain"), std::string::npos) << node_->stderr_text();
+}
+
+// A job whose CUDA calls returned an error that leaves its context unusable ended with a GPU fault,
+// however its process then ends (here in order, as a program does on an error): the shared fault
+// domain ends its co-runner, as NVIDIA's MPS documentation says a fatal GPU exception does.
+TEST_F(Faults, AJobWhoseCallsReturnedAnIllegalAddressEndsItsCoRunnerInASharedFaultDomain) {
+  start_node({"--fault-policy", "shared-fault-domain"});
+  process& prod = start_production();
+  wait_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s, "the production job registered");
+  process& faulty = start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--fail-at", "0.5", "--fail",
+                               "illegal-address"}, "opportunistic", true);
+  EXPECT_EQ(faulty.wait(), 1) << faulty.stderr_text();
+  EXPECT_NE(faulty.stderr_text().find("error 700"), std::string::npos) << faulty.stderr_text();
+  const std::optional<int> ended = prod.wait_for(3s);
+  ASSERT_TRUE(ended) << "the co-runner still runs; node log:\n" << node_->stderr_text();
+  EXPECT_EQ(*ended, -SIGKILL);
+  EXPECT_NE(node_->stderr_text().find("reports CUDA error 700"), std::string::npos) << node_->stderr_text();
+  const nlohmann::json gpu0 = gpu0_line(status());
+  EXPECT_EQ(gpu0.value("faults_handled", -1), 1) << gpu0;
+  EXPECT_EQ(gpu0.value("co_runners_ended", -1), 1) << gpu0;
+}
+
+// The same GPU fault under separate contexts ends only the failed job: it is counted as a fault.
+TEST_F(Faults, AGpuFaultUnderSeparateContextsEndsOnlyTheFailedJob) {
+  start_node({"--fault-policy", "separate-contexts"});
+  process& prod = start_production();
+  wait_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s, "the production job registered");
+  process& faulty = start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--fail-at", "0.5", "--fail",
+                               "illegal-address"}, "opportunistic", true);
+  EXPECT_EQ(faulty.wait(), 1) << faulty.stderr_text();
+  wait_until([&] { return gpu0_line(status()).value("faults_handled", 0) == 1; }, 3s, "the GPU fault handled");
+  EXPECT_TRUE(prod.running());
+  EXPECT_EQ(gpu0_line(status()).value("co_runners_ended", -1), 0);
+}
+
+// A job's segment is its own: a job can claim a GPU fault it never had. The claim reaches only
+// its own user's jobs (which that user can end anyway, and which alone share its MPS server):
+// another user's production job on the GPU is left running.
+TEST_F(Faults, AClaimedGpuFaultEndsNoOtherUsersJob) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the claim comes from a second user";
+  ::chmod(dir_.c_str(), 0711);  // the second user reaches the socket
+  start_node({"--fault-policy", "shared-fault-domain", "--socket-mode", "438"});
+  process& prod = start_production();
+  wait_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s, "the production job registered");
+  const pid_t claimant = ::fork();
+  if (claimant == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(1);
+    std::optional<node_client> c = node_client::connect(socket_);
+    if (!c || !c->register_as(cabi::class_code::opportunistic, 0, "claims-a-fault")) ::_exit(2);
+    c->segment()->gpu_error.store(700);  // CUDA_ERROR_ILLEGAL_ADDRESS, never returned to it
+    ::_exit(0);                          // no orderly-exit mark: an abrupt end with a "GPU fault"
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(claimant, &st, 0), claimant);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the second user could not register";
+  wait_until([&] { return gpu0_line(status()).value("faults_handled", 0) == 1; }, 3s, "the claimed fault handled");
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(prod.running()) << "node log:\n" << node_->stderr_text();
+  EXPECT_EQ(gpu0_line(status()).value("co_runners_ended", -1), 0);
+}
+
 }  // namespace

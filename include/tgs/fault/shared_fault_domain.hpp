@@ -37,6 +37,18 @@ namespace tgs {
 ///   departed client as it does for its own `terminate_client` command, which the MPS
 ///   troubleshooting guide says does not affect the other connected clients.
 ///
+/// Measured on an H200 with driver 580 (docs/results/mps-faults.md): the undefined case is
+/// decided on the GPU. A client that ended (SIGKILL, SIGTERM, even `_exit(0)`) while one of its
+/// kernels had run for 300 ms or more took the other client down (10 of 10); one that ended during
+/// a 30 ms kernel or with only short kernels queued did not (4 of 4); a device fault of one client
+/// ended the other (2 of 2). So under MPS the GPU itself ends the co-runner that a client's end
+/// harms, and a driver need not. tgs-node steps `killed` for an abrupt end without evidence of a
+/// GPU fault and never ends a co-runner on it, whatever `abrupt_exit_ends_co_runner` says: an exit
+/// is no evidence, and acting on it would let any user end another's job by registering a job
+/// and exiting (docs/trust-model.md). It steps `gpu_exception` when the failed job's CUDA calls
+/// returned an error that leaves its context unusable. `abrupt_exit_ends_co_runner` stays for
+/// models that compare the outcomes.
+///
 /// In every case the failed job's share and memory return (to the survivor, or to the next job
 /// when both ended) within `reclaim_within`.
 ///
@@ -52,7 +64,7 @@ class shared_fault_domain {
   struct config {
     /// Whether a crash or kill of one client ends the co-runner too (see above: the MPS
     /// documentation leaves the outcome undefined). `false` models the common case, `true` the
-    /// pessimistic one.
+    /// pessimistic one. A model's setting: tgs-node ends no co-runner on a bare crash or kill.
     bool abrupt_exit_ends_co_runner = false;
     /// Longest time the driver may take to reclaim the failed job's share and memory; the same
     /// one-second target as `separate_contexts`. Must be positive.
@@ -64,8 +76,9 @@ class shared_fault_domain {
   static constexpr std::string_view name = "shared-fault-domain";
   static constexpr std::array setting_table{
       setting<config>{"abrupt-exit-ends-co-runner",
-                      "a crash or kill of one job ends its co-runner too (the MPS documentation "
-                      "leaves the outcome undefined; off: the co-runner survives)",
+                      "in a model, a crash or kill of one job ends its co-runner too (the MPS "
+                      "documentation leaves the outcome undefined; off: the co-runner survives); "
+                      "tgs-node ends a co-runner only on a GPU fault, never on a bare exit",
                       &config::abrupt_exit_ends_co_runner},
       setting<config>{"reclaim-within-ms",
                       "longest time the driver may take to reclaim a failed job's share and "
