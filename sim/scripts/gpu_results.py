@@ -36,7 +36,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest", "pair-predictions")
+TOPICS = ("rate-control", "convergence", "memory", "sharing-targets", "mps", "idle-harvest", "pair-predictions",
+          "priority-sharing")
 
 # The GPU types of sim/data/gpus.csv, by the name nvidia-smi gives the card.
 DEVICES = {"NVIDIA H100 80GB HBM3": "h100-80gb", "NVIDIA H200": "h200-141gb"}
@@ -89,7 +90,9 @@ class ResultsError(Exception):
 
 
 def model_name(text):
-    """The simulator's name for a results' job description, or None."""
+    """The simulator's name for a results' job description (or a harness job name), or None."""
+    if text in HARNESS_JOBS:
+        return HARNESS_JOBS[text]
     for pattern, name in MODELS:
         if text and re.search(pattern, text):
             return name
@@ -180,8 +183,26 @@ def classify(topic, cell):
         return None, "the first version of the ceiling mode (the idle production job held only its weights)"
     pct, priority = mps_threads(cell)
     under_mps = isinstance(cell.get("mps"), str) or mode == "mps"
-    if priority:
-        return None, "an MPS client priority, which the model does not have"
+    # The priority-sharing topic: its modes name what ran (bench/gpu/scenarios.toml).
+    setting = cell.get("setting") if isinstance(cell.get("setting"), str) else ""
+    if mode == "mps-priority":
+        m = re.match(r"^MPS (\d+)%/(\d+)%, priority 0/1$", setting)
+        if not m:
+            return None, f"an MPS priority cell whose setting is not 'MPS P%/O%, priority 0/1': {setting!r}"
+        mode, under_mps, priority, pct = "mps", True, True, m.group(2)
+    elif mode in ("priority-share", "priority-share-tolerate5"):
+        node = setting.split()
+        if node[:1] != ["tgs-node"] or "--policy" not in node or node[node.index("--policy") + 1] != "priority-share":
+            return None, f"a priority-share cell whose setting is not its tgs-node command: {setting!r}"
+        tolerated = node[node.index("--priority-share.tolerated-slowdown") + 1] \
+            if "--priority-share.tolerated-slowdown" in node else None
+        mode, priority = "priority-share", True
+    elif mode == "mps-priority-cap25":
+        return None, "a fixed launch cap under MPS priority: the simulator's token-bucket shares by time slicing"
+    elif mode == "interposer-priority-share":
+        return None, "the production job alone under tgs-node: a single-job measurement, not a pair"
+    if priority and mode not in ("mps", "co-execution-budget", "priority-share"):
+        return None, "an MPS client priority combined with a tgs-node policy the model runs without MPS"
     if "--max-inflight-launches" in unknown:
         return None, "a launch window (--max-inflight-launches), which the model does not have"
     row = {"scenario": f"{topic}-{cell.get('scenario')}", "gpu": DEVICES[device], "production_model": prod,
@@ -200,9 +221,15 @@ def classify(topic, cell):
     elif memory.get("--memory-policy") == "unified-memory":
         # Plain unified memory with no budget: both jobs fit the card, nothing is evicted.
         row["memory_policy"] = "unified-memory"
-    if mode == "mps" or (under_mps and mode in ("co-execution-budget",)):
+    if mode == "priority-share":
+        row["policy"] = "priority-share"
+        if tolerated is not None:
+            settings["priority-share.tolerated-slowdown"] = tolerated
+    elif mode == "mps" or (under_mps and mode in ("co-execution-budget",)):
         row["policy"] = "mps"
-        settings.update({"mps.production-threads": "1", "mps.opportunistic-threads": f"{int(pct) / 100:g}"})
+        settings.update({"mps.production-threads": "1", "mps.opportunistic-threads": f"{int(pct or 100) / 100:g}"})
+        if priority:
+            settings["mps.opportunistic-below-normal"] = "1"
     elif under_mps and mode == "alone-mps":
         return None, "each job alone under MPS: a single-job measurement, not a pair"
     elif under_mps:

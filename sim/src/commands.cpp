@@ -47,8 +47,10 @@ const std::vector<std::string>& default_pair_policies() {
 }
 
 const std::vector<std::string>& default_cluster_policies() {
-  static const std::vector<std::string> names{"exclusive", "co-execution", "mps",         "mig",
-                                              "antman",    "tgs",          "idle-harvest"};
+  // The paper's baselines and TGS, then tgs-node's two defaults: idle-harvest without MPS,
+  // priority-share with it.
+  static const std::vector<std::string> names{"exclusive", "co-execution", "mps",          "mig",
+                                              "antman",    "tgs",          "idle-harvest", "priority-share"};
   return names;
 }
 

@@ -27,6 +27,7 @@ enum class target_kind : std::uint8_t {
   overrun_switch,
   mps_switch_loss,
   mps_capacity,
+  mps_priority_loss,
   thrash_time_slicing,
   thrash_mps,
   thrash_mig,
@@ -42,6 +43,7 @@ constexpr std::string_view name_of(target_kind k) noexcept {
     case target_kind::overrun_switch: return "overrun_switch_s";
     case target_kind::mps_switch_loss: return "mps_switch_loss";
     case target_kind::mps_capacity: return "mps_capacity";
+    case target_kind::mps_priority_loss: return "mps_priority_loss";
     case target_kind::thrash_time_slicing: return "thrash_time_slicing";
     case target_kind::thrash_mps: return "thrash_mps";
     case target_kind::thrash_mig: return "thrash_mig";
@@ -67,6 +69,7 @@ double& gpu_field(gpu_profile& g, target_kind k) {
     case target_kind::overrun_switch: return g.contention.overrun_switch_s;
     case target_kind::mps_switch_loss: return g.contention.mps_switch_loss;
     case target_kind::mps_capacity: return g.contention.mps_capacity;
+    case target_kind::mps_priority_loss: return g.contention.mps_priority_loss;
     case target_kind::thrash_time_slicing: return g.contention.thrash[0];
     case target_kind::thrash_mps: return g.contention.thrash[1];
     default: return g.contention.thrash[2];
@@ -76,6 +79,10 @@ double& gpu_field(gpu_profile& g, target_kind k) {
 double get(const catalog& c, const fit_parameter& p, target_kind k) {
   if (p.model.empty()) {
     gpu_profile g = *c.find_gpu(p.gpu);
+    // Unmeasured, the priority loss is the MPS loss (profiles.hpp): the fit starts there.
+    if (k == target_kind::mps_priority_loss && std::isnan(g.contention.mps_priority_loss)) {
+      return g.contention.mps_switch_loss;
+    }
     return gpu_field(g, k);
   }
   const model_profile& m = *c.find_model(p.model, p.gpu);
@@ -128,7 +135,8 @@ struct parameter_range {
 parameter_range range_of(const catalog& c, const fit_parameter& p, target_kind k) {
   switch (k) {
     case target_kind::switch_loss:
-    case target_kind::mps_switch_loss: return {0.0, 3.0, false};
+    case target_kind::mps_switch_loss:
+    case target_kind::mps_priority_loss: return {0.0, 3.0, false};
     case target_kind::overrun_switch: return {0.0, 100e-6, false};
     case target_kind::mps_capacity: return {1.0, 2.0, false};
     case target_kind::thrash_time_slicing:
@@ -165,6 +173,14 @@ struct fit_cell {
 // table value, one the cells speak to barely feels it (0.03 of a throughput per unit of
 // coordinate, against residuals of 0.1).
 constexpr double prior_weight = 1e-3;
+
+/// Whether a cell ran the opportunistic job as an MPS client at below-normal priority.
+bool below_normal(const measured_pair& m) {
+  if (m.policy == "priority-share") return true;
+  return std::any_of(m.settings.begin(), m.settings.end(), [](const auto& kv) {
+    return kv.first == "mps.opportunistic-below-normal" && kv.second != "0";
+  });
+}
 
 bool involves(const measured_pair& m, const std::string& model) {
   return m.production_model == model || m.opportunistic_model == model;
@@ -518,6 +534,9 @@ fit_result fit_catalog(const catalog& c, const fit_options& options) {
     });
     add("", target_kind::mps_switch_loss, [&](const fit_cell& f) { return f.mode == compute_mode::mps && both_run(f); });
     add("", target_kind::mps_capacity, [&](const fit_cell& f) { return f.mode == compute_mode::mps && both_run(f); });
+    add("", target_kind::mps_priority_loss, [&](const fit_cell& f) {
+      return f.mode == compute_mode::mps && both_run(f) && below_normal(*f.cell);
+    });
     const std::array thrash{target_kind::thrash_time_slicing, target_kind::thrash_mps, target_kind::thrash_mig};
     for (std::size_t k = 0; k < compute_mode_count; ++k) {
       add("", thrash[k], [&](const fit_cell& f) {

@@ -154,13 +154,15 @@ std::string render_fit(const calibrated_model& model, output_format format) {
   std::string out = fmt::format(
       "global fit over {} measured throughputs of policies that do not adapt: rms error {:.3f} ({})\n\n",
       fit.cells, fit.rms_error, model.fit_from_cache ? "cached in sim/data/fit.csv" : "fitted now");
-  out += fmt::format("{:<11} {:>12} {:>11} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "gpu",
-                     "switch_loss", "overrun_us", "mps_switch", "mps_capacity", "thrash_ts", "thrash_mps",
-                     "thrash_mig", "interposer", "switch_us", "exposure");
+  out += fmt::format("{:<11} {:>12} {:>11} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "gpu",
+                     "switch_loss", "overrun_us", "mps_switch", "mps_capacity", "mps_prio", "thrash_ts",
+                     "thrash_mps", "thrash_mig", "interposer", "switch_us", "exposure");
   for (const auto& g : model.data.gpus) {
     const auto& c = g.contention;
-    out += fmt::format("{:<11} {:>12.4f} {:>11.1f} {:>12.4f} {:>12.4f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.4f} {:>10.1f} {:>10.2f}\n",
-                       g.name, c.switch_loss, c.overrun_switch_s * 1e6, c.mps_switch_loss, c.mps_capacity,
+    // An unmeasured priority loss (NaN) is the MPS loss: shown as "-".
+    const std::string prio = std::isnan(c.mps_priority_loss) ? "-" : fmt::format("{:.4f}", c.mps_priority_loss);
+    out += fmt::format("{:<11} {:>12.4f} {:>11.1f} {:>12.4f} {:>12.4f} {:>10} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.4f} {:>10.1f} {:>10.2f}\n",
+                       g.name, c.switch_loss, c.overrun_switch_s * 1e6, c.mps_switch_loss, c.mps_capacity, prio,
                        c.thrash[0], c.thrash[1], c.thrash[2], c.interposer_overhead,
                        c.context_switch_s * 1e6, c.gap_exposure);
   }

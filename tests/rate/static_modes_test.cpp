@@ -70,6 +70,12 @@ TEST(Mps, UsesConfiguredThreadPercentages) {
   EXPECT_EQ(c.step(both()).share, (gpu_share{mps_partition{1.0, 0.25}}));
 }
 
+TEST(Mps, CanRunTheOpportunisticClientAtBelowNormalPriority) {
+  EXPECT_FALSE(std::get<mps_partition>(mps{{}}.step(both()).share).opportunistic_below_normal);
+  mps c{{.production_threads = 1.0, .opportunistic_threads = 1.0, .opportunistic_below_normal = true}};
+  EXPECT_EQ(c.step(both()).share, (gpu_share{mps_partition{1.0, 1.0, true}}));
+}
+
 TEST(Mps, RejectsThreadFractionsOutsideZeroToOne) {
   EXPECT_NE(rejection<mps>(mps::config{.production_threads = 0.0}).find(
                 "mps: production_threads must be in (0, 1]"),

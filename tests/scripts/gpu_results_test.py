@@ -79,6 +79,26 @@ class Cells(unittest.TestCase):
         self.assertIsNone(row)
         self.assertIn("--activity-sample-us", why)
 
+    def test_priority_sharing_cells_run_mps_priority_and_priority_share(self):
+        high = {"production_model": "resnet50_b256", "opportunistic_model": "shufflenet_b128"}
+        row, why = gpu_results.classify("priority-sharing", self.cell(
+            mode="mps-priority", setting="MPS 100%/100%, priority 0/1", **high))
+        self.assertIsNone(why)
+        self.assertEqual((row["policy"], row["production_model"], row["settings"]), (
+            "mps", "resnet50-b256",
+            "mps.opportunistic-below-normal=1 mps.opportunistic-threads=1 mps.production-threads=1"))
+        row, why = gpu_results.classify("priority-sharing", self.cell(
+            mode="priority-share-tolerate5", setting="tgs-node --policy priority-share --mps managed "
+            "--priority-share.tolerated-slowdown 0.05", **high))
+        self.assertEqual((row["policy"], row["settings"]), ("priority-share", "priority-share.tolerated-slowdown=0.05"))
+        for mode, said in (("mps-priority-cap25", "fixed launch cap"), ("interposer-priority-share", "single-job")):
+            row, why = gpu_results.classify("priority-sharing", self.cell(mode=mode, setting="x", **high))
+            self.assertIsNone(row)
+            self.assertIn(said, why)
+        row, why = gpu_results.classify("priority-sharing", self.cell(mode="mps-priority", setting="MPS", **high))
+        self.assertIsNone(row)
+        self.assertIn("not 'MPS P%/O%, priority 0/1'", why)
+
     def test_the_harness_bert_job_is_the_profiled_one(self):
         # bench/gpu/scenarios.toml's bert_base_b32 runs sequences of 128, named with or without it.
         self.assertEqual(gpu_results.model_name("BERT-base b32"), "bert-base")

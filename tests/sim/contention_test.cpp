@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 namespace tgs::sim {
 namespace {
@@ -169,6 +170,45 @@ TEST(PairModel, MpsKeepsTheOpportunisticJobsThreadShareOfItsNeed) {
   const pair_rates r = solve_pair(compute_mode::mps, gpu(), {.profile = &p, .running = true}, opp);
   EXPECT_NEAR(r.production, 0.9 / 0.97, 1e-12);
   EXPECT_NEAR(r.opportunistic, 0.3 / 0.6, 1e-12);
+}
+
+TEST(PairModel, MpsPriorityServesTheProductionJobFirstAndChargesItForTheRest) {
+  // Demands 0.97 and 0.6 exceed the capacity 1.2. At below-normal priority the opportunistic job
+  // has only the 0.23 the production job leaves (rate 0.23 / 0.6), and each unit of that share
+  // costs the production job mps_priority_loss: 1 / (1 + 0.5 x 0.23 x 0.97).
+  const model_profile p = job(0.97);
+  const model_profile o = job(0.6);
+  gpu_contention g = gpu();
+  g.mps_priority_loss = 0.5;
+  pair_side opp{.profile = &o, .running = true, .below_normal = true};
+  const pair_rates r = solve_pair(compute_mode::mps, g, {.profile = &p, .running = true}, opp);
+  EXPECT_NEAR(r.opportunistic, 0.23 / 0.6, 1e-12);
+  EXPECT_NEAR(r.production, 1.0 / (1.0 + 0.5 * 0.23 * 0.97), 1e-12);
+  // Unmeasured (NaN), the priority loss is the MPS loss: 0 here, so production keeps its speed.
+  g.mps_priority_loss = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NEAR(solve_pair(compute_mode::mps, g, {.profile = &p, .running = true}, opp).production, 1.0, 1e-12);
+}
+
+TEST(PairModel, UnderMpsPriorityALaunchCapLowersTheLossAndAThreadCapDoesNot) {
+  // What the H100 measured on ResNet-50 b256 beside ShuffleNet v2 b128 under MPS priority: a thread
+  // cap leaves the production job's loss as it is (the opportunistic job still fills the room
+  // left), a launch cap lowers it with the opportunistic job's share.
+  const model_profile p = job(0.97);
+  model_profile o = job(0.6);
+  o.slice_sensitivity = 0.5;  // fewer SMs stretch its kernels
+  gpu_contention g = gpu();
+  g.mps_priority_loss = 1.0;
+  const pair_side prod{.profile = &p, .running = true};
+  const pair_rates uncapped = solve_pair(compute_mode::mps, g, prod, {.profile = &o, .running = true, .below_normal = true});
+  const pair_rates threads =
+      solve_pair(compute_mode::mps, g, prod, {.profile = &o, .running = true, .sm_fraction = 0.2, .below_normal = true});
+  pair_side capped{.profile = &o, .running = true, .below_normal = true};
+  capped.max_blocks_per_second = 10000.0;  // 0.1 of its alone rate
+  const pair_rates launches = solve_pair(compute_mode::mps, g, prod, capped);
+  EXPECT_NEAR(threads.production, uncapped.production, 1e-12);
+  EXPECT_LT(threads.opportunistic, uncapped.opportunistic);
+  EXPECT_GT(launches.production, uncapped.production + 0.05);
+  EXPECT_NEAR(launches.opportunistic, 0.1, 1e-12);
 }
 
 TEST(PairModel, MigSlicesStretchOnlyTheSlicesOwnJob) {

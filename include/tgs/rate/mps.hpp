@@ -38,6 +38,9 @@ class mps {
     double production_threads = 0.3;
     /// Fraction of SMs the opportunistic job may use, in (0, 1]. Artifact: 70.
     double opportunistic_threads = 0.7;
+    /// The opportunistic client at MPS's below-normal dispatch priority
+    /// (`CUDA_MPS_CLIENT_PRIORITY=1`), as `priority-share` runs it, without its launch cap.
+    bool opportunistic_below_normal = false;
   };
 
   static constexpr std::string_view name = "mps";
@@ -53,6 +56,9 @@ class mps {
       setting<config>{"opportunistic-threads",
                       "fraction of SMs the opportunistic job may use, in (0, 1]",
                       &config::opportunistic_threads},
+      setting<config>{"opportunistic-below-normal",
+                      "the opportunistic client at MPS's below-normal dispatch priority",
+                      &config::opportunistic_below_normal},
   };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
@@ -65,12 +71,13 @@ class mps {
     state_report r;
     r.add("production_threads", cfg_.production_threads);
     r.add("opportunistic_threads", cfg_.opportunistic_threads);
+    r.add("opportunistic_below_normal", std::int64_t{cfg_.opportunistic_below_normal ? 1 : 0});
     return r;
   }
 
   [[nodiscard]] rate_decision step(const rate_observation&) noexcept {
     rate_decision d;
-    d.share = mps_partition{cfg_.production_threads, cfg_.opportunistic_threads};
+    d.share = mps_partition{cfg_.production_threads, cfg_.opportunistic_threads, cfg_.opportunistic_below_normal};
     d.opportunistic_budget = std::nullopt;
     d.revisit_at = never;
     return d;

@@ -17,7 +17,11 @@
 ///   idle gap (the gap overrun).
 /// - **MPS** runs both jobs' kernels side by side with more room in all (`mps_capacity`); the
 ///   opportunistic job keeps at least its thread share of what it needs, and the production job
-///   the rest; `mps_switch_loss` plays the part of the switch loss.
+///   the rest; `mps_switch_loss` plays the part of the switch loss. With the opportunistic client
+///   at below-normal dispatch priority the production job's demand is served first and the
+///   opportunistic job takes what room is left; each unit of its share costs the production job
+///   `mps_priority_loss` (its kernels wait for opportunistic blocks already resident), which a
+///   launch cap on the opportunistic job lowers with that share.
 /// - **MIG** gives each job its slice: no interaction, the slice's fewer SMs stretch its GPU time
 ///   by 1 + slice_sensitivity x (1/f - 1).
 /// - **Memory** adds to a job's iteration, and to its GPU time (its kernels wait on the pages):
@@ -39,6 +43,8 @@ struct pair_side {
   const model_profile* profile = nullptr;  ///< null: no job on this side
   bool running = false;                     ///< present, not paused, allowed to run
   double sm_fraction = 1.0;                 ///< share of the SMs it may use (MIG slice, MPS threads)
+  /// An MPS client at below-normal dispatch priority (meaningful for the opportunistic side).
+  bool below_normal = false;
   /// Extra time per iteration from memory, in standalone iterations; the job's kernels hold the
   /// GPU while they wait on the pages, so it is GPU time as well.
   double memory_extra = 0;
@@ -114,6 +120,7 @@ inline std::pair<double, double> fair_shares(double a, double b, double capacity
   double sp = p.on ? p.demand() : 0.0;
   double so = o.on ? o.demand() : 0.0;
   double loss = 0;
+  double production_loss = -1;  // < 0: `loss`
   if (p.on && o.on) {
     switch (mode) {
       case compute_mode::time_slicing:
@@ -121,6 +128,15 @@ inline std::pair<double, double> fair_shares(double a, double b, double capacity
         loss = gpu.switch_loss;
         break;
       case compute_mode::mps: {
+        if (opportunistic.below_normal) {
+          // Dispatch priority: the production client's blocks go first; the opportunistic job
+          // has the room they leave, and its resident blocks cost the production job.
+          sp = std::min(sp, gpu.mps_capacity);
+          so = std::min(so, std::max(0.0, gpu.mps_capacity - sp));
+          loss = gpu.mps_switch_loss;
+          production_loss = std::isnan(gpu.mps_priority_loss) ? gpu.mps_switch_loss : gpu.mps_priority_loss;
+          break;
+        }
         // The thread cap keeps the opportunistic job's kernels on a fraction of the SMs: it keeps
         // that fraction of what it needs whatever the production job does, and more only where
         // the production job leaves room.
@@ -139,12 +155,15 @@ inline std::pair<double, double> fair_shares(double a, double b, double capacity
   // to the job's own busy fraction (a job with idle gaps leaves room the co-runner takes freely).
   // A job held to its share has already waited for the co-runner: gap overruns (below) bound its
   // rate on their own, not on top of the share (two GPU-bound jobs split the GPU with no loss).
-  auto rate = [loss](const detail::side_need& n, double share, double other, double overrun) {
+  auto rate_with = [](double side_loss, const detail::side_need& n, double share, double other, double overrun) {
     if (!n.on) return 0.0;
-    const double collide = 1.0 + loss * other * std::min(1.0, n.gpu_time);
+    const double collide = 1.0 + side_loss * other * std::min(1.0, n.gpu_time);
     return std::min(std::min(n.best, share / n.gpu_time) / collide, n.best / (collide + overrun));
   };
-  r.production = rate(p, sp, so, 0.0);
+  auto rate = [&](const detail::side_need& n, double share, double other, double overrun) {
+    return rate_with(loss, n, share, other, overrun);
+  };
+  r.production = rate_with(production_loss >= 0 ? production_loss : loss, p, sp, so, 0.0);
   r.opportunistic = rate(o, so, sp, 0.0);
   if (mode == compute_mode::time_slicing && p.on && o.on && gpu.overrun_switch_s > 0) {
     // Gap overrun: each kernel the co-runner launches after an idle gap takes the GPU for its

@@ -264,6 +264,9 @@ pair_outcome run_pair(const pair_spec& spec, Controller controller, Memory memor
       p.running = s.present && !detail::idle_at(*s.job, now) &&
                   (turn == nullptr || turn->holder == s.cls);
       p.sm_fraction = detail::sm_fraction(decision.share, s.cls);
+      if (const auto* mps = std::get_if<mps_partition>(&decision.share); mps != nullptr && s.cls == job_class::opportunistic) {
+        p.below_normal = mps->opportunistic_below_normal;
+      }
       p.overhead = spec.interposed && s.present ? contention.interposer_overhead : 0;
       return p;
     };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -69,6 +70,12 @@ struct gpu_contention {
   /// MPS: the GPU time (in units of one job keeping the SMs busy) two clients can use together;
   /// above 1 because one client's kernels fill SMs the other's leave idle. Fitted.
   double mps_capacity = 1.2;
+  /// MPS with the opportunistic client at below-normal dispatch priority: what each unit of the
+  /// opportunistic job's GPU share costs the production job (its kernels wait for the
+  /// opportunistic blocks already on the SMs, which MPS does not preempt). Fitted where priority
+  /// cells were measured; NaN (unmeasured) takes `mps_switch_loss`, the same loss as without
+  /// priority.
+  double mps_priority_loss = std::numeric_limits<double>::quiet_NaN();
   /// Shared unified memory oversubscribed (both jobs' pages compete): extra time per iteration,
   /// in standalone iterations, of a job once the overflow passes `thrash_knee`, per compute mode.
   /// Fitted where a measured pair oversubscribed the card (the paper's A100 pairs); 0 elsewhere.

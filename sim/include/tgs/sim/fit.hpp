@@ -71,7 +71,8 @@ struct fit_options {
 [[nodiscard]] bool fittable(const measured_pair& cell);
 
 /// Fits every GPU type of `c` that has fittable cells: its `switch_loss`, `mps_switch_loss`,
-/// `mps_capacity` and thrash per compute mode where cells exercise them, and the profile fields
+/// `mps_capacity`, `mps_priority_loss` and thrash per compute mode where cells exercise them
+/// (the priority loss where a cell ran the opportunistic MPS client below normal), and the profile fields
 /// marked `provenance::fitted` of the models in those cells. Each cell is simulated with the real
 /// policy objects (`run_pair`); the squared error of the throughputs is minimized by bounded
 /// Levenberg–Marquardt, one problem per GPU type, deterministic. Each parameter comes with its
