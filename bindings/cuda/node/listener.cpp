@@ -3,6 +3,8 @@
 // only the socket it created.
 #include "listener.hpp"
 
+#include "safe_dir.hpp"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -47,24 +49,44 @@ std::string holder_of(int lock_fd) {
 }  // namespace
 
 socket_listener::socket_listener(const std::string& path, unsigned mode, int backlog,
-                                 std::chrono::milliseconds takeover_wait)
+                                 std::chrono::milliseconds takeover_wait, const socket_folder_rules& rules)
     : path_(path) {
+  const auto [folder_path, name] = containers::split_path(path);
+  if (path.empty() || name.empty() || name == "." || name == "..") throw std::runtime_error("not a socket path: " + path);
+  // The folder, made if it is missing (/run/tgs after a reboot), opened once without following a
+  // symlink and refused if another user owns it or (unless allowed) may write to it. Everything
+  // below is relative to this descriptor: the lock file (openat), the socket's own name (bound and
+  // reached as /proc/self/fd/<folder>/<name>, which the kernel resolves to this very folder), its
+  // mode and group, and its removal.
+  folder_fd_ = containers::make_checked_folder(folder_path, 0755, rules.allow_shared).release();
+  name_ = name;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    throw std::runtime_error("socket path must be 1 to " + std::to_string(sizeof(addr.sun_path) - 1) +
-                             " characters: " + path);
+  const std::string bound = "/proc/self/fd/" + std::to_string(folder_fd_) + "/" + name;
+  if (bound.size() >= sizeof(addr.sun_path)) {
+    const std::string why = "socket name must be at most " +
+                            std::to_string(sizeof(addr.sun_path) - 1 - (bound.size() - name.size())) +
+                            " characters: " + name;
+    release();
+    throw std::runtime_error(why);
   }
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  // Create the parent directory if it is missing (/run/tgs after a reboot).
-  if (const std::size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
-    ::mkdir(path.substr(0, slash).c_str(), 0755);
-  }
+  std::strncpy(addr.sun_path, bound.c_str(), sizeof(addr.sun_path) - 1);
   // The lock first: until this process holds it, nothing at the path is touched. It is never
   // removed (removing a lock file lets two processes hold locks on two different files).
   const std::string lock_path = path + ".lock";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (lock_fd_ < 0) throw std::runtime_error("cannot open the lock file " + lock_path + ": " + errno_text());
+  lock_fd_ = ::openat(folder_fd_, (name + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock_fd_ < 0) {
+    const std::string why = "cannot open the lock file " + lock_path + ": " + errno_text();
+    release();
+    throw std::runtime_error(why);
+  }
+  struct stat st{};
+  if (::fstat(lock_fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    const std::string why = "the lock file " + lock_path + " is not a file of this process's user " +
+                            containers::describe_uid(::geteuid()) + ": refusing it";
+    release();
+    throw std::runtime_error(why);
+  }
   // A node that serves the path answers on it: refused at once. A holder that no longer listens
   // is a node on its way out (it closes its sockets first, then stops its MPS daemons and its
   // metrics, then lets the lock go: `stop_listening`), or one between taking the lock and
@@ -96,8 +118,7 @@ socket_listener::socket_listener(const std::string& path, unsigned mode, int bac
   // overwritten in place). Best effort: without it that message only lacks the pid.
   const std::string holder = "pid " + std::to_string(::getpid()) + "\n";
   if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, holder.data(), holder.size(), 0);
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) == 0) {
+  if (::fstatat(folder_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       release();
       throw std::runtime_error(path + " exists and is not a socket: refusing to replace it");
@@ -108,7 +129,7 @@ socket_listener::socket_listener(const std::string& path, unsigned mode, int bac
       release();
       throw std::runtime_error("another tgs-node is serving " + path);
     }
-    ::unlink(path.c_str());
+    ::unlinkat(folder_fd_, name.c_str(), 0);
   }
   fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) {
@@ -116,17 +137,46 @@ socket_listener::socket_listener(const std::string& path, unsigned mode, int bac
     release();
     throw std::runtime_error(why);
   }
-  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const std::string why = "bind " + path + ": " + errno_text();
+  // The socket file's mode and group cannot be set through the socket's descriptor (fchmod on it
+  // changes the socket, not the file), and a name can be swapped for a symlink between bind and a
+  // chmod by path. So: the file is made 0600 (umask 0177 for the bind, at start, before the node
+  // runs threads that make files), reachable by nobody else yet; then the name is opened with
+  // O_PATH | O_NOFOLLOW relative to the folder, which pins one inode (a symlink swapped in is
+  // opened as the symlink itself), checked to be a socket of this user, and only that inode gets
+  // the mode (through /proc/self/fd, as glibc's fchmodat(AT_SYMLINK_NOFOLLOW) does) and the group
+  // (fchownat(AT_EMPTY_PATH)). A file another user swapped in is never changed: there is no
+  // window in which a chmod or chown follows a name.
+  const mode_t old_umask = ::umask(0177);
+  const int bound_ok = ::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const int bind_errno = errno;
+  ::umask(old_umask);
+  if (bound_ok != 0) {
+    const std::string why = "bind " + path + ": " + std::strerror(bind_errno);
     release();
     throw std::runtime_error(why);
   }
-  if (::lstat(path.c_str(), &st) == 0) {
+  {
+    containers::unique_fd file(::openat(folder_fd_, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (file.get() < 0 || ::fstat(file.get(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) {
+      const std::string why = path + " changed between bind and chmod (not this node's socket any more): refusing it";
+      release();
+      throw std::runtime_error(why);
+    }
     created_ = true;
     dev_ = st.st_dev;
     ino_ = st.st_ino;
+    const std::string pinned = "/proc/self/fd/" + std::to_string(file.get());
+    if (::chmod(pinned.c_str(), mode) != 0) {
+      const std::string why = "cannot set the mode of " + path + ": " + errno_text();
+      release();
+      throw std::runtime_error(why);
+    }
+    if (rules.group && ::fchownat(file.get(), "", static_cast<uid_t>(-1), *rules.group, AT_EMPTY_PATH) != 0) {
+      const std::string why = "cannot give " + path + " to group " + std::to_string(*rules.group) + ": " + errno_text();
+      release();
+      throw std::runtime_error(why);
+    }
   }
-  ::chmod(path.c_str(), mode);
   if (::listen(fd_, backlog) != 0) {
     const std::string why = "listen: " + errno_text();
     release();
@@ -140,6 +190,8 @@ socket_listener::socket_listener(socket_listener&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
       lock_fd_(std::exchange(other.lock_fd_, -1)),
+      folder_fd_(std::exchange(other.folder_fd_, -1)),
+      name_(std::move(other.name_)),
       dev_(other.dev_),
       ino_(other.ino_),
       created_(std::exchange(other.created_, false)) {}
@@ -150,6 +202,8 @@ socket_listener& socket_listener::operator=(socket_listener&& other) noexcept {
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
     lock_fd_ = std::exchange(other.lock_fd_, -1);
+    folder_fd_ = std::exchange(other.folder_fd_, -1);
+    name_ = std::move(other.name_);
     dev_ = other.dev_;
     ino_ = other.ino_;
     created_ = std::exchange(other.created_, false);
@@ -166,12 +220,15 @@ void socket_listener::release() noexcept {
   stop_listening();
   // Only the socket this process created, and only while the path still names it.
   struct stat st{};
-  if (created_ && ::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) {
-    ::unlink(path_.c_str());
+  if (created_ && folder_fd_ >= 0 && ::fstatat(folder_fd_, name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      st.st_dev == dev_ && st.st_ino == ino_) {
+    ::unlinkat(folder_fd_, name_.c_str(), 0);
   }
   created_ = false;
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock, after the socket is gone
   lock_fd_ = -1;
+  if (folder_fd_ >= 0) ::close(folder_fd_);
+  folder_fd_ = -1;
 }
 
 }  // namespace tgs::cuda::node

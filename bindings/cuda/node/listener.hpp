@@ -14,9 +14,18 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace tgs::cuda::node {
+
+/// Where a socket may be made and who else gets it.
+struct socket_folder_rules {
+  /// Accept a folder that users other than its owner may write to (`--allow-shared-folders`).
+  bool allow_shared = false;
+  /// The socket file's group, set with its mode.
+  std::optional<gid_t> group;
+};
 
 /// A bound, listening `SOCK_SEQPACKET` Unix socket and the lock that makes it this process's.
 class socket_listener {
@@ -27,10 +36,13 @@ class socket_listener {
   static constexpr std::chrono::milliseconds default_takeover_wait{10000};
 
   socket_listener() = default;
-  /// Takes the lock, replaces a stale socket, binds and listens (non-blocking, close-on-exec), and
-  /// sets the file mode. Throws `std::runtime_error` saying why it could not.
+  /// Makes the socket's folder if it is missing and opens it (refused if it is a symlink, owned
+  /// by another user than this process's or root, or writable by others unless
+  /// `rules.allow_shared`), takes the lock, replaces a stale socket, binds and listens
+  /// (non-blocking, close-on-exec), and sets the file's mode and group, all relative to the
+  /// opened folder and never through a symlink. Throws `std::runtime_error` saying why it could not.
   socket_listener(const std::string& path, unsigned mode, int backlog,
-                  std::chrono::milliseconds takeover_wait = default_takeover_wait);
+                  std::chrono::milliseconds takeover_wait = default_takeover_wait, const socket_folder_rules& rules = {});
   ~socket_listener();
   socket_listener(socket_listener&& other) noexcept;
   socket_listener& operator=(socket_listener&& other) noexcept;
@@ -51,6 +63,9 @@ class socket_listener {
   std::string path_;
   int fd_ = -1;
   int lock_fd_ = -1;
+  /// The socket's folder, opened once: every name below is made and removed relative to it.
+  int folder_fd_ = -1;
+  std::string name_;
   /// The socket file this process created (device and inode), removed at the end only if the
   /// path still names it.
   dev_t dev_ = 0;

@@ -181,6 +181,15 @@ int main(int argc, char** argv) {
                   "the file; 0660: owner and --socket-group)");
   add_mode_option(app, "--opportunistic-socket-mode", options.opportunistic_socket_mode,
                   "file mode of the opportunistic class sockets, octal with a leading 0");
+  app.add_flag("--allow-open-production-socket", options.allow_open_production_socket,
+               "start even where every local user can register as production: the production sockets' mode gives "
+               "others write (the default 0666) and the --class-sockets folder lets others in (o+x); refused at start "
+               "otherwise");
+  app.add_flag("--allow-shared-folders", options.allow_shared_folders,
+               "accept a socket folder (of --socket or --class-sockets) or a --cdi-spec folder that users other than "
+               "its owner may write to (group or others write permission), where they could replace the files the "
+               "node makes; refused at start otherwise. A folder owned by another user than the node's (or root) is "
+               "refused always");
   app.add_option("--trust-uid", options.trusted_uids,
                  "users whose jobs may choose their class (TGS_JOB_CLASS) on the main socket; the node's own user "
                  "always may, everyone else's jobs get --default-class there");

@@ -18,6 +18,7 @@
 
 #include "cdi_spec.hpp"
 #include "protocol.hpp"
+#include "safe_dir.hpp"
 #include "server_parts.hpp"
 
 namespace tgs::cuda::node {
@@ -168,13 +169,11 @@ void node_server::bind() {
   }
   reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   resolve_gpus();
-  listener_ = socket_listener(options_.socket_path, options_.socket_mode, 128);
+  // The socket's mode and group are set as it is made, never through a name (listener.cpp).
+  listener_ = socket_listener(options_.socket_path, options_.socket_mode, 128, socket_listener::default_takeover_wait,
+                              {.allow_shared = options_.allow_shared_folders, .group = options_.socket_group});
   // The lock is this node's: what a predecessor that died holding processes left is continued.
   continue_recorded();
-  if (options_.socket_group && ::chown(options_.socket_path.c_str(), static_cast<uid_t>(-1), *options_.socket_group) != 0) {
-    throw std::runtime_error("cannot give " + options_.socket_path + " to group " +
-                             std::to_string(*options_.socket_group) + ": " + std::strerror(errno));
-  }
   bind_class_sockets();
   if (options_.observe_gpus) observer_ = gpu_observer::nvml();
   start_mps();  // may change the policy in force (the default's fallback), or refuse a named one
@@ -223,12 +222,33 @@ void node_server::bind_class_sockets() {
   // A folder the node makes is closed to everyone but its owner: containers reach their socket
   // through its bind mount, which needs no search permission on the folder, and local users then
   // cannot reach the production sockets (docs/trust-model.md). A folder the operator made keeps
-  // its mode (and the warning below says when it lets every local user be production).
-  if (const std::size_t slash = options_.class_socket_dir.rfind('/'); slash != std::string::npos && slash > 0) {
-    ::mkdir(options_.class_socket_dir.substr(0, slash).c_str(), 0755);
+  // its mode, but is refused (below) where it lets every local user be production. Both folders
+  // are opened without following a symlink and refused if another user owns them or, unless
+  // --allow-shared-folders, may write to them (safe_dir.hpp).
+  const auto [parent, name] = containers::split_path(options_.class_socket_dir);
+  // Its parent (/run/tgs) is made if missing; owned by root or the node, writable by others or not
+  // (the class socket folder below is what is checked for that, and is used through its descriptor).
+  (void)containers::make_checked_folder(parent, 0755, true);
+  bool made = false;
+  const containers::unique_fd folder =
+      containers::make_checked_folder(options_.class_socket_dir, 0700, options_.allow_shared_folders, &made);
+  if (made) log(log_level::info, "made the class socket folder {} (mode 0700)", options_.class_socket_dir);
+  // Connecting needs write permission on the socket; reaching it, search permission on the folder.
+  struct stat dir{};
+  if (::fstat(folder.get(), &dir) != 0) {
+    throw std::runtime_error("cannot stat " + options_.class_socket_dir + ": " + std::strerror(errno));
   }
-  if (::mkdir(options_.class_socket_dir.c_str(), 0700) == 0) {
-    log(log_level::info, "made the class socket folder {} (mode 0700)", options_.class_socket_dir);
+  const bool others_enter = (dir.st_mode & S_IXOTH) != 0;
+  if (others_enter && (options_.production_socket_mode & S_IWOTH) != 0) {
+    const std::string what = fmt::format(
+        "every local user can register as production: {} lets others in (mode {:04o}) and the production sockets "
+        "would be mode {:04o}. Containers reach their socket through its mount, which needs neither: close the folder "
+        "(chmod 0700) or narrow --production-socket-mode (docs/trust-model.md)",
+        options_.class_socket_dir, dir.st_mode & 07777, options_.production_socket_mode);
+    if (!options_.allow_open_production_socket) {
+      throw std::runtime_error("refusing to start: " + what + "; --allow-open-production-socket if that is meant");
+    }
+    log(log_level::warn, "{} (--allow-open-production-socket)", what);
   }
   const containers::host_paths paths{.interposer = options_.interposer_path, .socket_dir = options_.class_socket_dir};
   for (std::uint32_t gpu = 0; gpu < options_.gpus; ++gpu) {
@@ -236,26 +256,14 @@ void node_server::bind_class_sockets() {
       const std::string path = containers::node_socket_path(paths, gpu, cls);
       const unsigned mode =
           cls == job_class::production ? options_.production_socket_mode : options_.opportunistic_socket_mode;
-      class_listener l{socket_listener(path, mode, 128), grant{cls, gpu}};
-      if (options_.socket_group && ::chown(path.c_str(), static_cast<uid_t>(-1), *options_.socket_group) != 0) {
-        throw std::runtime_error("cannot give " + path + " to group " + std::to_string(*options_.socket_group) + ": " +
-                                 std::strerror(errno));
-      }
-      class_listeners_.push_back(std::move(l));
+      class_listeners_.push_back(class_listener{
+          socket_listener(path, mode, 128, socket_listener::default_takeover_wait,
+                          {.allow_shared = options_.allow_shared_folders, .group = options_.socket_group}),
+          grant{cls, gpu}});
     }
   }
   log(log_level::info, "class sockets: {}/gpu<0..{}>-production.sock (mode {:04o}) and -opportunistic.sock (mode {:04o})",
       options_.class_socket_dir, options_.gpus - 1, options_.production_socket_mode, options_.opportunistic_socket_mode);
-  // Connecting needs write permission on the socket; reaching it, search permission on the folder.
-  struct stat dir{};
-  const bool others_enter = ::stat(options_.class_socket_dir.c_str(), &dir) == 0 && (dir.st_mode & S_IXOTH) != 0;
-  if (others_enter && (options_.production_socket_mode & S_IWOTH) != 0) {
-    log(log_level::warn,
-        "every local user can register as production: {} lets others in (mode {:04o}) and the production sockets "
-        "are mode {:04o}. Containers reach their socket through its mount, which needs neither: close the folder "
-        "(chmod 0700) or narrow --production-socket-mode (docs/trust-model.md)",
-        options_.class_socket_dir, dir.st_mode & 07777, options_.production_socket_mode);
-  }
 }
 
 /// The CDI spec of the class sockets, written atomically (`containers::write_cdi_spec`).
@@ -271,7 +279,7 @@ void node_server::write_cdi_spec() const {
   spec.paths = {.interposer = options_.interposer_path, .socket_dir = options_.class_socket_dir};
   // Where jobs become MPS clients, their containers reach the GPU's daemon (mps_daemons.hpp).
   if (mps_ && mps_share_) spec.paths.mps_pipe_dir = mps_->pipe_dir_pattern();
-  containers::write_cdi_spec(options_.cdi_spec_path, spec);
+  containers::write_cdi_spec(options_.cdi_spec_path, spec, options_.allow_shared_folders);
   log(log_level::info, "wrote the CDI spec {} (devices {}=<0..{}>-production, -opportunistic)", options_.cdi_spec_path,
       containers::cdi_kind, options_.gpus - 1);
 }

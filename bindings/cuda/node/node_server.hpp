@@ -82,6 +82,13 @@ struct node_options {
   /// them on the host is decided by `class_socket_dir`'s own mode or by narrower modes here.
   unsigned production_socket_mode = 0666;
   unsigned opportunistic_socket_mode = 0666;
+  /// Start even where every local user reaches a production socket (its mode gives others write
+  /// and its folder lets others in); refused at start otherwise (`--allow-open-production-socket`).
+  bool allow_open_production_socket = false;
+  /// Accept socket and CDI spec folders that users other than their owner may write to; refused
+  /// at start otherwise (`--allow-shared-folders`). A folder owned by another user than the
+  /// node's (or root) is refused always.
+  bool allow_shared_folders = false;
   /// Write the CDI spec of the class sockets (`tgs.io/gpu=<i>-<class>`) to this file at start.
   std::string cdi_spec_path;
   /// The interposer the CDI spec mounts into containers (on the host).

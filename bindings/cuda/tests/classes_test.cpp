@@ -51,10 +51,11 @@ class Classes : public EndToEnd {
   void start_class_node(unsigned gpus, std::vector<std::string> extra = {}) {
     if (gpus > 1) use_two_devices();  // NVML must see every GPU --gpus names
     // The operator's folder, open to the other users these tests run (a folder tgs-node makes is
-    // closed to them).
+    // closed to them): the operator says it means the open production sockets.
     ::mkdir(class_dir().c_str(), 0755);
     ::chmod(class_dir().c_str(), 0755);
-    extra.insert(extra.begin(), {"--class-sockets", class_dir(), "--gpus", std::to_string(gpus)});
+    extra.insert(extra.begin(), {"--class-sockets", class_dir(), "--gpus", std::to_string(gpus),
+                                 "--allow-open-production-socket"});
     start_node(extra);
     wait_until([&] { return ::access(class_socket(gpus - 1, "opportunistic").c_str(), F_OK) == 0; }, 5s,
                "the class sockets");

@@ -387,13 +387,119 @@ TEST_F(Lifecycle, AClassSocketFolderTheNodeMakesIsClosedAndNeedsNoWarning) {
   EXPECT_EQ(node_->stderr_text().find(" warn "), std::string::npos) << node_->stderr_text();
 }
 
-TEST_F(Lifecycle, AFolderOfTheOperatorsThatLetsEveryoneBeProductionIsStillSaid) {
+TEST_F(Lifecycle, AFolderThatLetsEveryoneBeProductionIsRefusedUnlessAllowed) {
   ::mkdir(class_dir().c_str(), 0755);
   ::chmod(class_dir().c_str(), 0755);  // whatever the umask
-  start_node({"--class-sockets", class_dir()});
-  wait_until([&] { return node_->stderr_text().find("listening on") != std::string::npos; }, 5s, "the node");
+  const auto [status, text] = run_node({"--class-sockets", class_dir()});
+  EXPECT_NE(status, 0) << text;
+  EXPECT_NE(text.find("refusing to start: every local user can register as production: " + class_dir() +
+                      " lets others in (mode 0755) and the production sockets would be mode 0666"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("--allow-open-production-socket if that is meant"), std::string::npos) << text;
+  EXPECT_NE(::access((class_dir() + "/gpu0-production.sock").c_str(), F_OK), 0);
+  // Narrowed, the same folder is fine; with the flag, the open layout starts and is still said.
+  node_ = spawn_node({"--class-sockets", class_dir(), "--production-socket-mode", "0660"});
+  ASSERT_TRUE(listening(*node_)) << node_->stderr_text();
+  node_.reset();
+  node_ = spawn_node({"--class-sockets", class_dir(), "--allow-open-production-socket"});
+  ASSERT_TRUE(listening(*node_)) << node_->stderr_text();
   EXPECT_NE(node_->stderr_text().find("every local user can register as production"), std::string::npos)
       << node_->stderr_text();
+}
+
+// --- folders and files the node makes (docs/trust-model.md) ------------------------------------------
+
+TEST_F(Lifecycle, ASocketFolderOthersMayWriteToIsRefusedUnlessAllowed) {
+  ::mkdir(class_dir().c_str(), 0700);
+  ::chmod(class_dir().c_str(), 0773);  // others may write and enter, not list
+  const auto [status, text] = run_node({"--class-sockets", class_dir(), "--production-socket-mode", "0660"});
+  EXPECT_NE(status, 0) << text;
+  EXPECT_NE(text.find(class_dir() + " (mode 0773) is writable by users other than its owner"), std::string::npos) << text;
+  EXPECT_NE(text.find("--allow-shared-folders"), std::string::npos) << text;
+  EXPECT_NE(::access((class_dir() + "/gpu0-production.sock").c_str(), F_OK), 0);
+  // The main socket's folder too.
+  ::chmod(class_dir().c_str(), 0700);
+  ::chmod(dir_.c_str(), 0777);
+  const auto [status2, text2] = run_node({"--class-sockets", class_dir(), "--production-socket-mode", "0660"});
+  EXPECT_NE(status2, 0) << text2;
+  EXPECT_NE(text2.find(dir_ + " (mode 0777) is writable by users other than its owner"), std::string::npos) << text2;
+  // The operator who means it says so.
+  ::chmod(class_dir().c_str(), 0773);
+  node_ = spawn_node({"--class-sockets", class_dir(), "--production-socket-mode", "0660", "--allow-shared-folders"});
+  ASSERT_TRUE(listening(*node_)) << node_->stderr_text();
+  struct stat st{};
+  ASSERT_EQ(::stat((class_dir() + "/gpu0-production.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0660U);
+  ::chmod(dir_.c_str(), 0700);
+}
+
+TEST_F(Lifecycle, AFolderOwnedByAnotherUserIsRefusedNamingItsOwner) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the folder to uid 65534";
+  ::mkdir(class_dir().c_str(), 0700);
+  ASSERT_EQ(::chown(class_dir().c_str(), 65534, 65534), 0);
+  // No flag lets a node use it.
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--class-sockets", class_dir()},
+                                                std::vector<std::string>{"--class-sockets", class_dir(),
+                                                                         "--allow-shared-folders"}}) {
+    const auto [status, text] = run_node(extra);
+    EXPECT_NE(status, 0) << text;
+    EXPECT_NE(text.find(class_dir() + " is owned by uid 65534"), std::string::npos) << text;
+    EXPECT_NE(text.find("refusing to use a folder another user controls"), std::string::npos) << text;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(class_dir())) << "nothing made in the other user's folder";
+}
+
+TEST_F(Lifecycle, ASocketSwappedForASymlinkAfterBindChangesNoOtherFile) {
+  // The test's own file; the shim swaps the node's socket for a symlink to it right after bind,
+  // before the node sets the socket's mode and group.
+  const std::string victim = dir_ + "/victim";
+  {
+    std::ofstream(victim) << "mine\n";
+  }
+  ::chmod(victim.c_str(), 0600);
+  struct stat before{};
+  ASSERT_EQ(::stat(victim.c_str(), &before), 0);
+  std::vector<std::string> extra{"--socket-mode", "0666"};
+  if (::geteuid() == 0) extra.insert(extra.end(), {"--socket-group", "65534"});
+  const auto [status, text] = run_node(extra, {"LD_PRELOAD=" TGS_BIND_SWAP_PRELOAD, "TGS_TEST_SWAP_AFTER_BIND=" + victim,
+                                               "TGS_TEST_SWAP_NAME=/node.sock"});
+  EXPECT_NE(status, 0) << text;
+  EXPECT_NE(text.find(socket_ + " changed between bind and chmod"), std::string::npos) << text;
+  struct stat after{};
+  ASSERT_EQ(::stat(victim.c_str(), &after), 0);
+  EXPECT_EQ(after.st_mode & 07777, 0600U) << "the node re-moded the file a symlink named";
+  EXPECT_EQ(after.st_gid, before.st_gid) << "the node gave the file a symlink named to its group";
+  std::ifstream in(victim);
+  std::string content;
+  std::getline(in, content);
+  EXPECT_EQ(content, "mine");
+  ::unlink(socket_.c_str());  // the symlink
+}
+
+TEST_F(Lifecycle, ASymlinkWhereTheNodeMakesItsFolderIsNotFollowed) {
+  // A folder the test owns, with a file in it; the class socket folder's name is a symlink to it.
+  const std::string victim = dir_ + "/victim";
+  ::mkdir(victim.c_str(), 0700);
+  {
+    std::ofstream(victim + "/keep") << "mine\n";
+  }
+  ::chmod((victim + "/keep").c_str(), 0600);
+  ASSERT_EQ(::symlink(victim.c_str(), class_dir().c_str()), 0);
+  const auto [status, text] = run_node({"--class-sockets", class_dir()});
+  EXPECT_NE(status, 0) << text;
+  EXPECT_NE(text.find(class_dir() + " is a symlink: refusing to follow it"), std::string::npos) << text;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(victim), std::filesystem::directory_iterator()), 1)
+      << "no socket or lock file made in the folder the symlink names";
+  struct stat st{};
+  ASSERT_EQ(::stat((victim + "/keep").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600U);
+  std::ifstream in(victim + "/keep");
+  std::string content;
+  std::getline(in, content);
+  EXPECT_EQ(content, "mine");
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700U) << "the folder's mode is not changed either";
 }
 
 // --- socket modes --------------------------------------------------------------------------------
