@@ -32,7 +32,9 @@ class bench_node {
     if (mkdtemp(dir_template) == nullptr) return;
     dir_ = dir_template;
     socket_ = (dir_ / "node.sock").string();
-    std::vector<std::string> args{TGS_NODE_BINARY, "--socket", socket_, "--log-level", "warn"};
+    // Two GPUs (the launch benchmark keeps its jobs apart on 0 and 1): without NVML tgs-node
+    // needs the count given.
+    std::vector<std::string> args{TGS_NODE_BINARY, "--socket", socket_, "--log-level", "warn", "--gpus", "2"};
     args.insert(args.end(), flags.begin(), flags.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
