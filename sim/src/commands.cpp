@@ -196,6 +196,31 @@ pairs_outcome run_pairs(const calibrated_model& model, const pairs_command& cmd)
     out.results.push_back(
         run_pair_request(model.data, r, options, cmd.timeline ? &out.timeline : nullptr));
   }
+  // Each prediction's standard error from the fitted parameters' covariance, per GPU type (the
+  // intervals `predict` prints): the same runs again on catalogs with one parameter moved.
+  std::vector<std::string> gpus;
+  for (const auto& r : requests) {
+    if (std::find(gpus.begin(), gpus.end(), r.gpu) == gpus.end()) gpus.push_back(r.gpu);
+  }
+  for (const auto& gpu : gpus) {
+    std::vector<std::size_t> members;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (requests[i].gpu == gpu) members.push_back(i);
+    }
+    const std::vector<double> se = propagate_fit_error(model.data, model.fit, gpu, [&](const catalog& moved) {
+      std::vector<double> values;
+      for (const std::size_t i : members) {
+        const pair_result r = run_pair_request(moved, requests[i], options);
+        values.push_back(r.outcome.production);
+        values.push_back(r.outcome.opportunistic);
+      }
+      return values;
+    });
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      out.results[members[k]].production_se = se[2 * k];
+      out.results[members[k]].opportunistic_se = se[2 * k + 1];
+    }
+  }
   return out;
 }
 

@@ -54,6 +54,8 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
                            {"measured_production", json_number(target_p)},
                            {"measured_opportunistic", json_number(target_o)},
                            {"measured_source", r.target ? json(r.target->source) : json(nullptr)},
+                           {"production_se", json_number(r.production_se)},
+                           {"opportunistic_se", json_number(r.opportunistic_se)},
                            {"evicted_gib", json_number(r.outcome.evicted.gib())},
                            {"restored_gib", json_number(r.outcome.restored.gib())}});
       }
@@ -62,22 +64,23 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
     case output_format::csv: {
       out += "scenario,gpu,production_model,opportunistic_model,policy,memory_policy,production,"
              "opportunistic,opportunistic_refused,measured_production,measured_opportunistic,"
-             "evicted_gib,restored_gib\n";
+             "evicted_gib,restored_gib,production_se,opportunistic_se\n";
       for (const auto& r : results) {
-        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.request.scenario,
+        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.request.scenario,
                            r.request.gpu, r.request.production_model,
                            r.request.opportunistic_model, r.request.policy, r.memory_policy,
                            number(r.outcome.production), number(r.outcome.opportunistic),
                            r.outcome.opportunistic_refused ? 1 : 0,
                            r.target ? maybe(r.target->production) : "",
                            r.target ? maybe(r.target->opportunistic) : "",
-                           number(r.outcome.evicted.gib()), number(r.outcome.restored.gib()));
+                           number(r.outcome.evicted.gib()), number(r.outcome.restored.gib()),
+                           maybe(r.production_se), maybe(r.opportunistic_se));
       }
       return out;
     }
     case output_format::table: {
-      out += fmt::format("{:<31} {:<14} {:>21} {:>13} {}\n", "scenario (production/opp.)",
-                         "policy", "production / opp.", "measured", "");
+      out += fmt::format("{:<31} {:<14} {:>25} {:>13} {}\n", "scenario (production/opp.)",
+                         "policy", "production / opp. ± 95%", "measured", "");
       std::string last;
       for (const auto& r : results) {
         const std::string pair = fmt::format("{} ({}/{})", r.request.scenario, r.request.production_model,
@@ -91,9 +94,13 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
         std::string what = r.request.policy;
         if (r.request.production_idle) what += " (production idle)";
         if (!label.empty() && label.size() > 31) out += label + "\n";
-        out += fmt::format("{:<31} {:<14} {:>9.3f} / {:<9.3f} {:>13} {}{}{}\n",
-                           label.size() > 31 ? "" : label, what, r.outcome.production,
-                           r.outcome.opportunistic, measured, verdict,
+        // A prediction with the half-width of its 95% interval, when the run computed one.
+        auto predicted = [](double v, const std::optional<double>& se) {
+          return se ? fmt::format("{:.3f}±{:.2f}", v, interval_z * *se) : fmt::format("{:.3f}", v);
+        };
+        out += fmt::format("{:<31} {:<14} {:>11} / {:<11} {:>13} {}{}{}\n",
+                           label.size() > 31 ? "" : label, what, predicted(r.outcome.production, r.production_se),
+                           predicted(r.outcome.opportunistic, r.opportunistic_se), measured, verdict,
                            r.outcome.opportunistic_refused ? " (opportunistic refused)" : "",
                            r.request.settings.empty() ? "" : "  " + [&] {
                              std::string s;
@@ -107,8 +114,9 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
         with_target += r.target ? 1U : 0U;
         ok += within(r, tolerance) ? 1U : 0U;
       }
+      out += "\n±x: the half-width of the prediction's 95% interval from the fitted parameters' covariance\n";
       if (with_target > 0) {
-        out += fmt::format("\n{} of {} measured cells within ±{:.2f} of the measurement "
+        out += fmt::format("{} of {} measured cells within ±{:.2f} of the measurement "
                            "(throughput normalized to the job alone)\n",
                            ok, with_target, tolerance);
       }

@@ -93,6 +93,8 @@ py::dict pair_record(const sim::pair_result& r) {
   d["measured_production"] = or_none(r.target ? r.target->production : std::nullopt);
   d["measured_opportunistic"] = or_none(r.target ? r.target->opportunistic : std::nullopt);
   d["measured_source"] = r.target ? py::object(py::str(r.target->source)) : py::object(py::none());
+  d["production_se"] = or_none(r.production_se);  // from the fit's covariance, as tgs-sim's JSON
+  d["opportunistic_se"] = or_none(r.opportunistic_se);
   d["evicted_gib"] = r.outcome.evicted.gib();
   d["restored_gib"] = r.outcome.restored.gib();
   return d;
@@ -447,8 +449,9 @@ Keywords are tgs-sim's flags (--memory-budget-gib is memory_budget_gib, --durati
 seconds); `settings` is a dict of policy settings named as the flags without dashes
 ({"tgs.dead-band": 0.05, "memory.hard-limit.production-fraction": 0.6}); `timeline=True` records
 every segment of constant rates (tgs-sim's --timeline). Returns {"results": one dict per pair and
-policy with the keys of `tgs-sim pairs --format json` (unrounded), "timeline": numpy columns or
-None}. Bad input raises tgs.InputError with tgs-sim's message.)");
+policy with the keys of `tgs-sim pairs --format json` (unrounded; production_se and
+opportunistic_se: each prediction's standard error from the fit's covariance), "timeline": numpy
+columns or None}. Bad input raises tgs.InputError with tgs-sim's message.)");
 
   m.def(
       "mixed",

@@ -82,6 +82,10 @@ struct pair_result {
   std::string memory_policy;
   pair_outcome outcome;
   std::optional<measured_pair> target{};
+  /// Each throughput's standard error from the fitted parameters' covariance (the delta method,
+  /// `propagate_fit_error`), when the run computed it (`tgs-sim pairs` does).
+  std::optional<double> production_se{};
+  std::optional<double> opportunistic_se{};
 };
 
 /// A timeline sample (one segment of constant rates).
