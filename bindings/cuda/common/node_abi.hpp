@@ -553,11 +553,27 @@ struct register_reply {
   mps_client mps;  ///< version 5
 };
 
+/// What the node does about a job it refused once that job uses a GPU (`--unregistered-action`),
+/// in a refusal: the interposer of a job the node would end exits by itself, saying why.
+enum class refused_then : std::uint8_t {
+  runs = 0,   ///< reported only (`report`, or an exempt user); also what a node before this field says
+  held = 1,   ///< held with SIGSTOP while a production job is on its GPU (`pause`)
+  ended = 2,  ///< ended (`kill`): the interposer exits with `refused_exit_status` instead
+};
+
+/// The exit status of a job whose interposer ends it because the node refused it and would end
+/// it (`refused_then::ended`): EX_TEMPFAIL of sysexits.h, the job may run again later.
+inline constexpr int refused_exit_status = 75;
+
 /// The node's refusal, with a reason for the job's log. Also sent on an ABI mismatch, with the
 /// node's own version in the header.
 struct reject_reply {
   message_header header{message_magic, version, message_type::rejected, sizeof(reject_reply)};
   char reason[120] = {};
+  /// Appended after `reason` without a version change: a node before it sends the shorter reply
+  /// (read as `runs`), an interposer before it reads only the reason.
+  refused_then then = refused_then::runs;
+  std::uint8_t reserved[7] = {};
 };
 
 /// A status query (from `tgs-node status`); any local user may ask.

@@ -122,8 +122,18 @@ void publish(const registration& r) noexcept {
       }
       break;
     case register_outcome::rejected:
+      if (r.then == abi::refused_then::ended) {
+        // The node ends a process that uses a GPU unregistered (--unregistered-action kill): the
+        // job ends itself now, saying why, rather than die of a SIGKILL nobody explains.
+        log(log_level::error,
+            "tgs-node refused this job (%s) and ends unregistered GPU processes; exiting with status %d",
+            r.reason, abi::refused_exit_status);
+        std::fflush(nullptr);
+        ::_exit(abi::refused_exit_status);
+      }
       if (!said_mismatch.exchange(true)) {
-        log(log_level::warn, "tgs-node refused this job (%s); launches run unthrottled", r.reason);
+        log(log_level::warn, "tgs-node refused this job (%s); launches run unthrottled%s", r.reason,
+            r.then == abi::refused_then::held ? " (held while a production job runs on its GPU)" : "");
       }
       break;
   }

@@ -10,7 +10,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,9 +172,11 @@ registration register_with_node(const abi::job_holdings& holdings) noexcept {
     out.node_version = header.abi_version;
     return fail_fd(register_outcome::mismatch);
   }
-  if (header.type == abi::message_type::rejected && n >= static_cast<ssize_t>(sizeof(abi::reject_reply))) {
-    abi::reject_reply reject;
-    std::memcpy(&reject, buffer, sizeof(reject));
+  if (header.type == abi::message_type::rejected &&
+      n >= static_cast<ssize_t>(offsetof(abi::reject_reply, then))) {
+    abi::reject_reply reject;  // a node before `then` sends the reason only: `then` stays `runs`
+    std::memcpy(&reject, buffer, std::min(sizeof(reject), static_cast<std::size_t>(n)));
+    if (reject.then == abi::refused_then::held || reject.then == abi::refused_then::ended) out.then = reject.then;
     std::snprintf(out.reason, sizeof(out.reason), "%.*s", static_cast<int>(strnlen(reject.reason, sizeof(reject.reason))),
                   reject.reason);
     return fail_fd(register_outcome::rejected);

@@ -26,6 +26,8 @@ struct registration {
   const link_state* link = nullptr;
   std::uint32_t node_version = 0;
   char reason[256] = {};
+  /// On `rejected`: what the node does once this job uses a GPU unregistered.
+  abi::refused_then then = abi::refused_then::runs;
   /// The job's MPS client settings (registered only; checked: `abi::valid_mps_client`).
   abi::mps_client mps{};
 };

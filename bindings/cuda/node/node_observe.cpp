@@ -134,8 +134,16 @@ void node_server::check_unregistered() {
     log(log_level::info, "pid {} no longer uses GPU {} unregistered", u.pid, u.gpu);
     it = unregistered_.erase(it);
   }
+  // A connection the caps dropped stands for a registration in progress for one grace: the job
+  // tries again (its interposer every 200 ms while the node does not answer).
+  std::erase_if(dropped_attempts_, [&](const auto& e) { return t - e.second >= options_.unregistered_grace; });
   for (auto& [key, u] : unregistered_) {
     if (t - u.first_seen < options_.unregistered_grace) continue;
+    // A process with a registration in progress (connected and not yet answered, or dropped by
+    // the caps within the grace) is not acted on: a busy or just restarted node is slow, not the
+    // job. Only for so long: a process that keeps connecting and never registers is acted on
+    // after `registration_patience` graces.
+    if (registering(u.pid) && t - u.first_seen < registration_patience * options_.unregistered_grace) continue;
     const bool production_there = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& e) {
       return e.second->cls == job_class::production && e.second->gpu == u.gpu;
     });
@@ -143,6 +151,14 @@ void node_server::check_unregistered() {
   }
   // Continued, gone, or a pid that names another process now: off the record.
   sync_held_record();
+}
+
+/// Whether `pid` has a registration in progress: a connection of its own the node has not
+/// registered or refused yet, or one the caps dropped within the grace.
+bool node_server::registering(pid_t pid) const {
+  if (dropped_attempts_.contains(pid)) return true;
+  return std::any_of(connections_.begin(), connections_.end(),
+                     [&](const auto& e) { return e.second.pid == pid && e.second.job_id == 0; });
 }
 
 /// Reports an unregistered process once, then carries out the operator's `--unregistered-action`.

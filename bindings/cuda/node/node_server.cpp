@@ -391,6 +391,8 @@ void node_server::accept_connections(int listener_fd, std::optional<grant> grant
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || !admit(cred)) {
       ::close(fd);
       ++refused_since_said_;
+      // It will try again: a registration in progress (pruned as unregistered processes are checked).
+      if (cred.pid > 0 && observer_.available()) dropped_attempts_[cred.pid] = clock::now();
       continue;
     }
     connection c;

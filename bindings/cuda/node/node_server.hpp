@@ -264,6 +264,9 @@ class node_server {
   [[nodiscard]] bool trusted(const connection& c) const;
   // node_observe.cpp: processes on the GPUs that never registered there.
   void check_unregistered();
+  [[nodiscard]] bool registering(pid_t pid) const;
+  /// How many graces a registration in progress keeps an unregistered process from being acted on.
+  static constexpr int registration_patience = 10;
   void act_on(unregistered_process& p, bool production_on_gpu);
   void continue_paused();
   /// The processes the node holds, as its record lists them: (pid, start time).
@@ -314,6 +317,10 @@ class node_server {
   service_notifier service_;
   /// Unregistered processes by (GPU, pid), and when the GPUs are next looked at.
   std::map<std::pair<std::uint32_t, pid_t>, unregistered_process> unregistered_;
+  /// When each process last tried to register and the caps dropped its connection (a busy node,
+  /// one just restarted): a registration in progress, so not acted on as unregistered for a
+  /// grace from then (node_observe.cpp).
+  std::map<pid_t, clock::time_point> dropped_attempts_;
   clock::time_point next_unregistered_check_;
   std::uint64_t unregistered_killed_ = 0;
   /// What the record of held processes lists now, and why it last could not be written (said

@@ -632,4 +632,78 @@ TEST_F(Faults, AClaimedGpuFaultEndsNoOtherUsersJob) {
   EXPECT_EQ(gpu0_line(status()).value("co_runners_ended", -1), 0);
 }
 
+// --- 9. --unregistered-action kill acts on unregistered processes, never on jobs on their way ------
+
+/// A light job: one short kernel and 20 ms of host time per iteration.
+constexpr std::initializer_list<const char*> light_job{"--kernels", "1", "--blocks", "10", "--host-ms", "20"};
+
+/// Whether every job in `jobs` still runs; says which did not.
+::testing::AssertionResult all_running(const std::vector<process*>& jobs) {
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (!jobs[i]->running()) {
+      return ::testing::AssertionFailure() << "job " << i << " ended (" << jobs[i]->wait() << "): "
+                                           << jobs[i]->stderr_text();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The issue's count: many jobs of one user start at once, the pending cap drops most of their
+// first connections, and they register late. Each was on the GPU unregistered for longer than the
+// grace while it retried: none may be killed.
+TEST_F(Faults, ManyJobsStartedAtOnceUnderUnregisteredKillAreNeverKilled) {
+  constexpr int n = 60;
+  start_node({"--unregistered-action", "kill", "--unregistered-grace-ms", "1000", "--max-pending-per-user", "1",
+              "--max-jobs-per-user", "1000"});
+  std::vector<process*> jobs;
+  for (int i = 0; i < n; ++i) jobs.push_back(&start_job({light_job.begin(), light_job.end()}, "opportunistic", true));
+  EXPECT_TRUE(time_until([&] { return count(status(), R"("job":)") == n; }, 60s))
+      << count(status(), R"("job":)") << " of " << n << " registered";
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_TRUE(all_running(jobs));
+  EXPECT_EQ(node_->stderr_text().find("killed pid"), std::string::npos) << node_->stderr_text();
+}
+
+// A node restart: every job loses its node, runs unregistered on the GPU, and registers again
+// with the next node through the same pending cap. None may be killed.
+TEST_F(Faults, ANodeRestartUnderUnregisteredKillKillsNoJob) {
+  constexpr int n = 40;
+  const std::vector<std::string> args{"--unregistered-action", "kill", "--unregistered-grace-ms", "1000",
+                                      "--max-pending-per-user", "1", "--max-jobs-per-user", "1000"};
+  start_node(args);
+  std::vector<process*> jobs;
+  for (int i = 0; i < n; ++i) jobs.push_back(&start_job({light_job.begin(), light_job.end()}, "opportunistic", true));
+  ASSERT_TRUE(time_until([&] { return count(status(), R"("job":)") == n; }, 60s))
+      << count(status(), R"("job":)") << " of " << n << " registered";
+  for (int restart = 0; restart < 2; ++restart) {
+    node_->kill(SIGKILL);
+    node_->wait();
+    std::this_thread::sleep_for(500ms);  // every job's watcher sees the node gone
+    start_node(args);
+    EXPECT_TRUE(time_until([&] { return count(status(), R"("job":)") == n; }, 60s))
+        << "restart " << restart << ": " << count(status(), R"("job":)") << " of " << n << " registered again";
+    std::this_thread::sleep_for(1500ms);
+    EXPECT_TRUE(all_running(jobs)) << "restart " << restart;
+    EXPECT_EQ(node_->stderr_text().find("killed pid"), std::string::npos) << node_->stderr_text();
+  }
+}
+
+// A job the node refuses (--max-jobs-per-user) is told why and, where the node would end it once
+// it used the GPU unregistered, ends itself with the reason on its stderr: no unexplained SIGKILL.
+TEST_F(Faults, AJobRefusedUnderUnregisteredKillExitsWithTheReason) {
+  start_node({"--unregistered-action", "kill", "--unregistered-grace-ms", "500", "--max-jobs-per-user", "2"});
+  process& first = start_job({light_job.begin(), light_job.end()}, "opportunistic", true);
+  process& second = start_job({light_job.begin(), light_job.end()}, "opportunistic", true);
+  wait_until([&] { return count(status(), R"("job":)") == 2; }, 10s, "two registered jobs");
+  process& third = start_job({light_job.begin(), light_job.end()}, "opportunistic", true);
+  const std::optional<int> ended = third.wait_for(5s);
+  ASSERT_TRUE(ended) << "the refused job still runs: " << third.stderr_text();
+  EXPECT_EQ(*ended, cabi::refused_exit_status) << third.stderr_text() << "\nnode log:\n" << node_->stderr_text();
+  EXPECT_NE(third.stderr_text().find("--max-jobs-per-user"), std::string::npos) << third.stderr_text();
+  EXPECT_NE(third.stderr_text().find("refused this job"), std::string::npos) << third.stderr_text();
+  EXPECT_TRUE(first.running());
+  EXPECT_TRUE(second.running());
+  EXPECT_EQ(node_->stderr_text().find("killed pid"), std::string::npos) << node_->stderr_text();
+}
+
 }  // namespace
