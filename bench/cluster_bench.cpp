@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "tgs/sim/cluster.hpp"
+#include "tgs/sim/commands.hpp"
 #include "tgs/sim/workloads.hpp"
 #include "tgs/traces/readers.hpp"
 
@@ -40,8 +41,8 @@ std::filesystem::path traces_dir() {
 }
 
 void register_all() {
-  static const std::vector<std::string> policies{"exclusive", "co-execution", "mps",         "mig",
-                                                 "antman",    "tgs",          "idle-harvest"};
+  // tgs-sim's defaults (default_cluster_policies).
+  const std::vector<std::string>& policies = tgs::sim::default_cluster_policies();
   static const auto mixed =
       to_cluster_jobs(mixed_stream(model().data, "a100-40gb"), model().data, "a100-40gb");
   for (const auto& p : policies) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The whole-replay scenario of docs/benchmarks.md: tgs-sim replays all 82,247 jobs of the Philly
-# trace on 800 GPUs under the seven default policies; prints wall time and peak memory of the whole run.
+# trace on 800 GPUs under tgs-sim's default policies (eight); prints wall time and peak memory of the whole run.
 # Usage: bench/philly_replay.sh [TRACE]   (default: $TGS_TRACES or ../shared/traces)
 set -euo pipefail
 cd "$(dirname "$0")/.."
