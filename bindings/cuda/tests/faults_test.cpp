@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <utility>
 
 #include "e2e_support.hpp"
 #include "node_client.hpp"
@@ -63,6 +64,19 @@ class Faults : public EndToEnd {
     const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
     ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
     ::close(fd);
+  }
+
+  /// Under fault policy `policy`, a production job and, beside it, an opportunistic job whose
+  /// launches return an illegal address after 0.5 s, which then exits in order (status 1).
+  /// Returns the production job and the failed one.
+  std::pair<process*, process*> production_beside_an_illegal_address(const std::string& policy) {
+    start_node({"--fault-policy", policy});
+    process& prod = start_production();
+    wait_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s, "the production job registered");
+    process& faulty = start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--fail-at", "0.5", "--fail",
+                                 "illegal-address"}, "opportunistic", true);
+    EXPECT_EQ(faulty.wait(), 1) << faulty.stderr_text();
+    return {&prod, &faulty};
   }
 };
 
@@ -576,12 +590,9 @@ TEST_F(Faults, AnAbruptEndWithoutAGpuFaultEndsNoCoRunner) {
 // however its process then ends (here in order, as a program does on an error): the shared fault
 // domain ends its co-runner, as NVIDIA's MPS documentation says a fatal GPU exception does.
 TEST_F(Faults, AJobWhoseCallsReturnedAnIllegalAddressEndsItsCoRunnerInASharedFaultDomain) {
-  start_node({"--fault-policy", "shared-fault-domain"});
-  process& prod = start_production();
-  wait_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s, "the production job registered");
-  process& faulty = start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--fail-at", "0.5", "--fail",
-                               "illegal-address"}, "opportunistic", true);
-  EXPECT_EQ(faulty.wait(), 1) << faulty.stderr_text();
+  const auto [prod_p, faulty_p] = production_beside_an_illegal_address("shared-fault-domain");
+  process& prod = *prod_p;
+  process& faulty = *faulty_p;
   EXPECT_NE(faulty.stderr_text().find("error 700"), std::string::npos) << faulty.stderr_text();
   const std::optional<int> ended = prod.wait_for(3s);
   ASSERT_TRUE(ended) << "the co-runner still runs; node log:\n" << node_->stderr_text();
@@ -594,12 +605,7 @@ TEST_F(Faults, AJobWhoseCallsReturnedAnIllegalAddressEndsItsCoRunnerInASharedFau
 
 // The same GPU fault under separate contexts ends only the failed job: it is counted as a fault.
 TEST_F(Faults, AGpuFaultUnderSeparateContextsEndsOnlyTheFailedJob) {
-  start_node({"--fault-policy", "separate-contexts"});
-  process& prod = start_production();
-  wait_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s, "the production job registered");
-  process& faulty = start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--fail-at", "0.5", "--fail",
-                               "illegal-address"}, "opportunistic", true);
-  EXPECT_EQ(faulty.wait(), 1) << faulty.stderr_text();
+  process& prod = *production_beside_an_illegal_address("separate-contexts").first;
   wait_until([&] { return gpu0_line(status()).value("faults_handled", 0) == 1; }, 3s, "the GPU fault handled");
   EXPECT_TRUE(prod.running());
   EXPECT_EQ(gpu0_line(status()).value("co_runners_ended", -1), 0);
