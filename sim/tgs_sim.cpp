@@ -290,7 +290,7 @@ struct replay_cli {
   int run(const data_options& data) {
     cluster.flags.note_given(cmd.cluster.settings);
     check(cmd);
-    const tgs::traces::trace trace = read_replay_trace(cmd);
+    tgs::traces::trace trace = read_replay_trace(cmd);
     if (trace.stats.rows_skipped > 0 || trace.stats.rows_dropped > 0) {
       fmt::print(stderr, "tgs-sim: {}: {} rows read, {} kept, {} dropped by the format's rules, "
                          "{} skipped as malformed\n",
@@ -300,7 +300,8 @@ struct replay_cli {
     }
     check_fits(trace, cmd);
     const calibrated_model model = calibrate(data.sources);
-    const cluster_workload workload = replay_workload(model, trace, cmd);
+    // Moved: the trace is as large as the file's jobs, and nothing reads it after this.
+    const cluster_workload workload = replay_workload(model, std::move(trace), cmd);
     return cluster.run(model, workload, cmd.cluster, !no_progress);
   }
 };

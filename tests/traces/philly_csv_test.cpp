@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// Tests of the Pollux per-job Philly CSV reader: sorting, duplicates, and malformed rows.
+/// Tests of the Pollux per-job Philly CSV reader: sorting (and `normalise`'s in-place stable sort),
+/// duplicates, and malformed rows.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "tgs/traces/readers.hpp"
 #include "trace_test_support.hpp"
@@ -41,6 +47,32 @@ TEST(PhillyCsvReader, SortsUnsortedRowsStablyAndKeepsDuplicates) {
   EXPECT_EQ(t.jobs[4].run_time, std::chrono::milliseconds{120'500});
   EXPECT_FALSE(t.jobs[0].priority.has_value());
   EXPECT_FALSE(t.jobs[0].model.has_value());
+}
+
+TEST(Normalise, IsAStableSortOfAnyOrderWithManyTies) {
+  // Rows in a shuffled order with 50 distinct submission times: every permutation cycle length
+  // occurs, and each tie must keep input order (the record's line says which it was).
+  std::mt19937_64 rng(7);
+  trace t;
+  for (std::size_t i = 0; i < 5000; ++i) {
+    job_record r;
+    r.submit = tgs::epoch + std::chrono::seconds{static_cast<std::int64_t>(rng() % 50) + 3};
+    r.source_line = i;
+    r.name = std::to_string(i);
+    t.jobs.push_back(std::move(r));
+  }
+  std::vector<job_record> expected = t.jobs;
+  std::stable_sort(expected.begin(), expected.end(),
+                   [](const job_record& a, const job_record& b) { return a.submit < b.submit; });
+  normalise(t);
+  ASSERT_EQ(t.jobs.size(), expected.size());
+  const tgs::duration first = expected.front().submit - tgs::epoch;
+  for (std::size_t i = 0; i < t.jobs.size(); ++i) {
+    EXPECT_EQ(t.jobs[i].source_line, expected[i].source_line) << "job " << i;
+    EXPECT_EQ(t.jobs[i].name, expected[i].name) << "job " << i;
+    EXPECT_EQ(t.jobs[i].submit, expected[i].submit - first) << "job " << i;
+    EXPECT_EQ(t.jobs[i].id, tgs::job_id{static_cast<std::uint32_t>(i)});
+  }
 }
 
 TEST(PhillyCsvReader, DropsDuplicatesWhenAsked) {

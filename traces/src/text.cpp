@@ -25,8 +25,9 @@ trace_error::trace_error(std::string file, std::size_t line, const std::string& 
 }
 
 void normalise(trace& t) {
-  // A stable sort by submission, done on (submit, position) keys and applied with one move per
-  // job: a job_record is large, and sorting the records themselves moved each one log n times.
+  // A stable sort by submission, done on (submit, position) keys and applied in place, cycle by
+  // cycle: a job_record is large, sorting the records themselves moved each one log n times, and
+  // a second vector of them would be as many fresh pages as the trace again.
   const auto by_submit = [](const job_record& a, const job_record& b) {
     return a.submit < b.submit;
   };
@@ -35,10 +36,21 @@ void normalise(trace& t) {
     order.reserve(t.jobs.size());
     for (std::size_t i = 0; i < t.jobs.size(); ++i) order.emplace_back(t.jobs[i].submit, i);
     std::sort(order.begin(), order.end());  // keys are unique: ties keep input order
-    std::vector<job_record> sorted;
-    sorted.reserve(t.jobs.size());
-    for (const auto& [submit, i] : order) sorted.push_back(std::move(t.jobs[i]));
-    t.jobs = std::move(sorted);
+    // Position k takes the record now at order[k].second. Each cycle of that permutation is
+    // rotated through one spare record; a placed position is marked by pointing at itself.
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      if (order[k].second == k) continue;
+      job_record spare = std::move(t.jobs[k]);
+      std::size_t to = k;
+      while (order[to].second != k) {
+        const std::size_t from = order[to].second;
+        t.jobs[to] = std::move(t.jobs[from]);
+        order[to].second = to;
+        to = from;
+      }
+      t.jobs[to] = std::move(spare);
+      order[to].second = to;
+    }
   }
   if (!t.jobs.empty()) {
     const tgs::duration first = t.jobs.front().submit - tgs::epoch;
