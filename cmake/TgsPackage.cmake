@@ -58,7 +58,9 @@ if(node IN_LIST _tgs_components)
     "to their code. This package holds tgs-node (the per-node daemon, with its systemd unit),"
     "libtgs-intercept.so (the LD_PRELOAD interposer jobs run under) and tgs-device-plugin (the"
     "kubelet device plugin). It needs no Python.")
-  # Maintainer scripts that tell systemd about tgs-node.service.
+  # Its postinst makes the group tgs-production with addgroup (docs/operator-guide.md).
+  set(CPACK_DEBIAN_NODE_PACKAGE_DEPENDS "adduser")
+  # Maintainer scripts that make the group and tell systemd about tgs-node.service.
   set(CPACK_DEBIAN_NODE_PACKAGE_CONTROL_EXTRA
       ${PROJECT_SOURCE_DIR}/cmake/deb/postinst ${PROJECT_SOURCE_DIR}/cmake/deb/prerm
       ${PROJECT_SOURCE_DIR}/cmake/deb/postrm)

@@ -113,9 +113,29 @@ inline unique_fd open_checked_folder(const std::string& path, bool allow_shared)
   return open_checked_folder_at(AT_FDCWD, path, path, allow_shared);
 }
 
+/// The folder `name` in the folder open as `parent`, made with `mode` if it is missing and opened
+/// as `open_checked_folder_at` opens it (`path`, its full name, is for messages). A folder made
+/// here gets exactly `mode` (set on its descriptor, whatever the umask); `made` says whether it
+/// was made. Nothing above `parent` is looked up again, so a chain of folders made this way from
+/// one opened folder never follows a name another user swapped.
+inline unique_fd make_checked_folder_at(int parent, const std::string& name, const std::string& path, mode_t mode,
+                                        bool allow_shared, bool* made = nullptr) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    throw std::runtime_error("not a folder name: " + path);
+  }
+  // A folder that could not be made is reported by the open below (missing, or not one).
+  const bool created = ::mkdirat(parent, name.c_str(), mode & 07777) == 0;
+  unique_fd fd = open_checked_folder_at(parent, name, path, allow_shared);
+  // Made by this process and opened without following: the mode goes on the descriptor.
+  if (created && ::fchmod(fd.get(), mode & 07777) != 0) {
+    throw std::runtime_error("cannot set the mode of " + path + ": " + std::strerror(errno));
+  }
+  if (made != nullptr) *made = created;
+  return fd;
+}
+
 /// The folder `path`, made with `mode` if it is missing (its parent must exist) and opened, through
-/// its parent's descriptor, as `open_checked_folder_at` opens it. A folder made here gets exactly
-/// `mode` (set on its descriptor, whatever the umask); `made` says whether it was made.
+/// its parent's descriptor, as `make_checked_folder_at` makes and opens it.
 inline unique_fd make_checked_folder(const std::string& path, mode_t mode, bool allow_shared, bool* made = nullptr) {
   const auto [parent_path, name] = split_path(path);
   unique_fd parent(::open(parent_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -123,14 +143,19 @@ inline unique_fd make_checked_folder(const std::string& path, mode_t mode, bool 
     throw std::runtime_error("cannot open the folder " + parent_path + " (to make " + path + " in it): " +
                              std::strerror(errno));
   }
-  const bool created = ::mkdirat(parent.get(), name.c_str(), mode & 07777) == 0;
-  unique_fd fd = open_checked_folder_at(parent.get(), name, path, allow_shared);
-  // Made by this process and opened without following: the mode goes on the descriptor.
-  if (created && ::fchmod(fd.get(), mode & 07777) != 0) {
+  return make_checked_folder_at(parent.get(), name, path, mode, allow_shared, made);
+}
+
+/// Gives the folder open as `fd` (`path`, for messages) to `group` with `mode`, on its descriptor:
+/// the folder checked when it was opened is the one changed, whatever its name names now. Used for
+/// a folder whose group may search it (0710: its members reach what is in it, others do not).
+inline void give_folder_to_group(int fd, const std::string& path, gid_t group, mode_t mode) {
+  if (::fchown(fd, static_cast<uid_t>(-1), group) != 0) {
+    throw std::runtime_error("cannot give " + path + " to group " + std::to_string(group) + ": " + std::strerror(errno));
+  }
+  if (::fchmod(fd, mode & 07777) != 0) {
     throw std::runtime_error("cannot set the mode of " + path + ": " + std::strerror(errno));
   }
-  if (made != nullptr) *made = created;
-  return fd;
 }
 
 }  // namespace tgs::containers

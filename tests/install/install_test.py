@@ -171,6 +171,8 @@ class InstalledTools:
         for line in ("RuntimeDirectory=tgs", "Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict",
                      "WantedBy=multi-user.target"):
             self.assertRegex(text, rf"(?m)^{re.escape(line)}$")
+        # The class socket folder is the package's group's (0710), and only its (docs/operator-guide.md).
+        self.assertRegex(text, r"(?m)^ExecStart=\S+ .*--class-sockets /run/tgs/gpus --class-sockets-group tgs-production ")
         # It must keep the GPUs and memfds: no device or W^X lock-down.
         for line in ("PrivateDevices=yes", "MemoryDenyWriteExecute=yes", "DevicePolicy=closed"):
             self.assertNotRegex(text, rf"(?m)^{re.escape(line)}$")
@@ -352,6 +354,48 @@ class DebianPackage(InstalledTools, unittest.TestCase):
                     continue
                 self.assertTrue(os.access(path, os.X_OK), name)
                 run(["sh", "-n", path])
+
+    def maintainer_script(self, name, *args, groups=()):
+        """Runs tgs-node's maintainer script `name` with `args`, `groups` the groups that exist,
+        every program it may call (addgroup, getent, systemctl...) a recording fake first on PATH:
+        the calls it made, one line each."""
+        if "tgs-node" not in self.debs:
+            self.skipTest("tgs-node not built")
+        scripts = fresh(pathlib.Path(ARGS.work) / "control" / "tgs-node-run")
+        run(["dpkg-deb", "-e", self.debs["tgs-node"], scripts])
+        fakes = fresh(pathlib.Path(ARGS.work) / "fake-bin")
+        calls = fakes / "calls"
+        known = " ".join(groups)
+        for program in ("addgroup", "delgroup", "groupadd", "groupdel", "adduser", "deluser", "systemctl"):
+            (fakes / program).write_text(f'#!/bin/sh\necho "{program} $*" >> "{calls}"\n')
+        # getent group NAME: found (status 0) for the groups given, else status 2, as getent says.
+        (fakes / "getent").write_text(f'#!/bin/sh\necho "getent $*" >> "{calls}"\n'
+                                      f'for g in {known}; do [ "$2" = "$g" ] && echo "$g:x:999:" && exit 0; done\n'
+                                      'exit 2\n')
+        for fake in fakes.iterdir():
+            fake.chmod(0o755)
+        run(["sh", scripts / name, *args], env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"})
+        return calls.read_text().splitlines() if calls.exists() else []
+
+    def test_postinst_makes_the_production_group_once(self):
+        """The unit gives /run/tgs/gpus to tgs-production: the package makes it, and only where it is missing."""
+        calls = self.maintainer_script("postinst", "configure", "")
+        self.assertIn("addgroup --system tgs-production", calls)
+        calls = self.maintainer_script("postinst", "configure", ARGS.version, groups=["tgs-production"])
+        self.assertFalse([c for c in calls if c.startswith(("addgroup", "groupadd"))], calls)
+        self.assertIn("getent group tgs-production", calls)
+
+    def test_postrm_keeps_the_group(self):
+        """A purge leaves the system group, as Debian does: files given to it may remain."""
+        for action in ("remove", "purge"):
+            calls = self.maintainer_script("postrm", action, groups=["tgs-production"])
+            self.assertFalse([c for c in calls if c.startswith(("delgroup", "groupdel", "deluser"))], calls)
+
+    def test_node_depends_on_adduser(self):
+        """postinst calls addgroup, which the adduser package provides."""
+        if "tgs-node" not in self.debs:
+            self.skipTest("tgs-node not built")
+        self.assertRegex(self.field("tgs-node", "Depends"), r"(^|, )adduser( |,|$)")
 
 
 class FirstRunBuild(unittest.TestCase):

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <optional>
 #include <string>
 
 #include "container_edits.hpp"
@@ -63,6 +64,17 @@ CLI::Option* add_mode_option(CLI::App& app, const std::string& name, unsigned& m
           },
           help + fmt::format(" (default {:04o})", mode))
       ->type_name("MODE");
+}
+
+/// The group `text` names (a group's name, or a number), for `flag`; empty, said on stderr, when
+/// no group has that name.
+std::optional<gid_t> resolve_group(const std::string& flag, const std::string& text) {
+  if (const group* g = ::getgrnam(text.c_str())) return g->gr_gid;
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    return static_cast<gid_t>(std::stoul(text));
+  }
+  fmt::print(stderr, "tgs-node: {}: no group named '{}'\n", flag, text);
+  return std::nullopt;
 }
 
 /// Asks the node on `socket_path` for its status and prints the lines it sends.
@@ -176,6 +188,12 @@ int main(int argc, char** argv) {
                  "serve one socket per GPU and class in this folder (gpu<i>-production.sock, "
                  "gpu<i>-opportunistic.sock): a job registered there has that class and GPU whatever it asks; "
                  "the device plugin and the CDI spec mount them into containers (e.g. /run/tgs)");
+  std::string class_sockets_group;
+  app.add_option("--class-sockets-group", class_sockets_group,
+                 "give the --class-sockets folder to this group (a name or a number) with mode 0710: its members "
+                 "reach the class sockets on the host, other local users do not (containers reach theirs through "
+                 "its mount either way); a name that is no group is an error at start. The package's unit names "
+                 "tgs-production, a group the package makes");
   add_mode_option(app, "--production-socket-mode", options.production_socket_mode,
                   "file mode of the production class sockets, octal with a leading 0 (0666: any process that reaches "
                   "the file; 0660: owner and --socket-group)");
@@ -360,14 +378,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!socket_group.empty()) {
-    if (const group* g = ::getgrnam(socket_group.c_str())) {
-      options.socket_group = g->gr_gid;
-    } else if (socket_group.find_first_not_of("0123456789") == std::string::npos) {
-      options.socket_group = static_cast<gid_t>(std::stoul(socket_group));
-    } else {
-      fmt::print(stderr, "tgs-node: --socket-group: no group named '{}'\n", socket_group);
+    options.socket_group = resolve_group("--socket-group", socket_group);
+    if (!options.socket_group) return 2;
+  }
+  if (!class_sockets_group.empty()) {
+    if (options.class_socket_dir.empty()) {
+      fmt::print(stderr, "tgs-node: --class-sockets-group needs --class-sockets (the folder it is given to)\n");
       return 2;
     }
+    options.class_socket_group = resolve_group("--class-sockets-group", class_sockets_group);
+    if (!options.class_socket_group) return 2;
   }
   options.liveness_period = std::chrono::milliseconds{liveness_ms};
   if (level == "error") options.verbosity = log_level::error;

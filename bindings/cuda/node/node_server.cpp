@@ -217,12 +217,20 @@ void node_server::bind() {
 }
 
 /// One socket per GPU and class in `--class-sockets`: the class is the socket's, not the job's.
+  if (options_.class_socket_group) {
+    // The group's members may search the folder (0710), so they reach the sockets; others may not.
+    containers::give_folder_to_group(folder.get(), options_.class_socket_dir, *options_.class_socket_group, 0710);
+    log(log_level::info, "class socket folder {}: group {}, mode 0710 (--class-sockets-group)", options_.class_socket_dir,
+        *options_.class_socket_group);
+  }
 void node_server::bind_class_sockets() {
   if (options_.class_socket_dir.empty()) return;
   // A folder the node makes is closed to everyone but its owner: containers reach their socket
   // through its bind mount, which needs no search permission on the folder, and local users then
   // cannot reach the production sockets (docs/trust-model.md). A folder the operator made keeps
-  // its mode, but is refused (below) where it lets every local user be production. Both folders
+  // its mode, but is refused (below) where it lets every local user be production. With
+  // --class-sockets-group either folder becomes 0710 of that group: its members reach the sockets
+  // on the host, and others still do not. Both folders
   // are opened without following a symlink and refused if another user owns them or, unless
   // --allow-shared-folders, may write to them (safe_dir.hpp).
   const auto [parent, name] = containers::split_path(options_.class_socket_dir);

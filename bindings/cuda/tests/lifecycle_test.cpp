@@ -5,10 +5,12 @@
 // ends count as faults, the pod labels of its metrics, and socket modes written in octal.
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -406,6 +408,65 @@ TEST_F(Lifecycle, AFolderThatLetsEveryoneBeProductionIsRefusedUnlessAllowed) {
   ASSERT_TRUE(listening(*node_)) << node_->stderr_text();
   EXPECT_NE(node_->stderr_text().find("every local user can register as production"), std::string::npos)
       << node_->stderr_text();
+}
+
+/// The package's layout: the class socket folder is its group's (`--class-sockets-group`), mode
+/// 0710, whatever mode it had; production sockets of mode 0666 in it need no flag, since others
+/// cannot enter.
+TEST_F(Lifecycle, TheClassSocketGroupGetsTheFolderAndOthersStayOut) {
+  // A group the test's user may give a folder to: as root a second one, else its own.
+  const gid_t gid = ::geteuid() == 0 ? 65534 : ::getegid();
+  const group* g = ::getgrgid(gid);
+  if (g == nullptr) GTEST_SKIP() << "group " << gid << " has no name here";
+  const std::string name = g->gr_name;
+  // The operator's folder, open to everyone: the group's mode replaces its own.
+  ::mkdir(class_dir().c_str(), 0755);
+  ::chmod(class_dir().c_str(), 0755);
+  node_ = spawn_node({"--class-sockets", class_dir(), "--class-sockets-group", name});
+  ASSERT_TRUE(listening(*node_)) << node_->stderr_text();
+  struct stat st{};
+  ASSERT_EQ(::stat(class_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0710U);
+  EXPECT_EQ(st.st_gid, gid);
+  ASSERT_EQ(::stat((class_dir() + "/gpu0-production.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0666U) << "containers of any user reach their socket through its mount";
+  EXPECT_EQ(node_->stderr_text().find("every local user can register as production"), std::string::npos)
+      << node_->stderr_text();
+  EXPECT_NE(node_->stderr_text().find("class socket folder " + class_dir() + ": group " + std::to_string(gid) +
+                                      ", mode 0710"),
+            std::string::npos)
+      << node_->stderr_text();
+  if (::geteuid() != 0) return;  // who reaches the socket needs a second user
+  // Uid 65534 in the group reaches the production socket; the same user outside it does not.
+  ::chmod(dir_.c_str(), 0711);
+  const std::string socket = class_dir() + "/gpu0-production.sock";
+  const auto connect_as = [&](gid_t primary) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(primary) != 0 || ::setuid(65534) != 0) ::_exit(100);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, socket.c_str(), sizeof(addr.sun_path) - 1);
+      const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      ::_exit(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : errno);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(connect_as(65534), 0) << "a member of the group";
+  EXPECT_EQ(connect_as(65533), EACCES) << "a user outside the group";
+  ::chmod(dir_.c_str(), 0700);
+}
+
+TEST_F(Lifecycle, AClassSocketGroupThatDoesNotExistIsAnErrorAtStart) {
+  const auto [status, text] = run_node({"--class-sockets", class_dir(), "--class-sockets-group", "tgs-no-such-group"});
+  EXPECT_EQ(status, 2) << text;
+  EXPECT_NE(text.find("--class-sockets-group: no group named 'tgs-no-such-group'"), std::string::npos) << text;
+  EXPECT_NE(::access(class_dir().c_str(), F_OK), 0) << "nothing made before the flags are checked";
+  const auto [alone, alone_text] = run_node({"--class-sockets-group", "0"});
+  EXPECT_EQ(alone, 2) << alone_text;
+  EXPECT_NE(alone_text.find("--class-sockets-group needs --class-sockets"), std::string::npos) << alone_text;
 }
 
 // --- folders and files the node makes (docs/trust-model.md) ------------------------------------------
