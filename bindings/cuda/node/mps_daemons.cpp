@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "node_abi.hpp"
+#include "safe_dir.hpp"
 
 extern char** environ;
 
@@ -57,16 +58,22 @@ std::string find_program(const std::string& name) {
   return {};
 }
 
-bool make_dirs(const std::string& path, std::string& why) {
-  for (std::size_t at = 1; at <= path.size(); ++at) {
-    if (at != path.size() && path[at] != '/') continue;
-    const std::string part = path.substr(0, at);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      why = "cannot create " + part + ": " + std::strerror(errno);
-      return false;
-    }
+/// The folders of one GPU's daemon, `<runtime>/gpu<N>/{pipe,log}`, made in the runtime folder
+/// open as `runtime` as the node makes its other folders (safe_dir.hpp): each made with `mkdirat`
+/// in its opened parent and opened without following a symlink, and refused if another user than
+/// the node's (or root) owns it or, unless `allow_shared`, others may write to it. So no other
+/// user can plant a control pipe where the node's jobs look for their daemon, or make the node's
+/// daemon write elsewhere. Mode 0755: clients of every user reach `control` in the pipe folder,
+/// and no one but the node's user changes either folder. Empty, or why not.
+std::string make_gpu_folders(int runtime, const std::string& base, const std::string& name, bool allow_shared) {
+  try {
+    const containers::unique_fd gpu = containers::make_checked_folder_at(runtime, name, base, 0755, allow_shared);
+    (void)containers::make_checked_folder_at(gpu.get(), "pipe", base + "/pipe", 0755, allow_shared);
+    (void)containers::make_checked_folder_at(gpu.get(), "log", base + "/log", 0755, allow_shared);
+    return {};
+  } catch (const std::exception& e) {
+    return e.what();
   }
-  return true;
 }
 
 struct proc_facts {
@@ -238,6 +245,17 @@ void mps_daemons::start(const facts_of& facts) {
       return;
     }
   }
+  // The managed daemons' folders live in the runtime folder, opened once (made if missing, in the
+  // socket's folder, which the listener checked).
+  containers::unique_fd runtime;
+  std::string runtime_why;
+  if (options_.mode == mps_mode::managed) {
+    try {
+      runtime = containers::make_checked_folder(options_.runtime_dir, 0755, options_.allow_shared_folders);
+    } catch (const std::exception& e) {
+      runtime_why = e.what();
+    }
+  }
   for (gpu_state& g : states_) {
     const mps_gpu_facts f = facts ? facts(g.gpu) : mps_gpu_facts{};
     if (f.present == false) {
@@ -272,7 +290,11 @@ void mps_daemons::start(const facts_of& facts) {
     if (g.pipe_dir.size() + 1 > abi::mps_pipe_directory_bytes) {
       why = "the pipe folder " + g.pipe_dir + " is longer than a job can be told (" +
             std::to_string(abi::mps_pipe_directory_bytes - 1) + " bytes)";
-    } else if (make_dirs(g.pipe_dir, why) && make_dirs(g.log_dir, why)) {
+    } else if (runtime.get() < 0) {
+      why = runtime_why;
+    } else if ((why = make_gpu_folders(runtime.get(), base, "gpu" + std::to_string(g.gpu),
+                                       options_.allow_shared_folders))
+                   .empty()) {
       if (adopt(g)) continue;
       launch(g);
       continue;

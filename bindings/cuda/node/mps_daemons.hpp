@@ -4,7 +4,9 @@
 /// GPU the node serves, and for `managed`, the daemons themselves.
 ///
 /// `managed`: per GPU, the node starts `nvidia-cuda-mps-control -d` with its own pipe and log
-/// folders (`<runtime>/mps/gpu<N>/{pipe,log}`, the runtime folder being the socket's) and
+/// folders (`<runtime>/mps/gpu<N>/{pipe,log}`, the runtime folder being the socket's; each made
+/// through its opened parent and refused, that GPU then without MPS, where it is a symlink, another
+/// user's, or writable by others) and
 /// `CUDA_VISIBLE_DEVICES` naming that GPU alone (its UUID where NVML gives it, else its index in
 /// PCI bus order, which is NVML's), so the daemon's clients see it as their device 0. A daemon
 /// that dies is started again after a delay that doubles from 1 s to 60 s (back to 1 s once one
@@ -44,8 +46,12 @@ struct mps_options {
   std::string control = "nvidia-cuda-mps-control";
   /// `external`: the daemons' pipe folder; `%u` stands for the GPU index.
   std::string pipe_dir;
-  /// `managed`: the folder under which each GPU gets `gpu<N>/pipe` and `gpu<N>/log`.
+  /// `managed`: the folder under which each GPU gets `gpu<N>/pipe` and `gpu<N>/log`, all made
+  /// and checked as the node's other folders are (safe_dir.hpp).
   std::string runtime_dir;
+  /// Accept managed folders that users other than their owner may write to
+  /// (`--allow-shared-folders`); one owned by another user is refused always.
+  bool allow_shared_folders = false;
   /// How long a daemon may take to start, and to stop after `quit`.
   std::chrono::milliseconds start_timeout{10000};
   std::chrono::milliseconds stop_timeout{3000};

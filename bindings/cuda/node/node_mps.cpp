@@ -13,6 +13,7 @@ namespace tgs::cuda::node {
 
 void node_server::start_mps() {
   mps_options mo = options_.mps;
+  mo.allow_shared_folders = options_.allow_shared_folders;
   if (mo.runtime_dir.empty()) {
     mo.runtime_dir = std::filesystem::path(options_.socket_path).parent_path().string() + "/mps";
     if (mo.runtime_dir == "/mps") mo.runtime_dir = "./mps";

@@ -241,6 +241,71 @@ TEST_F(Mps, TheCdiSpecMountsTheGpusPipeFolderAndTheHostsSharedMemory) {
 TEST_F(Mps, AnExternalDaemonIsUsedWhereItsPipeFolderIs) {
   const std::string pipe = dir_ + "/ext/gpu0";
   process launcher({TGS_FAKE_MPS_CONTROL, "-d"}, {"CUDA_MPS_PIPE_DIRECTORY=" + pipe, "CUDA_MPS_LOG_DIRECTORY=" + dir_ + "/ext/log"});
+// --- the daemons' folders: no other user changes them (docs/trust-model.md) -------------------------
+
+TEST_F(Mps, TheDaemonsFoldersAreTheNodesAndOthersMayNotWriteThem) {
+  start_managed_node(1);
+  for (const std::string& folder : {dir_ + "/mps", dir_ + "/mps/gpu0", pipe_of(0), log_of(0)}) {
+    struct stat st{};
+    ASSERT_EQ(::lstat(folder.c_str(), &st), 0) << folder;
+    EXPECT_TRUE(S_ISDIR(st.st_mode)) << folder;
+    EXPECT_EQ(st.st_uid, ::geteuid()) << folder;
+    // Clients of every user reach `control` in the pipe folder; no one but the node changes them.
+    EXPECT_EQ(st.st_mode & 07777, 0755U) << folder;
+  }
+}
+
+TEST_F(Mps, ASymlinkWhereTheNodeMakesADaemonsFolderIsNotFollowed) {
+  // Another folder, with a file in it; the GPU's folder name is a symlink to it.
+  const std::string victim = dir_ + "/victim";
+  ::mkdir(victim.c_str(), 0700);
+  std::ofstream(victim + "/keep") << "mine\n";
+  ::mkdir((dir_ + "/mps").c_str(), 0755);
+  ::chmod((dir_ + "/mps").c_str(), 0755);
+  ASSERT_EQ(::symlink(victim.c_str(), (dir_ + "/mps/gpu0").c_str()), 0);
+  start_managed_node(1);
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["mps"]["gpus"][0]["state"], "failed") << n.dump();
+  EXPECT_NE(n["mps"]["gpus"][0]["why"].get<std::string>().find(dir_ + "/mps/gpu0 is a symlink: refusing to follow it"),
+            std::string::npos)
+      << n.dump();
+  EXPECT_EQ(n["policy"], "idle-harvest") << "no MPS on the GPU: the default falls back";
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(victim), std::filesystem::directory_iterator()), 1)
+      << "nothing made in the folder the symlink names";
+  EXPECT_TRUE(daemon_pipes().empty()) << "no daemon started";
+}
+
+TEST_F(Mps, ADaemonsFolderOthersMayWriteToIsRefusedUnlessAllowed) {
+  ::mkdir((dir_ + "/mps").c_str(), 0777);
+  ::chmod((dir_ + "/mps").c_str(), 0777);
+  start_managed_node(1);
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["mps"]["gpus"][0]["state"], "failed") << n.dump();
+  EXPECT_NE(n["mps"]["gpus"][0]["why"].get<std::string>().find(dir_ + "/mps (mode 0777) is writable by users other "
+                                                                       "than its owner"),
+            std::string::npos)
+      << n.dump();
+  EXPECT_TRUE(daemon_pipes().empty()) << "no daemon started in a folder others could change";
+  node_.reset();
+  start_managed_node(1, {"--allow-shared-folders"});
+  EXPECT_EQ(node_line()["mps"]["gpus"][0]["state"], "running") << "the operator who means it says so";
+}
+
+TEST_F(Mps, ADaemonsFolderOwnedByAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the folder to uid 65534";
+  ::mkdir((dir_ + "/mps").c_str(), 0755);
+  ::mkdir((dir_ + "/mps/gpu0").c_str(), 0755);
+  ::mkdir(pipe_of(0).c_str(), 0755);
+  ASSERT_EQ(::chown(pipe_of(0).c_str(), 65534, 65534), 0);
+  start_managed_node(1, {"--allow-shared-folders"});  // no flag lets a node use it
+  const nlohmann::json n = node_line();
+  EXPECT_EQ(n["mps"]["gpus"][0]["state"], "failed") << n.dump();
+  EXPECT_NE(n["mps"]["gpus"][0]["why"].get<std::string>().find(pipe_of(0) + " is owned by uid 65534"),
+            std::string::npos)
+      << n.dump();
+  EXPECT_TRUE(std::filesystem::is_empty(pipe_of(0))) << "no daemon's files in the other user's folder";
+}
+
   ASSERT_EQ(launcher.wait_for(5s), std::optional<int>(0)) << launcher.stderr_text();
   start_mps_node({"--mps", "external", "--mps-pipe-dir", dir_ + "/ext/gpu%u", "--gpus", "1"});
   const nlohmann::json n = node_line();
