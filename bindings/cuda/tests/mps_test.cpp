@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // tgs-node and MPS on the fake driver: the control daemons the node manages (started with their
-// folders, started again when they die, stopped at exit), the operator's daemons, the fallback to
-// idle-harvest where MPS is not available (said in the log, the status and the metrics), the
-// refusal of a named MPS policy there, and the jobs' MPS client environment, which the fake driver
-// records at cuInit and at context creation (TGS_FAKE_MPS_RECORD).
+// folders, which no other user can change, started again when they die, stopped at exit), the
+// operator's daemons, the fallback to idle-harvest where MPS is not available (said in the log,
+// the status and the metrics), the refusal of a named MPS policy there, the jobs' MPS client
+// environment, which the fake driver records at cuInit and at context creation
+// (TGS_FAKE_MPS_RECORD) and which is their class socket's whatever they set, and a client that
+// skips the interposer, which is unregistered.
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,9 +20,11 @@
 
 #include "e2e_support.hpp"
 #include "http_get.hpp"
+#include "node_client.hpp"
 
 using namespace tgs_e2e;
 using namespace std::chrono_literals;
+namespace cabi = tgs::cuda::abi;
 
 namespace {
 
@@ -236,11 +243,6 @@ TEST_F(Mps, TheCdiSpecMountsTheGpusPipeFolderAndTheHostsSharedMemory) {
   }
 }
 
-// --- the operator's daemons ----------------------------------------------------------------------
-
-TEST_F(Mps, AnExternalDaemonIsUsedWhereItsPipeFolderIs) {
-  const std::string pipe = dir_ + "/ext/gpu0";
-  process launcher({TGS_FAKE_MPS_CONTROL, "-d"}, {"CUDA_MPS_PIPE_DIRECTORY=" + pipe, "CUDA_MPS_LOG_DIRECTORY=" + dir_ + "/ext/log"});
 // --- the daemons' folders: no other user changes them (docs/trust-model.md) -------------------------
 
 TEST_F(Mps, TheDaemonsFoldersAreTheNodesAndOthersMayNotWriteThem) {
@@ -306,6 +308,11 @@ TEST_F(Mps, ADaemonsFolderOwnedByAnotherUserIsRefused) {
   EXPECT_TRUE(std::filesystem::is_empty(pipe_of(0))) << "no daemon's files in the other user's folder";
 }
 
+// --- the operator's daemons ----------------------------------------------------------------------
+
+TEST_F(Mps, AnExternalDaemonIsUsedWhereItsPipeFolderIs) {
+  const std::string pipe = dir_ + "/ext/gpu0";
+  process launcher({TGS_FAKE_MPS_CONTROL, "-d"}, {"CUDA_MPS_PIPE_DIRECTORY=" + pipe, "CUDA_MPS_LOG_DIRECTORY=" + dir_ + "/ext/log"});
   ASSERT_EQ(launcher.wait_for(5s), std::optional<int>(0)) << launcher.stderr_text();
   start_mps_node({"--mps", "external", "--mps-pipe-dir", dir_ + "/ext/gpu%u", "--gpus", "1"});
   const nlohmann::json n = node_line();
@@ -406,6 +413,98 @@ TEST_F(Mps, EachClassBecomesTheClientItsPolicySaysWhateverItsOwnEnvironment) {
     EXPECT_EQ(p.at("priority"), "0") << event;
     EXPECT_EQ(p.at("connected"), "1") << event;
   }
+}
+
+// On a class socket the settings are the socket's class and GPU: a job that asks for the other
+// class, names another GPU and sets its own MPS variables still gets below-normal priority and
+// its GPU's daemon.
+TEST_F(Mps, OnAClassSocketAJobsClientSettingsAreTheSocketsWhateverItsEnvironment) {
+  start_managed_node(2, {"--class-sockets", dir_ + "/classes"});
+  const std::string classes = dir_ + "/classes";
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file(), "TGS_NODE_SOCKET=" + classes + "/gpu1-opportunistic.sock",
+              "TGS_GPU=0", "CUDA_MPS_CLIENT_PRIORITY=0", "CUDA_MPS_PIPE_DIRECTORY=" + pipe_of(0),
+              "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", "TGS_JOB_NAME=forger"};
+  process& forger = start_job({"--kernels", "5", "--blocks", "10", "--host-ms", "1"}, "production", true);
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file(), "TGS_NODE_SOCKET=" + classes + "/gpu0-production.sock",
+              "CUDA_MPS_CLIENT_PRIORITY=1", "TGS_JOB_NAME=granted"};
+  process& granted = start_job({"--kernels", "5", "--blocks", "10", "--host-ms", "1"}, "opportunistic", true);
+  job_env_.clear();
+  for (const char* event : {"init", "context"}) {
+    const record_line o = recorded(forger.pid(), event);
+    EXPECT_EQ(o.at("pipe"), pipe_of(1)) << event << ": the socket's GPU's daemon, not the one the job named";
+    EXPECT_EQ(o.at("priority"), "1") << event;
+    EXPECT_EQ(o.at("threads"), "-") << event;
+    EXPECT_EQ(o.at("connected"), "1") << event;
+    const record_line p = recorded(granted.pid(), event);
+    EXPECT_EQ(p.at("pipe"), pipe_of(0)) << event;
+    EXPECT_EQ(p.at("priority"), "0") << event;
+  }
+}
+
+// A second user's job is told the same: its class socket's settings. Its server is its own: the
+// control daemon starts one per user (NVIDIA's MPS), and the node never names another.
+TEST_F(Mps, ASecondUsersRegistrationGetsItsSocketsClientSettings) {
+  const group* nogroup = ::getgrgid(65534);
+  if (::geteuid() != 0 || nogroup == nullptr) GTEST_SKIP() << "needs root and group 65534: the job is a second user's";
+  start_managed_node(1, {"--class-sockets", dir_ + "/classes", "--class-sockets-group", "65534"});
+  ::chmod(dir_.c_str(), 0711);  // the second user reaches the class sockets through the group
+  // What the node tells uid 65534 registering on `socket` as production: client, priority, pipe.
+  const auto settings_as_second_user = [&](const std::string& socket) {
+    int report[2];
+    EXPECT_EQ(::pipe(report), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(report[0]);
+      cabi::mps_client m{};
+      if (::setgroups(0, nullptr) == 0 && ::setgid(65534) == 0 && ::setuid(65534) == 0) {
+        if (auto client = node_client::connect(socket); client && client->register_as(cabi::class_code::production, 0,
+                                                                                     "second-user")) {
+          m = client->registered().mps;
+        }
+      }
+      (void)!::write(report[1], &m, sizeof(m));
+      ::_exit(0);
+    }
+    ::close(report[1]);
+    cabi::mps_client m{};
+    const bool got = ::read(report[0], &m, sizeof(m)) == static_cast<ssize_t>(sizeof(m));
+    ::close(report[0]);
+    ::waitpid(child, nullptr, 0);
+    EXPECT_TRUE(got);
+    return m;
+  };
+  const cabi::mps_client opportunistic = settings_as_second_user(dir_ + "/classes/gpu0-opportunistic.sock");
+  EXPECT_EQ(opportunistic.client, 1);
+  EXPECT_EQ(opportunistic.priority, 1) << "it asked for production on the opportunistic socket";
+  EXPECT_EQ(std::string(opportunistic.pipe_directory), pipe_of(0));
+  const cabi::mps_client production = settings_as_second_user(dir_ + "/classes/gpu0-production.sock");
+  EXPECT_EQ(production.client, 1);
+  EXPECT_EQ(production.priority, 0);
+  EXPECT_EQ(std::string(production.pipe_directory), pipe_of(0));
+  ::chmod(dir_.c_str(), 0700);
+}
+
+// A process that skips the interposer and joins the node's daemon with a priority of its own is
+// an MPS client the node never registered: unregistered on its GPU, and --unregistered-action
+// acts on it as on any other (here kill), leaving the registered clients alone.
+TEST_F(Mps, AClientThatBypassesTheInterposerIsUnregisteredAndActedOn) {
+  start_managed_node(1, {"--unregistered-action", "kill", "--unregistered-grace-ms", "500"});
+  process& production = start_recorded("production");
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file(), "CUDA_MPS_PIPE_DIRECTORY=" + pipe_of(0),
+              "CUDA_MPS_CLIENT_PRIORITY=0", "TGS_JOB_NAME=rogue"};
+  process& rogue = start_job({"--kernels", "5", "--blocks", "10", "--host-ms", "1"}, "opportunistic", false);
+  job_env_.clear();
+  const record_line r = recorded(rogue.pid(), "init");
+  EXPECT_EQ(r.at("connected"), "1") << "the rogue is a client of the node's daemon";
+  EXPECT_EQ(r.at("priority"), "0") << "with the priority it chose";
+  const std::optional<int> status_of_rogue = rogue.wait_for(10s);
+  ASSERT_TRUE(status_of_rogue) << "the unregistered client still runs\n" << node_->stderr_text();
+  EXPECT_EQ(*status_of_rogue, -SIGKILL);
+  EXPECT_NE(node_->stderr_text().find("killed pid " + std::to_string(rogue.pid())), std::string::npos)
+      << node_->stderr_text();
+  EXPECT_TRUE(production.running()) << "the registered client is left alone";
+  EXPECT_TRUE(alive(daemon_pid(pipe_of(0)))) << "so is the daemon";
 }
 
 TEST_F(Mps, AProgramThatCallsCuInitThroughDlsymGetsItsEnvironmentFirst) {

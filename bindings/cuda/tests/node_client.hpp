@@ -97,9 +97,12 @@ class node_client {
       if (memfd >= 0) ::close(memfd);
       return -1;
     }
+    std::memcpy(&registered_, buffer, sizeof(registered_));
     return memfd;
   }
   [[nodiscard]] const abi::message_header& last_header() const { return last_header_; }
+  /// The node's acceptance, after `register_as` succeeded (its MPS client settings, say).
+  [[nodiscard]] const abi::register_reply& registered() const { return registered_; }
 
   /// Asks for `bytes` on `path`; the verdict, or empty when no answer came within the timeout.
   std::optional<std::uint8_t> ask_memory(std::uint64_t bytes, abi::allocation_path path) {
@@ -120,6 +123,7 @@ class node_client {
   int memfd_ = -1;
   abi::job_segment* segment_ = nullptr;
   abi::message_header last_header_{};
+  abi::register_reply registered_{};
   std::uint32_t sequence_ = 0;
   ssize_t last_size_ = 0;
 };
