@@ -217,12 +217,6 @@ void node_server::bind() {
 }
 
 /// One socket per GPU and class in `--class-sockets`: the class is the socket's, not the job's.
-  if (options_.class_socket_group) {
-    // The group's members may search the folder (0710), so they reach the sockets; others may not.
-    containers::give_folder_to_group(folder.get(), options_.class_socket_dir, *options_.class_socket_group, 0710);
-    log(log_level::info, "class socket folder {}: group {}, mode 0710 (--class-sockets-group)", options_.class_socket_dir,
-        *options_.class_socket_group);
-  }
 void node_server::bind_class_sockets() {
   if (options_.class_socket_dir.empty()) return;
   // A folder the node makes is closed to everyone but its owner: containers reach their socket
@@ -241,6 +235,12 @@ void node_server::bind_class_sockets() {
   const containers::unique_fd folder =
       containers::make_checked_folder(options_.class_socket_dir, 0700, options_.allow_shared_folders, &made);
   if (made) log(log_level::info, "made the class socket folder {} (mode 0700)", options_.class_socket_dir);
+  if (options_.class_socket_group) {
+    // The group's members may search the folder (0710), so they reach the sockets; others may not.
+    containers::give_folder_to_group(folder.get(), options_.class_socket_dir, *options_.class_socket_group, 0710);
+    log(log_level::info, "class socket folder {}: group {}, mode 0710 (--class-sockets-group)", options_.class_socket_dir,
+        *options_.class_socket_group);
+  }
   // Connecting needs write permission on the socket; reaching it, search permission on the folder.
   struct stat dir{};
   if (::fstat(folder.get(), &dir) != 0) {

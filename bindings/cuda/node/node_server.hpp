@@ -77,12 +77,12 @@ struct node_options {
   /// class and GPU, whatever it asks: the operator grants a class by giving a container the
   /// socket (a CDI device, a Kubernetes allocation) or a user access to it.
   std::string class_socket_dir;
-  /// File modes of the production and opportunistic sockets. Anyone may connect by default: a
   /// The group of `class_socket_dir` (`--class-sockets-group`): the folder is given to it with
   /// mode 0710, so its members reach the class sockets on the host and other local users do not;
   /// containers reach theirs through its bind mount either way. Empty: the folder keeps its group
   /// and mode (0700 where the node makes it).
   std::optional<gid_t> class_socket_group;
+  /// File modes of the production and opportunistic sockets. Anyone may connect by default: a
   /// container reaches only the socket mounted into it, whatever user it runs as; who reaches
   /// them on the host is decided by `class_socket_dir`'s own mode or by narrower modes here.
   unsigned production_socket_mode = 0666;
