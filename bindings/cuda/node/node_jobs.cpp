@@ -49,7 +49,7 @@ std::optional<std::string> node_server::refusal(const connection& c, std::uint32
   const bool uid_ok = std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), c.uid) !=
                       options_.allowed_uids.end();
   const bool gid_ok = std::any_of(options_.allowed_gids.begin(), options_.allowed_gids.end(),
-                                  [&](gid_t g) { return process_in_group(c.pid, c.gid, g); });
+                                  [&](gid_t g) { return c.peer.in_group(g); });
   if (restricted && !uid_ok && !gid_ok) return fmt::format("uid {} is not allowed to register", c.uid);
   if (gpu >= options_.gpus) return fmt::format("GPU {} is not on this node ({} GPUs)", gpu, options_.gpus);
   const auto count = [&](auto same) { return std::count_if(jobs_.begin(), jobs_.end(), [&](const auto& e) { return same(*e.second); }); };
@@ -131,8 +131,12 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
         c.granted ? "the class of the socket it came through" : "its user may not choose its class");
   }
   if (const std::optional<std::string> why = refusal(c, gpu)) return refuse(*why);
-  const std::optional<std::uint64_t> start_ticks = process_start(c.pid);
-  if (!start_ticks) return refuse("process already gone");
+  // The registrant is the process that connected, pinned at accept with its start time and groups.
+  // If it has ended, its pid may name another process by now (another user's, one an attacker
+  // waited for): nothing of that process is taken, and no job stands for it. The origin is read
+  // before the check, so that a check passed says the read was of the registrant.
+  process_origin origin = origin_of(c.pid);
+  if (c.peer.exited()) return refuse("the process that connected has ended");
 
   const int memfd = sealed_segment_fd();
   if (memfd < 0) return refuse("cannot create a sealed segment: " + errno_text());
@@ -144,14 +148,15 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   auto j = std::make_unique<job>();
   j->id = next_job_id_++;
   j->fd = c.fd;
-  j->pid = c.pid;
-  j->uid = c.uid;
-  j->start_ticks = *start_ticks;
+  j->process = std::move(c.peer);
+  j->pid = j->process.pid();
+  j->uid = j->process.uid();
+  j->start_ticks = j->process.start_ticks();
   j->cls = cls;
   j->gpu = gpu;
   j->name.assign(req.name, strnlen(req.name, sizeof(req.name)));
   j->class_from = std::move(class_from);
-  j->origin = origin_of(c.pid);
+  j->origin = std::move(origin);
   j->since = clock::now();
   // The page is zero-filled: every counter starts at 0; only the identity needs writing.
   auto* seg = new (mapping) abi::job_segment{};
@@ -220,7 +225,7 @@ bool node_server::trusted(const connection& c) const {
     return true;
   }
   return std::any_of(options_.trusted_gids.begin(), options_.trusted_gids.end(),
-                     [&](gid_t g) { return process_in_group(c.pid, c.gid, g); });
+                     [&](gid_t g) { return c.peer.in_group(g); });
 }
 
 void node_server::remove_job(std::uint32_t id, const char* why) {
@@ -315,10 +320,13 @@ void node_server::on_job_ended(std::uint32_t id, const char* why) {
           "ending job {} (pid {}, {}) on GPU {}: it shares the fault domain of job {} (pid {}, {}), which ended "
           "(fault policy {})",
           other_id, other.pid, to_string(other.cls), gpu, id, failed_pid, to_string(cls), faults.policy.policy_name());
-      // Only the registered process itself: a recycled pid (another start time) is left alone.
-      const std::optional<std::uint64_t> start = process_start(other.pid);
-      if (other.pid > 1 && start && *start == other.start_ticks && ::kill(other.pid, SIGKILL) != 0) {
+      // Only the registered process itself, through its pidfd: a process that was given its pid
+      // later is never reached.
+      const signal_outcome sent = other.process.signal(SIGKILL);
+      if (sent == signal_outcome::failed) {
         log(log_level::warn, "job {}: cannot send pid {} SIGKILL: {}", other_id, other.pid, errno_text());
+      } else if (sent == signal_outcome::gone) {
+        log(log_level::info, "job {} (pid {}) had ended already: nothing sent", other_id, other.pid);
       }
       ++faults.co_runners_ended;
       remove_job(other_id, "ended by the fault policy");
@@ -341,8 +349,7 @@ node_server::gpu_faults& node_server::gpu_fault_state(std::uint32_t gpu) {
 void node_server::check_liveness() {
   std::vector<std::uint32_t> dead;
   for (const auto& [id, j] : jobs_) {
-    const std::optional<std::uint64_t> start = process_start(j->pid);
-    if (!start || *start != j->start_ticks) dead.push_back(id);
+    if (j->process.exited()) dead.push_back(id);
   }
   for (std::uint32_t id : dead) on_job_ended(id, "process exited");
   // Production jobs waiting for a context on their GPU: one NVML query per GPU.

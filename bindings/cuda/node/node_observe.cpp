@@ -38,12 +38,6 @@ uid_t process_uid(pid_t pid) {
   return static_cast<uid_t>(-1);
 }
 
-/// Sends `signal` to the process only while `pid` still names the process that was seen.
-bool signal_if_same(const std::uint64_t start_ticks, pid_t pid, int signal) {
-  const std::optional<std::uint64_t> now = process_start(pid);
-  return now && *now == start_ticks && ::kill(pid, signal) == 0;
-}
-
 /// The record's first line; a record that does not start with it is not read.
 constexpr std::string_view held_record_header = "tgs-node paused v1\n";
 /// A record larger than this is not read (a node holds a few processes; this is thousands).
@@ -113,14 +107,24 @@ void node_server::check_unregistered() {
       const std::optional<std::uint64_t> start = process_start(p.pid);
       if (!start) continue;
       const std::pair<std::uint32_t, pid_t> key{gpu, p.pid};
-      present.insert(key);
-      auto [it, fresh] = unregistered_.try_emplace(key);
-      unregistered_process& u = it->second;
-      if (fresh || u.start_ticks != *start) {
-        u = unregistered_process{.gpu = gpu, .pid = p.pid, .uid = process_uid(p.pid), .start_ticks = *start,
-                                 .used_bytes = std::nullopt, .origin = origin_of(p.pid), .first_seen = t};
+      const auto known = unregistered_.find(key);
+      if (known == unregistered_.end() || known->second.start_ticks != *start) {
+        // Seen for the first time (or its pid names another process now): pinned by a pidfd with
+        // the start time just read, and its user and origin read while the pidfd shows it holds
+        // its pid. One that cannot be pinned is looked at again next time.
+        pin_result pinned = pinned_process::open(p.pid, *start);
+        const uid_t uid = process_uid(p.pid);
+        process_origin origin = origin_of(p.pid);
+        if (!pinned.process || pinned.process->exited()) {
+          if (pinned.error != 0) log(log_level::warn, "cannot pin pid {} on GPU {}: {}", p.pid, gpu, pinned.why);
+          continue;
+        }
+        unregistered_[key] = unregistered_process{.gpu = gpu, .pid = p.pid, .uid = uid, .start_ticks = *start,
+                                                  .used_bytes = std::nullopt, .origin = std::move(origin),
+                                                  .first_seen = t, .process = std::move(*pinned.process)};
       }
-      u.used_bytes = p.used_bytes;
+      present.insert(key);
+      unregistered_.at(key).used_bytes = p.used_bytes;
     }
   }
   // Gone from its GPU, or registered there since: forgotten, and continued if the node held it.
@@ -130,7 +134,7 @@ void node_server::check_unregistered() {
       continue;
     }
     const unregistered_process& u = it->second;
-    if (u.paused) (void)signal_if_same(u.start_ticks, u.pid, SIGCONT);
+    if (u.paused) (void)u.process.signal(SIGCONT);
     log(log_level::info, "pid {} no longer uses GPU {} unregistered", u.pid, u.gpu);
     it = unregistered_.erase(it);
   }
@@ -179,7 +183,7 @@ void node_server::act_on(unregistered_process& u, bool production_on_gpu) {
   switch (action) {
     case unregistered_action::report: return;
     case unregistered_action::kill:
-      if (!u.killed && signal_if_same(u.start_ticks, u.pid, SIGKILL)) {
+      if (!u.killed && u.process.signal(SIGKILL) == signal_outcome::sent) {
         u.killed = true;
         ++unregistered_killed_;
         log(log_level::warn, "killed pid {} (unregistered on GPU {})", u.pid, u.gpu);
@@ -192,12 +196,12 @@ void node_server::act_on(unregistered_process& u, bool production_on_gpu) {
         held_set held = held_now();
         held.emplace(u.pid, u.start_ticks);
         if (!write_held_record(held)) return;
-        if (signal_if_same(u.start_ticks, u.pid, SIGSTOP)) {
+        if (u.process.signal(SIGSTOP) == signal_outcome::sent) {
           u.paused = true;
           log(log_level::warn, "holding pid {} (SIGSTOP): unregistered on GPU {}, where a production job runs", u.pid,
               u.gpu);
         }
-      } else if (!production_on_gpu && u.paused && signal_if_same(u.start_ticks, u.pid, SIGCONT)) {
+      } else if (!production_on_gpu && u.paused && u.process.signal(SIGCONT) == signal_outcome::sent) {
         u.paused = false;
         log(log_level::info, "continuing pid {} (SIGCONT): no production job on GPU {} now", u.pid, u.gpu);
       }
@@ -209,7 +213,7 @@ void node_server::act_on(unregistered_process& u, bool production_on_gpu) {
 /// no record.
 void node_server::continue_paused() {
   for (auto& [key, u] : unregistered_) {
-    if (u.paused && signal_if_same(u.start_ticks, u.pid, SIGCONT)) {
+    if (u.paused && u.process.signal(SIGCONT) == signal_outcome::sent) {
       log(log_level::info, "continuing pid {} (SIGCONT)", u.pid);
     }
     u.paused = false;
@@ -327,7 +331,9 @@ void node_server::continue_recorded() {
   }
   for (const auto& [pid, start] : *listed) {
     if (pid == ::getpid()) continue;
-    if (signal_if_same(start, pid, SIGCONT)) {
+    // Pinned with the start time the record gives: a pid that names another process now is left alone.
+    const pin_result held = pinned_process::open(pid, start);
+    if (held.process && held.process->signal(SIGCONT) == signal_outcome::sent) {
       log(log_level::info, "continuing pid {} (SIGCONT): the node before this one held it", pid);
     } else {
       log(log_level::debug, "pid {} the node before this one held is gone (or its pid names another process)", pid);

@@ -12,8 +12,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "cdi_spec.hpp"
@@ -35,38 +33,6 @@ const char* level_name(log_level l) noexcept {
 
 bool send_message(int fd, const void* data, std::size_t size) noexcept {
   return ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(size);
-}
-
-std::optional<std::uint64_t> process_start(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return std::nullopt;
-  const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 > stat.size()) return std::nullopt;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string state;
-  fields >> state;
-  if (state == "Z" || state == "X" || state == "x") return std::nullopt;
-  std::string field;
-  for (int i = 4; i < 22 && (fields >> field); ++i) {
-  }
-  std::uint64_t start = 0;
-  if (!(fields >> start)) return std::nullopt;
-  return start;
-}
-
-bool process_in_group(pid_t pid, gid_t primary, gid_t gid) {
-  if (primary == gid) return true;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Groups:", 0) != 0) continue;
-    std::istringstream groups(line.substr(7));
-    for (gid_t g = 0; groups >> g;) {
-      if (g == gid) return true;
-    }
-  }
-  return false;
 }
 
 std::string printable(std::string_view raw) {
@@ -163,9 +129,11 @@ void node_server::bind() {
     ::setrlimit(RLIMIT_NOFILE, &files);
   }
   if (options_.max_connections == 0) {
-    // Room below the limit for the listener, the memfds of registrations, /proc reads and logs.
+    // Two descriptors a connection (its socket and its peer's pidfd), with room below the limit
+    // for the listener, the memfds of registrations, the pidfds of unregistered processes, /proc
+    // reads and logs.
     const rlim_t limit = ::getrlimit(RLIMIT_NOFILE, &files) == 0 ? files.rlim_cur : 1024;
-    options_.max_connections = static_cast<std::size_t>(std::clamp<rlim_t>(limit, 128, 65536)) - 64;
+    options_.max_connections = (static_cast<std::size_t>(std::clamp<rlim_t>(limit, 128, 65536)) - 64) / 2;
   }
   reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   resolve_gpus();
@@ -203,6 +171,20 @@ void node_server::bind() {
                                     : fmt::format("{}, {}", to_string(mps_->mode()),
                                                   mps_->available_everywhere() ? "available"
                                                                                : "not available: " + mps_->why_unavailable()));
+  // How the processes the node signals are pinned (docs/trust-model.md, "Signals").
+  switch (kernel_pinning()) {
+    case pinning::peer_pidfd: break;
+    case pinning::pidfd_open:
+      log(log_level::info,
+          "process identity: no SO_PEERPIDFD (Linux 6.5): a peer is pinned by pidfd_open at accept, which names "
+          "another process of the same user if the peer ended and its pid was reused before the accept");
+      break;
+    case pinning::start_time:
+      log(log_level::warn,
+          "process identity: pidfds are not available (Linux 5.3, or a seccomp filter): signals go by pid after a "
+          "start-time check, and a pid reused between the check and the signal would be hit");
+      break;
+  }
   if (options_.observe_gpus && !observer_.available()) {
     log(log_level::warn,
         "without NVML the node cannot check what jobs report against the GPU, nor see processes that never "
@@ -403,8 +385,24 @@ void node_server::accept_connections(int listener_fd, std::optional<grant> grant
       if (cred.pid > 0 && observer_.available()) dropped_attempts_[cred.pid] = clock::now();
       continue;
     }
+    // The peer's identity is fixed now, not when it registers: its pidfd and start time. A peer
+    // that has ended already has nothing to ask; one the node cannot pin (out of descriptors) is
+    // dropped, said below, and tries again.
+    pin_result peer = pinned_process::peer_of(fd);
+    if (!peer.process) {
+      ::close(fd);
+      if (peer.error != 0) {
+        ++unpinned_since_said_;
+        unpinned_why_ = peer.why;
+        if (cred.pid > 0 && observer_.available()) dropped_attempts_[cred.pid] = clock::now();
+      } else {
+        log(log_level::debug, "dropped a connection of pid {} uid {}: {}", cred.pid, cred.uid, peer.why);
+      }
+      continue;
+    }
     connection c;
     c.fd = fd;
+    c.peer = std::move(*peer.process);
     c.uid = cred.uid;
     c.gid = cred.gid;
     c.pid = cred.pid;
@@ -412,11 +410,18 @@ void node_server::accept_connections(int listener_fd, std::optional<grant> grant
     c.opened = clock::now();
     connections_.emplace(fd, std::move(c));
   }
-  if (refused_since_said_ > 0 && clock::now() - refusal_said_ >= std::chrono::seconds{1}) {
-    log(log_level::warn, "dropped {} connection(s) over the caps (--max-connections {}, --max-pending-per-user {})",
-        refused_since_said_, options_.max_connections, options_.max_pending_per_user);
+  if ((refused_since_said_ > 0 || unpinned_since_said_ > 0) && clock::now() - refusal_said_ >= std::chrono::seconds{1}) {
+    if (refused_since_said_ > 0) {
+      log(log_level::warn, "dropped {} connection(s) over the caps (--max-connections {}, --max-pending-per-user {})",
+          refused_since_said_, options_.max_connections, options_.max_pending_per_user);
+    }
+    if (unpinned_since_said_ > 0) {
+      log(log_level::warn, "dropped {} connection(s) whose process could not be pinned: {}", unpinned_since_said_,
+          unpinned_why_);
+    }
     refusal_said_ = clock::now();
     refused_since_said_ = 0;
+    unpinned_since_said_ = 0;
   }
 }
 

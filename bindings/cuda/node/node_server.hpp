@@ -27,6 +27,7 @@
 #include "memory_loop.hpp"
 #include "metrics.hpp"
 #include "mps_daemons.hpp"
+#include "pinned_process.hpp"
 #include "process_origin.hpp"
 #include "service_notify.hpp"
 #include "node_abi.hpp"
@@ -209,6 +210,8 @@ class node_server {
     bool reported = false;
     bool paused = false;
     bool killed = false;
+    /// The process as first seen (its pid with that start time): every signal goes through it.
+    pinned_process process;
     /// What the node made of it, as the status and the metrics say.
     [[nodiscard]] const char* state() const noexcept {
       return killed ? "killed" : paused ? "held" : reported ? "reported" : "seen";
@@ -347,6 +350,10 @@ class node_server {
   /// When the node last said it refused connections (said at most once a second).
   clock::time_point refusal_said_;
   std::size_t refused_since_said_ = 0;
+  /// Connections dropped since then because their peer could not be pinned (out of descriptors),
+  /// and the kernel's last reason.
+  std::size_t unpinned_since_said_ = 0;
+  std::string unpinned_why_;
 };
 
 /// Parses "production" / "opportunistic".

@@ -24,6 +24,9 @@ namespace tgs::cuda::node {
 struct node_server::job {
   std::uint32_t id = 0;
   int fd = -1;
+  /// Its process as the node accepted its connection (`pinned_process::peer_of`): every signal
+  /// the node sends it goes through this, and `pid`, `uid` and `start_ticks` are its.
+  pinned_process process;
   pid_t pid = 0;
   uid_t uid = 0;
   std::uint64_t start_ticks = 0;
@@ -76,6 +79,8 @@ struct node_server::gpu_page_file {
 /// yet. Answers wait in `outbox` until the client reads them.
 struct node_server::connection {
   int fd = -1;
+  /// The process that connected, pinned at accept; handed to its job when it registers.
+  pinned_process peer;
   uid_t uid = 0;
   gid_t gid = 0;
   pid_t pid = 0;
@@ -114,14 +119,6 @@ void node_server::log(log_level level, const char* format, const Args&... args) 
 
 /// Sends one whole message without blocking; false if it did not go (full buffer, closed peer).
 [[nodiscard]] bool send_message(int fd, const void* data, std::size_t size) noexcept;
-
-/// The start time of process `pid` (clock ticks since boot, /proc/<pid>/stat field 22) while it
-/// runs (not a zombie); empty when it is gone. The start time tells a recycled pid from the
-/// registered process.
-[[nodiscard]] std::optional<std::uint64_t> process_start(pid_t pid);
-
-/// Whether process `pid` is in group `gid` (primary or supplementary, /proc/<pid>/status).
-[[nodiscard]] bool process_in_group(pid_t pid, gid_t primary, gid_t gid);
 
 /// A printable form of bytes a client sent (a job's name): control characters and bytes outside
 /// printable ASCII become `\xNN`, so a name cannot break a log or status line.
