@@ -70,6 +70,20 @@ std::optional<std::vector<gid_t>> peer_groups(int socket) {
 pin_result refused(int error, std::string why) { return {std::nullopt, error, std::move(why)}; }
 pin_result ended(std::string why) { return {std::nullopt, 0, std::move(why)}; }
 
+/// Whether a pidfd is readable: its process has ended (a zombie has).
+bool pidfd_readable(int pidfd) noexcept {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
+/// Why /proc/<pid>/stat gave no start time: the process has ended (`ended_why`), unless its pidfd
+/// shows it still runs, when the read itself failed (`errno`: the node out of descriptors, say).
+pin_result unread(int pidfd, pid_t pid, std::string ended_why) {
+  const int error = errno != 0 ? errno : EIO;
+  if (pidfd < 0 || pidfd_readable(pidfd) || !holds_its_pid(pidfd)) return ended(std::move(ended_why));
+  return refused(error, "cannot read /proc/" + std::to_string(pid) + "/stat: " + std::strerror(error));
+}
+
 }  // namespace
 
 std::optional<std::uint64_t> process_start(pid_t pid) {
@@ -176,8 +190,9 @@ pin_result pinned_process::peer_of(int socket) {
       p.fd_ = -1;  // start time only (kernel_pinning says so at start)
     }
   }
+  errno = 0;
   const std::optional<std::uint64_t> start = process_start(cred.pid);
-  if (!start) return ended("the process that connected has ended");
+  if (!start) return unread(p.fd_, cred.pid, "the process that connected has ended");
   p.pid_ = cred.pid;
   p.start_ticks_ = *start;
   if (std::optional<std::vector<gid_t>> groups = peer_groups(socket)) {
@@ -204,8 +219,10 @@ pin_result pinned_process::open(pid_t pid, std::uint64_t start_ticks) {
     if (!no_pidfds(e)) return refused(e, std::string("pidfd_open: ") + std::strerror(e));
     p.fd_ = -1;
   }
+  errno = 0;
   const std::optional<std::uint64_t> start = process_start(pid);
-  if (!start || *start != start_ticks) return ended("it has ended (its pid names another process, or none)");
+  if (!start) return unread(p.fd_, pid, "it has ended");
+  if (*start != start_ticks) return ended("its pid names another process now");
   if (p.fd_ >= 0 && !holds_its_pid(p.fd_)) return ended("it has ended");
   p.pid_ = pid;
   p.start_ticks_ = start_ticks;
@@ -222,9 +239,7 @@ bool pinned_process::exited() const {
     const std::optional<std::uint64_t> now = process_start(pid_);
     return !now || *now != start_ticks_;
   }
-  // A pidfd turns readable when its process has ended (a zombie included).
-  pollfd p{fd_, POLLIN, 0};
-  return ::poll(&p, 1, 0) != 0;
+  return pidfd_readable(fd_);
 }
 
 signal_outcome pinned_process::signal(int signal) const {

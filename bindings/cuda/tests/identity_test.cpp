@@ -6,6 +6,7 @@
 // docs/trust-model.md, "Signals".
 #include <linux/sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -204,6 +205,38 @@ TEST_F(Identity, NoDescriptorOutlivesItsConnectionOrJob) {
   // The connections that never registered are closed by the handshake timeout (2 s) at the latest.
   wait_until([&] { return open_descriptors(node_->pid()) <= before; }, 5s, "the node's descriptors back where they were");
   EXPECT_EQ(open_descriptors(node_->pid()), before);
+}
+
+// A node out of descriptors drops a connection whose peer it cannot pin, says why, and serves on
+// once descriptors are free again.
+TEST_F(Identity, OutOfDescriptorsAConnectionIsDroppedSayingWhyAndTheNodeServesOn) {
+  start_node();
+  {
+    std::optional<node_client> first = node_client::connect(socket_);  // the GPU's page, made now
+    ASSERT_TRUE(first && first->register_as(cabi::class_code::opportunistic, 0, "first"));
+  }
+  wait_until([&] { return count(status(), R"("job":)") == 0; }, 5s, "the first job gone");
+  std::this_thread::sleep_for(300ms);
+  // An odd number free: connections take two each (socket, pidfd) until one is left, which the
+  // next accept takes, and its pidfd cannot be had.
+  const rlim_t limit = open_descriptors(node_->pid()) + 7;
+  const rlimit narrow{limit, limit};
+  ASSERT_EQ(::prlimit(node_->pid(), RLIMIT_NOFILE, &narrow, nullptr), 0) << std::strerror(errno);
+  std::vector<node_client> clients;
+  for (int i = 0; i < 8; ++i) {
+    if (std::optional<node_client> c = node_client::connect(socket_)) clients.push_back(std::move(*c));
+    std::this_thread::sleep_for(20ms);
+  }
+  wait_until([&] { return node_->stderr_text().find("could not be pinned") != std::string::npos; }, 3s,
+             "the node saying why it dropped connections");
+  EXPECT_NE(node_->stderr_text().find("Too many open files"), std::string::npos) << node_->stderr_text();
+  EXPECT_TRUE(node_->running());
+  clients.clear();
+  std::this_thread::sleep_for(300ms);
+  std::optional<node_client> again = node_client::connect(socket_);
+  ASSERT_TRUE(again && again->register_as(cabi::class_code::opportunistic, 0, "after"))
+      << node_->stderr_text();
+  EXPECT_EQ(count(status(), R"("name":"after")"), 1);
 }
 
 }  // namespace
