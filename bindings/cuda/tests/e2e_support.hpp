@@ -353,4 +353,14 @@ class EndToEnd : public ::testing::Test {
   std::vector<std::unique_ptr<process>> jobs_;
 };
 
+/// The GPU 0 line of a `tgs-node status` output (its fault policy's counts); empty when none.
+inline nlohmann::json gpu0_line(const std::string& status) {
+  std::istringstream in(status);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("gpu") && !j.contains("job") && j["gpu"] == 0) return j;
+  }
+  return nlohmann::json::object();
+}
+
 }  // namespace tgs_e2e

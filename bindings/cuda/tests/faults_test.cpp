@@ -544,16 +544,6 @@ TEST_F(Faults, StatusOfTwoHundredJobsComesBackWhole) {
 
 // --- 8. the fault policy: an exit is no evidence of a GPU fault ------------------------------------
 
-/// The GPU 0 line of the status (its fault policy's counts).
-nlohmann::json gpu0_line(const std::string& status) {
-  std::istringstream in(status);
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("gpu") && !j.contains("job") && j["gpu"] == 0) return j;
-  }
-  return nlohmann::json::object();
-}
-
 // The kill switch: with the shared fault domain and its abrupt-exit setting, a job that
 // registered as the other class, did no GPU work (or crashed) and ended took the production job
 // with it. Now nothing ends without a GPU fault of the failed job's context.

@@ -67,16 +67,6 @@ class child_guard {
   int status_ = 0;
 };
 
-/// The GPU 0 line of the status (its fault policy's counts).
-nlohmann::json gpu0_line(const std::string& status) {
-  std::istringstream in(status);
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("gpu") && !j.contains("job") && j["gpu"] == 0) return j;
-  }
-  return nlohmann::json::object();
-}
-
 /// The descriptors process `pid` holds open.
 std::size_t open_descriptors(pid_t pid) {
   std::error_code ignored;
