@@ -231,6 +231,13 @@ int main(int argc, char** argv) {
                  "its GPU) or kill (also SIGKILL it)")
       ->check(CLI::IsMember({"report", "pause", "kill"}))
       ->capture_default_str();
+  std::string unregistered_under_mps = std::string(to_string(options.on_unregistered_under_mps));
+  app.add_option("--unregistered-action-under-mps", unregistered_under_mps,
+                 "the same on a GPU whose jobs are clients of the node's MPS daemon, where the stronger of the two "
+                 "applies: a process there that never registered went around the interposer and chose its own MPS "
+                 "priority, so by default it is held while a production job is on its GPU")
+      ->check(CLI::IsMember({"report", "pause", "kill"}))
+      ->capture_default_str();
   int unregistered_grace_ms = static_cast<int>(options.unregistered_grace.count());
   app.add_option("--unregistered-grace-ms", unregistered_grace_ms,
                  "how long a process may use a GPU unregistered before the node reports it and acts (a starting "
@@ -362,6 +369,7 @@ int main(int argc, char** argv) {
     options.interposer_path = tgs::containers::installed_interposer(TGS_INTERPOSER_FROM_BIN);
   }
   options.on_unregistered = *parse_unregistered_action(unregistered);  // CLI::IsMember checked it
+  options.on_unregistered_under_mps = *parse_unregistered_action(unregistered_under_mps);
   options.unregistered_grace = std::chrono::milliseconds{unregistered_grace_ms};
   if (!options.metrics_address.empty()) {
     if (const auto [address, why] = parse_listen_address(options.metrics_address); !address) {

@@ -101,11 +101,10 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
     std::snprintf(reject.reason, sizeof(reject.reason), "%s", why.c_str());
     // What the node will do once the refused job uses a GPU unregistered: a job it would end
     // ends itself, with the reason on its stderr, instead of a SIGKILL it cannot explain.
-    const bool exempt = std::find(options_.unregistered_exempt_uids.begin(), options_.unregistered_exempt_uids.end(),
-                                  c.uid) != options_.unregistered_exempt_uids.end();
-    reject.then = exempt || options_.on_unregistered == unregistered_action::report ? abi::refused_then::runs
-                  : options_.on_unregistered == unregistered_action::kill         ? abi::refused_then::ended
-                                                                                  : abi::refused_then::held;
+    const unregistered_action then = unregistered_action_for(c.granted ? c.granted->gpu : req.gpu, c.uid);
+    reject.then = then == unregistered_action::report ? abi::refused_then::runs
+                  : then == unregistered_action::kill ? abi::refused_then::ended
+                                                      : abi::refused_then::held;
     (void)send_message(c.fd, &reject, sizeof(reject));
     log(log_level::warn, "refused a job of pid {} uid {}: {}", c.pid, c.uid, why);
     close_connection(c.fd);

@@ -165,11 +165,23 @@ bool node_server::registering(pid_t pid) const {
                      [&](const auto& e) { return e.second.pid == pid && e.second.job_id == 0; });
 }
 
-/// Reports an unregistered process once, then carries out the operator's `--unregistered-action`.
+unregistered_action node_server::unregistered_action_for(std::uint32_t gpu, uid_t uid) const {
+  const bool exempt = std::find(options_.unregistered_exempt_uids.begin(), options_.unregistered_exempt_uids.end(),
+                                uid) != options_.unregistered_exempt_uids.end();
+  if (exempt) return unregistered_action::report;
+  // Where the node's jobs are clients of its MPS daemon, an unregistered process has gone around
+  // the interposer, and with it around the class's priority (node_server.hpp).
+  const bool under_mps = mps_share_ && mps_ && mps_->available(gpu);
+  if (!under_mps) return options_.on_unregistered;
+  return std::max(options_.on_unregistered, options_.on_unregistered_under_mps);
+}
+
+/// Reports an unregistered process once, then carries out the operator's `--unregistered-action`
+/// (on an MPS GPU, the stronger of it and `--unregistered-action-under-mps`).
 void node_server::act_on(unregistered_process& u, bool production_on_gpu) {
   const bool exempt = std::find(options_.unregistered_exempt_uids.begin(), options_.unregistered_exempt_uids.end(),
                                 u.uid) != options_.unregistered_exempt_uids.end();
-  const unregistered_action action = exempt ? unregistered_action::report : options_.on_unregistered;
+  const unregistered_action action = unregistered_action_for(u.gpu, u.uid);
   if (!u.reported) {
     u.reported = true;
     log(log_level::warn, "pid {} (uid {}{}) uses GPU {}{} and never registered there; {}", u.pid, u.uid,

@@ -43,6 +43,7 @@ enum class log_level : int { error = 0, warn = 1, info = 2, debug = 3 };
 /// What the node does about a process that uses a GPU and never registered there (its
 /// interposer was not loaded, or it registered for another GPU): the observer finds it through
 /// NVML (docs/trust-model.md, "Classes").
+/// In increasing strength: the order in which the stronger of two is taken.
 enum class unregistered_action : std::uint8_t {
   report,  ///< log it, show it in the status and the metrics
   pause,   ///< also hold it (SIGSTOP) while a production job is on its GPU, continue it when none is
@@ -104,6 +105,13 @@ struct node_options {
   /// What to do about processes on a GPU that never registered there, once they have been seen
   /// for `unregistered_grace` (a starting job registers within it).
   unregistered_action on_unregistered = unregistered_action::report;
+  /// The same on a GPU whose jobs the node makes MPS clients of its daemon, where the stronger of
+  /// the two applies. There an unregistered process has bypassed the interposer: as a client of
+  /// the node's daemon it chose its own dispatch priority (MPS takes a client's word for it) and
+  /// shares the production job's fault domain; as a context of its own it time-slices against
+  /// the MPS server. Either way it undoes the sharing the node deploys, so by default it is held
+  /// while a production job is on its GPU (docs/trust-model.md, "MPS").
+  unregistered_action on_unregistered_under_mps = unregistered_action::pause;
   std::chrono::milliseconds unregistered_grace{3000};
   /// Users whose unregistered GPU processes are only reported, never paused or killed (an MPS
   /// server's, for example).
@@ -275,6 +283,9 @@ class node_server {
   [[nodiscard]] bool registering(pid_t pid) const;
   /// How many graces a registration in progress keeps an unregistered process from being acted on.
   static constexpr int registration_patience = 10;
+  /// What the node does about an unregistered process on `gpu` (`--unregistered-action`, and
+  /// under MPS the stronger of it and `--unregistered-action-under-mps`); exempt users: report.
+  [[nodiscard]] unregistered_action unregistered_action_for(std::uint32_t gpu, uid_t uid) const;
   void act_on(unregistered_process& p, bool production_on_gpu);
   void continue_paused();
   /// The processes the node holds, as its record lists them: (pid, start time).

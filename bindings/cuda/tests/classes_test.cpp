@@ -322,15 +322,6 @@ TEST_F(Classes, AStoppingNodeContinuesWhatItHeld) {
   (void)prod;
 }
 
-/// Whether process `pid` is stopped (state T in /proc/<pid>/stat).
-bool stopped(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  std::getline(in, stat);
-  const std::size_t close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
-}
-
 /// The start time of process `pid` (field 22 of /proc/<pid>/stat), or 0.
 std::uint64_t start_ticks_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

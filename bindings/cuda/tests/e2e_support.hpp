@@ -363,4 +363,13 @@ inline nlohmann::json gpu0_line(const std::string& status) {
   return nlohmann::json::object();
 }
 
+/// Whether process `pid` is stopped (state T in /proc/<pid>/stat).
+inline bool stopped(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const std::size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
 }  // namespace tgs_e2e

@@ -507,6 +507,41 @@ TEST_F(Mps, AClientThatBypassesTheInterposerIsUnregisteredAndActedOn) {
   EXPECT_TRUE(alive(daemon_pid(pipe_of(0)))) << "so is the daemon";
 }
 
+// With no action named, a client that went around the interposer on an MPS GPU is held while a
+// production job is there (--unregistered-action-under-mps pause), and continued once none is.
+TEST_F(Mps, ByDefaultABypassingClientIsHeldWhileAProductionJobIsOnItsGpu) {
+  start_managed_node(1, {"--unregistered-grace-ms", "500"});
+  process& production = start_recorded("production");
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file(), "CUDA_MPS_PIPE_DIRECTORY=" + pipe_of(0),
+              "CUDA_MPS_CLIENT_PRIORITY=0", "TGS_JOB_NAME=rogue"};
+  process& rogue = start_job({"--kernels", "5", "--blocks", "10", "--host-ms", "1"}, "opportunistic", false);
+  job_env_.clear();
+  EXPECT_EQ(recorded(rogue.pid(), "init").at("priority"), "0") << "the rogue chose normal priority";
+  wait_until([&] { return stopped(rogue.pid()); }, 10s, "the node holding the bypassing client");
+  EXPECT_NE(node_->stderr_text().find("holding pid " + std::to_string(rogue.pid())), std::string::npos)
+      << node_->stderr_text();
+  EXPECT_TRUE(production.running()) << "the registered client is left alone";
+  production.kill(SIGKILL);
+  (void)production.wait();
+  wait_until([&] { return !stopped(rogue.pid()); }, 10s, "the node continuing it once no production job is there");
+  EXPECT_TRUE(rogue.running());
+}
+
+// Outside MPS the default stays a report: the stronger action is for MPS GPUs alone.
+TEST_F(Mps, WithoutMpsAnUnregisteredProcessIsOnlyReportedByDefault) {
+  start_managed_node(1, {"--unregistered-grace-ms", "500", "--mps", "off"});
+  process& production = start_recorded("production");
+  job_env_ = {"TGS_JOB_NAME=rogue"};
+  process& rogue = start_job({"--kernels", "5", "--blocks", "10", "--host-ms", "1"}, "opportunistic", false);
+  job_env_.clear();
+  wait_until([&] { return node_->stderr_text().find("pid " + std::to_string(rogue.pid()) + " (uid") != std::string::npos; },
+             10s, "the node reporting the unregistered process");
+  std::this_thread::sleep_for(1s);
+  EXPECT_FALSE(stopped(rogue.pid())) << node_->stderr_text();
+  EXPECT_TRUE(rogue.running());
+  EXPECT_TRUE(production.running());
+}
+
 TEST_F(Mps, AProgramThatCallsCuInitThroughDlsymGetsItsEnvironmentFirst) {
   start_managed_node(1);
   process& job = start_recorded("opportunistic", {"CUDA_MPS_CLIENT_PRIORITY=0"}, {"--init-through-dlsym"});
