@@ -24,7 +24,7 @@ namespace tgs_fake {
 
 inline constexpr std::uint64_t device_magic = 0x4b414654554447ULL;  // "GDUTFAK"
 inline constexpr int max_devices = 8;
-inline constexpr int max_processes = 64;
+inline constexpr int max_processes = 256;  // room for the 200 jobs of the issue counts (faults_test.cpp)
 /// Buckets of recently issued below-normal-priority MPS kernel time, each 2^mps_bucket_shift ns
 /// (8.4 ms): 12 of them span about 100 ms.
 inline constexpr int mps_buckets = 12;
