@@ -105,8 +105,9 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
     reject.then = then == unregistered_action::report ? abi::refused_then::runs
                   : then == unregistered_action::kill ? abi::refused_then::ended
                                                       : abi::refused_then::held;
-    (void)send_message(c.fd, &reject, sizeof(reject));
+    // Logged before the job hears it: what a refused job reports is already in the node's log.
     log(log_level::warn, "refused a job of pid {} uid {}: {}", c.pid, c.uid, why);
+    (void)send_message(c.fd, &reject, sizeof(reject));
     close_connection(c.fd);
   };
   // The class and GPU are the operator's grant: the class socket's, else the job's own request
