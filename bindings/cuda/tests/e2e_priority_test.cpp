@@ -28,18 +28,13 @@ using namespace std::chrono_literals;
 using tgs_e2e::EndToEnd;
 using tgs_e2e::measure_rate;
 using tgs_e2e::process;
+using tgs_e2e::sanitized;
 
 /// A production job half the time on the device: 20 kernels of 100 blocks (2 ms of device time),
 /// then 2 ms of host time per iteration, synchronising once per iteration.
 const std::vector<std::string> production_args{"--kernels", "20", "--blocks", "100", "--host-ms", "2"};
 /// An opportunistic job of short kernels back to back (20 us each): as much device as it gets.
 const std::vector<std::string> opportunistic_args{"--kernels", "100", "--blocks", "20", "--host-ms", "0"};
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
 
 class MpsPriority : public EndToEnd {
  protected:

@@ -31,6 +31,15 @@ extern char** environ;
 
 namespace tgs_e2e {
 
+/// Whether this build runs under a sanitizer: every process several times slower, so tests that
+/// count on throughput or start many processes scale down there (what these builds check is
+/// memory and thread safety, not speed).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool sanitized = true;
+#else
+inline constexpr bool sanitized = false;
+#endif
+
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
