@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "node_abi.hpp"
+#include "pinned_process.hpp"
 #include "safe_dir.hpp"
 
 extern char** environ;
@@ -76,33 +77,8 @@ std::string make_gpu_folders(int runtime, const std::string& base, const std::st
   }
 }
 
-struct proc_facts {
-  char state = '?';
-  pid_t parent = 0;
-  std::uint64_t start = 0;
-};
-
-/// Fields 3, 4 and 22 of /proc/<pid>/stat; empty when the process is gone.
-std::optional<proc_facts> proc_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (pid <= 0 || !std::getline(in, stat)) return std::nullopt;
-  const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 > stat.size()) return std::nullopt;
-  std::istringstream fields(stat.substr(close + 2));
-  proc_facts f;
-  long parent = 0;
-  fields >> f.state >> parent;
-  std::string skip;
-  for (int i = 5; i < 22 && (fields >> skip); ++i) {
-  }
-  if (!(fields >> f.start)) return std::nullopt;
-  f.parent = static_cast<pid_t>(parent);
-  return f;
-}
-
 bool alive(pid_t pid, std::uint64_t start) {
-  const std::optional<proc_facts> f = proc_of(pid);
+  const std::optional<process_stat> f = read_process_stat(pid);
   return f && f->state != 'Z' && f->state != 'X' && (start == 0 || f->start == start);
 }
 
@@ -321,7 +297,7 @@ void mps_daemons::start(const facts_of& facts) {
 
 void mps_daemons::mark_running(gpu_state& g, pid_t pid) {
   // The daemon's start time with its pid: a recycled pid is never taken for it later.
-  const std::optional<proc_facts> f = proc_of(pid);
+  const std::optional<process_stat> f = read_process_stat(pid);
   g.daemon = pid;
   g.daemon_start = f ? f->start : 0;
   g.at = phase::running;
@@ -537,7 +513,7 @@ std::string mps_daemons::pipe_dir_pattern() const {
 }
 
 bool mps_daemons::is_server(pid_t pid) const {
-  const std::optional<proc_facts> f = proc_of(pid);
+  const std::optional<process_stat> f = read_process_stat(pid);
   if (!f) return false;
   return std::any_of(states_.begin(), states_.end(), [&](const gpu_state& g) {
     if (g.pipe_dir.empty()) return false;

@@ -86,22 +86,31 @@ pin_result unread(int pidfd, pid_t pid, std::string ended_why) {
 
 }  // namespace
 
-std::optional<std::uint64_t> process_start(pid_t pid) {
+std::optional<process_stat> read_process_stat(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
   if (!std::getline(in, stat)) return std::nullopt;
+  // The name (field 2) is in parentheses and may hold anything: the fields after it count from
+  // its last ')'.
   const std::size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 2 > stat.size()) return std::nullopt;
   std::istringstream fields(stat.substr(close + 2));
-  std::string state;
-  fields >> state;
-  if (state == "Z" || state == "X" || state == "x") return std::nullopt;
-  std::string field;
-  for (int i = 4; i < 22 && (fields >> field); ++i) {
+  process_stat f;
+  long parent = 0;
+  if (!(fields >> f.state >> parent)) return std::nullopt;
+  std::string skip;
+  for (int i = 5; i < 22 && (fields >> skip); ++i) {
   }
-  std::uint64_t start = 0;
-  if (!(fields >> start)) return std::nullopt;
-  return start;
+  if (!(fields >> f.start)) return std::nullopt;
+  f.parent = static_cast<pid_t>(parent);
+  return f;
+}
+
+std::optional<std::uint64_t> process_start(pid_t pid) {
+  const std::optional<process_stat> f = read_process_stat(pid);
+  if (!f || f->state == 'Z' || f->state == 'X' || f->state == 'x') return std::nullopt;
+  return f->start;
 }
 
 std::string_view to_string(pinning p) noexcept {

@@ -16,9 +16,19 @@
 
 namespace tgs::cuda::node {
 
-/// The start time of process `pid` (clock ticks since boot, /proc/<pid>/stat field 22) while it
-/// runs (not a zombie); empty when it is gone. The start time tells a recycled pid from the
-/// process that had it.
+/// What /proc/<pid>/stat says of a process: its state (field 3), parent (4) and start time (22,
+/// clock ticks since boot).
+struct process_stat {
+  char state = '?';
+  pid_t parent = 0;
+  std::uint64_t start = 0;
+};
+
+/// Process `pid`'s stat fields, zombies included; empty when there is no such process.
+[[nodiscard]] std::optional<process_stat> read_process_stat(pid_t pid);
+
+/// The start time of process `pid` while it runs (not a zombie); empty when it is gone. The start
+/// time tells a recycled pid from the process that had it.
 [[nodiscard]] std::optional<std::uint64_t> process_start(pid_t pid);
 
 /// How this kernel lets the node pin a process, best first.
