@@ -151,7 +151,6 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   j->process = std::move(c.peer);
   j->pid = j->process.pid();
   j->uid = j->process.uid();
-  j->start_ticks = j->process.start_ticks();
   j->cls = cls;
   j->gpu = gpu;
   j->name.assign(req.name, strnlen(req.name, sizeof(req.name)));

@@ -108,7 +108,7 @@ void node_server::check_unregistered() {
       if (!start) continue;
       const std::pair<std::uint32_t, pid_t> key{gpu, p.pid};
       const auto known = unregistered_.find(key);
-      if (known == unregistered_.end() || known->second.start_ticks != *start) {
+      if (known == unregistered_.end() || known->second.process.start_ticks() != *start) {
         // Seen for the first time (or its pid names another process now): pinned by a pidfd with
         // the start time just read, and its user and origin read while the pidfd shows it holds
         // its pid. One that cannot be pinned is looked at again next time.
@@ -119,7 +119,7 @@ void node_server::check_unregistered() {
           if (pinned.error != 0) log(log_level::warn, "cannot pin pid {} on GPU {}: {}", p.pid, gpu, pinned.why);
           continue;
         }
-        unregistered_[key] = unregistered_process{.gpu = gpu, .pid = p.pid, .uid = uid, .start_ticks = *start,
+        unregistered_[key] = unregistered_process{.gpu = gpu, .pid = p.pid, .uid = uid,
                                                   .used_bytes = std::nullopt, .origin = std::move(origin),
                                                   .first_seen = t, .process = std::move(*pinned.process)};
       }
@@ -206,7 +206,7 @@ void node_server::act_on(unregistered_process& u, bool production_on_gpu) {
         // On the record before it stops: a node that dies now leaves its successor what to
         // continue. A process the record cannot name is not held.
         held_set held = held_now();
-        held.emplace(u.pid, u.start_ticks);
+        held.emplace(u.pid, u.process.start_ticks());
         if (!write_held_record(held)) return;
         if (u.process.signal(SIGSTOP) == signal_outcome::sent) {
           u.paused = true;
@@ -236,7 +236,7 @@ void node_server::continue_paused() {
 node_server::held_set node_server::held_now() const {
   held_set out;
   for (const auto& [key, u] : unregistered_) {
-    if (u.paused) out.emplace(u.pid, u.start_ticks);
+    if (u.paused) out.emplace(u.pid, u.process.start_ticks());
   }
   return out;
 }

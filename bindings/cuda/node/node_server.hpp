@@ -211,14 +211,13 @@ class node_server {
     std::uint32_t gpu = 0;
     pid_t pid = 0;
     uid_t uid = 0;
-    std::uint64_t start_ticks = 0;
     std::optional<std::uint64_t> used_bytes;
     process_origin origin;
     clock::time_point first_seen;
     bool reported = false;
     bool paused = false;
     bool killed = false;
-    /// The process as first seen (its pid with that start time): every signal goes through it.
+    /// The process as first seen (its pid with its start time then): every signal goes through it.
     pinned_process process;
     /// What the node made of it, as the status and the metrics say.
     [[nodiscard]] const char* state() const noexcept {

@@ -25,11 +25,11 @@ struct node_server::job {
   std::uint32_t id = 0;
   int fd = -1;
   /// Its process as the node accepted its connection (`pinned_process::peer_of`): every signal
-  /// the node sends it goes through this, and `pid`, `uid` and `start_ticks` are its.
+  /// the node sends it goes through this; `pid` and `uid` are its, kept beside it for the many
+  /// places that read them.
   pinned_process process;
   pid_t pid = 0;
   uid_t uid = 0;
-  std::uint64_t start_ticks = 0;
   job_class cls = job_class::production;
   std::uint32_t gpu = 0;
   std::string name;
