@@ -244,6 +244,39 @@ TEST(PriorityShare, TheCapNeverFallsBelowTheFloor) {
   EXPECT_LE(static_cast<double>(*f.last.opportunistic_budget), 0.1 * opp_uncapped * 1.5);
 }
 
+TEST(PriorityShare, AProductionJobStillHurtAtTheFloorIsSaidToBeUnprotected) {
+  cfg_t cfg;
+  cfg.floor_fraction = 0.1;
+  pair_feed f{cfg};
+  f.loss_at_full = 0.9;  // 9% lost even at the floor: more than the 4% tolerated
+  f.alone(16);
+  f.arrive();
+  bool said = false;
+  int windows = 0;
+  for (; windows < 100 && !said; ++windows) {
+    f.share(1);
+    said = f.last.production_unprotected;
+  }
+  EXPECT_TRUE(said) << "the cap reached its floor and production stayed below its target";
+  ASSERT_TRUE(f.last.opportunistic_budget);
+  EXPECT_LE(static_cast<double>(*f.last.opportunistic_budget), 0.1 * opp_uncapped * 1.01) << "at the floor";
+  EXPECT_LT(windows, 80) << "said within 40 s of the arrival";
+}
+
+TEST(PriorityShare, AProductionJobTheFloorProtectsIsNeverSaidToBeUnprotected) {
+  cfg_t cfg;
+  cfg.floor_fraction = 0.1;
+  pair_feed f{cfg};
+  f.loss_at_full = 0.3;  // 3% at the floor: within the tolerance
+  f.jitter = 0.1;
+  f.alone(16);
+  f.arrive();
+  for (int i = 0; i < 200; ++i) {
+    f.share(1);
+    ASSERT_FALSE(f.last.production_unprotected) << "window " << i;
+  }
+}
+
 TEST(PriorityShare, AnIdleProductionJobChangesNothingAndResumesUnderTheSameCap) {
   pair_feed f;
   f.loss_at_full = 0.2;

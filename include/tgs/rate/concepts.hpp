@@ -161,6 +161,10 @@ struct rate_decision {
   /// When set, an opportunistic launch also passes, whatever the budget, while the production job
   /// leaves the GPU idle as this says.
   std::optional<gap_fill> fill_gaps{};
+  /// Set when the controller holds the opportunistic jobs at its floor and the production job is
+  /// still measurably below its target: nothing the controller does protects it any more, so a
+  /// driver may hold them or change how they share (tgs-node's mechanism correction).
+  bool production_unprotected = false;
 
   constexpr bool operator==(const rate_decision&) const noexcept = default;
 };

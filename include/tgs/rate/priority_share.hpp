@@ -138,6 +138,10 @@ class priority_share {
     duration budget_window = std::chrono::milliseconds{50};
     /// Windows between reference refreshes while both jobs run (0: never).
     int refresh_every_windows = 120;
+    /// Tests in a row that find the production job hurt with the cap already at its floor before
+    /// the decision says it is unprotected (`rate_decision::production_unprotected`). Our choice:
+    /// 2, five seconds at the defaults, so one unlucky test does not move a job.
+    int unprotected_tests = 2;
   };
 
   static constexpr std::string_view name = "priority-share";
@@ -171,6 +175,9 @@ class priority_share {
       setting<config>{"budget-window-ms", "refill period of the cap", &config::budget_window},
       setting<config>{"refresh-every-windows", "windows between reference refreshes (0: never)",
                       &config::refresh_every_windows},
+      setting<config>{"unprotected-tests",
+                      "tests in a row that find production hurt at the floor before it is unprotected",
+                      &config::unprotected_tests},
   };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
@@ -323,6 +330,8 @@ class priority_share {
     check(c.budget_window > duration::zero(), p, "budget_window", "positive", c.budget_window);
     check(c.refresh_every_windows >= 0, p, "refresh_every_windows", "at least 0 (0: never)",
           c.refresh_every_windows);
+    check(c.unprotected_tests >= 1 && c.unprotected_tests <= 1000, p, "unprotected_tests", "in [1, 1000]",
+          c.unprotected_tests);
     return c;
   }
 
@@ -377,6 +386,7 @@ class priority_share {
 
   void start_sharing() noexcept {
     stage_ = stage::sharing;
+    hurt_at_floor_ = 0;
     evidence_.clear();
     skip_ = 1;
   }
@@ -399,8 +409,13 @@ class priority_share {
     last_z_ = (evidence_.mean() - level) / se;
     const double faster_z = (evidence_.mean() - reference_.mean() * (1.0 + cfg_.tolerated_slowdown)) / se;
     if (last_z_ < -cfg_.confidence_z) {
+      // Hurt with the cap at its floor already: tightening cannot help.
+      hurt_at_floor_ = cap_ && *cap_ <= floor() ? hurt_at_floor_ + 1 : 0;
       tighten(se);
-    } else if (faster_z > cfg_.confidence_z && nc >= cfg_.evidence_windows && !cap_) {
+      return;
+    }
+    hurt_at_floor_ = 0;
+    if (faster_z > cfg_.confidence_z && nc >= cfg_.evidence_windows && !cap_) {
       // Faster than the reference beyond doubt, uncapped: the reference was low. The evidence
       // becomes the reference, so a job that sped up is protected at its new speed.
       reference_ = evidence_;
@@ -480,6 +495,7 @@ class priority_share {
       case stage::sharing: d.opportunistic_budget = cap_; break;
     }
     d.revisit_at = production ? next_revisit_ : never;
+    d.production_unprotected = stage_ == stage::sharing && hurt_at_floor_ >= cfg_.unprotected_tests;
     return d;
   }
 
@@ -501,6 +517,7 @@ class priority_share {
   int reference_elapsed_ = 0;     // windows in this reference, with a sample or not
   int skip_ = 0;
   int inconclusive_blocks_ = 0;   // whole blocks in a row below the level, not significantly
+  int hurt_at_floor_ = 0;         // significant losses in a row with the cap at its floor
   std::int64_t since_refresh_ = 0;
   instant next_revisit_ = never;
 };
