@@ -291,6 +291,14 @@ struct job_segment {
   /// which the priority-share controller reads whether or not the job is sampled. A production
   /// job marks every synchronisation; the mark's busy time means something only while sampled.
   std::atomic<std::uint64_t> sync_mark_ns;
+  // In the spare bytes of the sync-mark line: an opportunistic job's kernel timer. The node sets
+  // `time_kernels` (1: time every kernel, as the node's mechanism choice needs the job's longest
+  // kernel: a SIGKILL in the middle of a long one ends an MPS co-runner); the job's interposer
+  // writes the longest kernel it saw (ns, from its launch or the previous kernel's end, whichever
+  // is later, to its end: never shorter than the kernel) and how many kernels it timed.
+  std::atomic<std::uint32_t> time_kernels;
+  std::atomic<std::uint64_t> longest_kernel_ns;
+  std::atomic<std::uint64_t> kernels_timed;
 };
 
 /// `resident_limit` when the job may keep all of its memory on the GPU.
@@ -309,7 +317,7 @@ static_assert(offsetof(job_segment, managed_resident_bytes) == 320);
 static_assert(offsetof(job_segment, sync_calls) == 448);
 static_assert(offsetof(job_segment, gpu_busy_ns) == 512);
 static_assert(offsetof(job_segment, sync_mark_seq) == 576);
-static_assert(offsetof(job_segment, sync_mark_ns) + sizeof(std::uint64_t) <= 640, "the sync-mark line's spare bytes");
+static_assert(offsetof(job_segment, kernels_timed) + sizeof(std::uint64_t) <= 640, "the sync-mark line's spare bytes");
 
 static_assert(offsetof(job_segment, gap_holdoff_ns) + sizeof(std::uint64_t) <= 192, "the refill line's spare bytes");
 static_assert(offsetof(job_segment, gpu_error) + sizeof(std::uint32_t) <= 256, "the slow-path line's spare bytes");
@@ -332,6 +340,16 @@ static_assert(offsetof(job_segment, timed_launch_ns) + sizeof(std::uint64_t) <= 
     default:
       return false;
   }
+}
+
+/// Whether a job's GPU fault (`sticky_context_error`) reaches the other clients of its MPS server:
+/// the errors a fault policy may end a co-runner on. Every sticky error but a device-side assert
+/// (710): the GPU contains that one to the asserting client. Measured on an H200 under a plain MPS
+/// daemon and under tgs-node, a PyTorch index out of bounds in the opportunistic client left the
+/// production client running, 4 of 4 (../docs/results/mps-faults.md); an illegal address (700)
+/// ended it, 2 of 2. The errors not measured stay on the side of a shared fault domain.
+[[nodiscard]] constexpr bool fault_crosses_mps_clients(std::uint32_t code) noexcept {
+  return sticky_context_error(code) && code != 710;
 }
 
 /// A production job's latest synchronisation mark (`job_segment::sync_mark_seq`).

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+// The kernel timer's driver side: per-stream rings of events recorded after an opportunistic
+// job's launches, and the thread that polls them (kernel_timer.hpp says what it measures).
+#include "kernel_timer.hpp"
+
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "resolve.hpp"
+
+namespace tgs::cuda::intercept {
+
+namespace {
+
+/// The driver calls the timer makes itself (not hooked: looked up in the driver).
+struct timer_api {
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_query)(CUevent) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
+  bool complete = false;
+};
+
+const timer_api& api() noexcept {
+  static const timer_api a = [] {
+    timer_api s;
+    bool ok = lookup(s.ctx_get_current, "cuCtxGetCurrent");
+    ok &= lookup(s.ctx_set_current, "cuCtxSetCurrent");
+    ok &= lookup(s.event_create, "cuEventCreate");
+    ok &= lookup(s.event_record, "cuEventRecord");
+    ok &= lookup(s.event_query, "cuEventQuery");
+    ok &= lookup(s.stream_is_capturing, "cuStreamIsCapturing");
+    ok &= lookup(s.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
+    s.complete = ok;
+    return s;
+  }();
+  return a;
+}
+
+/// Launches of one stream still to be seen complete, oldest first.
+constexpr std::size_t ring_size = 64;
+/// Streams timed at once; a launch on a further one, while every ring has launches pending, is
+/// not timed and makes the job's measurement incomplete (published as the longest possible).
+constexpr std::size_t max_streams = 8;
+
+struct pending_launch {
+  CUevent event = nullptr;
+  std::uint64_t from_ns = 0;
+};
+
+struct timed_stream {
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  pid_t thread = 0;  ///< the launching thread for a per-thread default stream (another stream in each)
+  bool used = false;
+  std::array<pending_launch, ring_size> ring{};
+  std::array<bool, ring_size> created{};
+  std::size_t head = 0;
+  std::size_t count = 0;
+  /// No later than the previous timed launch ended (the last time it was seen still pending, or
+  /// when it could have started): the earliest the next launch on the stream can have started.
+  std::uint64_t previous_end_ns = 0;
+  /// When the oldest pending launch was last seen still pending (0: not yet seen so).
+  std::uint64_t head_pending_ns = 0;
+  std::uint64_t untimed_from_ns = 0;  ///< the first launch since the last timed one that went untimed; 0: none
+};
+
+std::mutex timer_mutex;
+std::array<timed_stream, max_streams> streams;  // under timer_mutex
+std::atomic<bool> poller_started{false};
+/// Longest span seen and launches timed, published to the current link's segment by the poller.
+std::uint64_t longest_ns = 0;  // under timer_mutex
+std::uint64_t timed = 0;       // under timer_mutex
+bool incomplete = false;       // under timer_mutex
+
+void sleep_ns(long ns) noexcept {
+  timespec ts{0, ns};
+  while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0) {
+  }
+}
+
+/// The slot of (`ctx`, `stream`, `thread`), claimed on first use (a slot with nothing pending is
+/// taken over); nullptr when every slot has launches pending. Under timer_mutex.
+timed_stream* slot_of(CUcontext ctx, CUstream stream, pid_t thread) noexcept {
+  timed_stream* idle = nullptr;
+  for (timed_stream& s : streams) {
+    if (s.used && s.context == ctx && s.stream == stream && s.thread == thread) return &s;
+    if (idle == nullptr && (!s.used || (s.count == 0 && s.untimed_from_ns == 0))) idle = &s;
+  }
+  if (idle == nullptr) return nullptr;
+  // Its events belong to its old context: that one may be gone, so they are not reused.
+  if (idle->context != ctx) idle->created.fill(false);
+  idle->context = ctx;
+  idle->stream = stream;
+  idle->thread = thread;
+  idle->used = true;
+  idle->head = idle->count = 0;
+  idle->previous_end_ns = 0;
+  idle->head_pending_ns = 0;
+  idle->untimed_from_ns = 0;
+  return idle;
+}
+
+void publish(abi::job_segment* seg) noexcept {
+  if (seg == nullptr) return;
+  seg->longest_kernel_ns.store(incomplete ? UINT64_MAX : longest_ns, std::memory_order_relaxed);
+  seg->kernels_timed.store(timed, std::memory_order_relaxed);
+}
+
+/// One pass over every stream's oldest pending launches. Under timer_mutex.
+bool poll_once() noexcept {
+  const timer_api& a = api();
+  CUcontext current = nullptr;
+  bool pending = false;
+  for (timed_stream& s : streams) {
+    while (s.used && s.count > 0) {
+      if (s.context != current) {
+        if (a.ctx_set_current(s.context) != CUDA_SUCCESS) {
+          s.used = false;  // the context is gone: so are its events
+          break;
+        }
+        current = s.context;
+      }
+      pending_launch& p = s.ring[s.head];
+      const CUresult r = a.event_query(p.event);
+      const std::uint64_t now = abi::monotonic_ns();
+      if (r == CUDA_ERROR_NOT_READY) {
+        // Still running (or waiting for its turn): it has run at most this long so far, which
+        // already counts. A process killed in the middle of a long kernel never sees it end, and
+        // its profile must say it had one.
+        longest_ns = std::max(longest_ns, kernel_span_ns(p.from_ns, s.previous_end_ns, now));
+        s.head_pending_ns = now;
+        pending = true;
+        break;
+      }
+      if (r != CUDA_SUCCESS) {  // a context that is gone, or a sticky error: nothing more to learn
+        s.used = false;
+        break;
+      }
+      // It ended after it was last seen pending and no later than now: the span to now is an upper
+      // bound, and the earlier moment a lower bound of its end, hence of the next one's start. So
+      // a late poll lengthens a span and never shortens the next.
+      longest_ns = std::max(longest_ns, kernel_span_ns(p.from_ns, s.previous_end_ns, now));
+      ++timed;
+      s.previous_end_ns = std::max({p.from_ns, s.previous_end_ns, s.head_pending_ns});
+      s.head_pending_ns = 0;
+      s.head = (s.head + 1) % ring_size;
+      --s.count;
+    }
+  }
+  return pending;
+}
+
+void run_poller() noexcept {
+  // A fine timer, and queries that never invalidate a graph capture another thread runs.
+  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+  (void)api().exchange_capture_mode(&relaxed);
+  for (;;) {
+    bool pending = false;
+    try {
+      std::lock_guard lock(timer_mutex);
+      pending = poll_once();
+      publish(current_link.load(std::memory_order_acquire)->segment);
+    } catch (...) {
+    }
+    // Every 10 ms while launches are pending: a completion seen late lengthens its span by at most
+    // that and shortens no other (`previous_end_ns`), and a job's thread wakes 100 times a second.
+    sleep_ns(pending ? 10'000'000 : 50'000'000);
+  }
+}
+
+}  // namespace
+
+void time_kernel(abi::job_segment* seg, CUstream stream, bool per_thread, std::uint64_t launched_ns) noexcept {
+  const timer_api& a = api();
+  if (!a.complete) return;
+  if (!poller_started.exchange(true)) {
+    try {
+      std::thread(run_poller).detach();
+    } catch (...) {
+      log(log_level::warn, "could not start the kernel timer: this job's kernels are not timed");
+      return;
+    }
+  }
+  const CUstream key = stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
+  // A launch into a capturing stream adds a node to a graph: nothing runs now.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (a.stream_is_capturing(key, &capture) != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE) return;
+  CUcontext ctx = nullptr;
+  if (a.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return;
+  const pid_t thread = key == CU_STREAM_PER_THREAD ? static_cast<pid_t>(::syscall(SYS_gettid)) : 0;
+  try {
+    std::lock_guard lock(timer_mutex);
+    timed_stream* s = slot_of(ctx, key, thread);
+    if (s == nullptr) {
+      incomplete = true;
+      publish(seg);
+      return;
+    }
+    const std::uint64_t from = s->untimed_from_ns != 0 ? s->untimed_from_ns : launched_ns;
+    const std::size_t slot = (s->head + s->count) % ring_size;
+    bool recorded = s->count < ring_size;
+    if (recorded && !s->created[slot]) {
+      recorded = a.event_create(&s->ring[slot].event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+      s->created[slot] = recorded;
+    }
+    if (recorded) recorded = a.event_record(s->ring[slot].event, key) == CUDA_SUCCESS;
+    if (!recorded) {
+      if (s->untimed_from_ns == 0) s->untimed_from_ns = launched_ns;
+      return;
+    }
+    s->ring[slot].from_ns = from;
+    s->untimed_from_ns = 0;
+    ++s->count;
+  } catch (...) {
+    // A lock that cannot be taken: this launch goes untimed.
+  }
+}
+
+}  // namespace tgs::cuda::intercept

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// An opportunistic job's kernel timer: while the node asks (`job_segment::time_kernels`), an event
+/// is recorded after each of the job's launches, and a thread of the job polls them, stream by
+/// stream, and publishes the longest span a kernel can have run (`longest_kernel_ns`). The node
+/// keeps it in the job's profile: a job whose kernels run long is never made an MPS client beside a
+/// production job, since a SIGKILL in the middle of a long kernel ends the server's other clients
+/// (docs/results/mps-faults.md).
+///
+/// The span is an upper bound (but for the microseconds between a submission and the return of its
+/// launch call, below): a kernel starts no earlier than its launch
+/// and than the end of the previous launch on its stream, and it has ended when its event is seen
+/// complete. A launch still pending counts with the span it has had so far, so a job killed in
+/// the middle of a long kernel is known to have had one. Launches that could not be timed (a stream's ring full, an event that could not be
+/// recorded) are charged to the next timed launch on their stream, whose span then starts at the
+/// first of them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda_subset.hpp"
+#include "job_link.hpp"
+
+namespace tgs::cuda::intercept {
+
+/// The span charged to a timed launch seen complete at `seen_ns`: from `from_ns` (its launch, or
+/// that of the first untimed launch before it on its stream) or the end of the previous timed
+/// launch on its stream, whichever is later, to `seen_ns`. Pure, so the rule is tested without a
+/// driver.
+[[nodiscard]] constexpr std::uint64_t kernel_span_ns(std::uint64_t from_ns, std::uint64_t previous_end_ns,
+                                                     std::uint64_t seen_ns) noexcept {
+  const std::uint64_t start = std::max(from_ns, previous_end_ns);
+  return seen_ns > start ? seen_ns - start : 0;
+}
+
+/// Times the launch just made on `stream` (`per_thread`: a `_ptsz` form) whose driver call returned
+/// at `launched_ns`, for an opportunistic job whose node asked (`seg->time_kernels`). Starts the
+/// polling thread on first use. The span starts at the call's return, not its entry: a launch
+/// that loads its module first (lazy loading, a JIT from PTX) spends up to hundreds of
+/// milliseconds in the call before the kernel is submitted (measured on an H200: a ShuffleNet
+/// job's longest span was 305 ms counted from the entry). A kernel can start a few microseconds
+/// before the call returns; that much a span may fall short.
+void time_kernel(abi::job_segment* seg, CUstream stream, bool per_thread, std::uint64_t launched_ns) noexcept;
+
+}  // namespace tgs::cuda::intercept
