@@ -17,7 +17,8 @@
 // (and `--free-at` gives it back), `--late-mib` one more allocation at `--late-at` (as a job's
 // activations and workspaces come after its weights); out of memory ends the job with status 3, as a PyTorch job dies
 // on its OOM exception. `--fail-at` with `--fail segv|abort|oom` makes the job die; `--fail illegal-address` gives its
-// context a device fault (its launches and synchronisations fail from then on), and it exits 1. The memory
+// context a device fault (its launches and synchronisations fail from then on), and it exits 1;
+// `--fail device-assert` does the same with a device-side assert's error (710). The memory
 // calls are direct calls of the linked driver functions, so a preloaded interposer sees them.
 #include <csignal>
 #include <dlfcn.h>
@@ -116,6 +117,9 @@ int fail_now(const std::string& how, unsigned long long oom_mib, double t) {
     // A device fault of this context: the next launch fails, and every call after it; the loop
     // then ends the job as a CUDA program does on an error (it exits, in order).
     if (const CUresult r = tgsFakeInjectFault(CUDA_ERROR_ILLEGAL_ADDRESS); r != CUDA_SUCCESS) return fail("tgsFakeInjectFault", r);
+  } else if (how == "device-assert") {
+    // A device-side assert (a PyTorch index out of bounds): sticky in this context alone.
+    if (const CUresult r = tgsFakeInjectFault(CUDA_ERROR_ASSERT); r != CUDA_SUCCESS) return fail("tgsFakeInjectFault", r);
   } else if (how == "oom") {
     CUdeviceptr p = 0;
     const CUresult r = cuMemAlloc_v2(&p, static_cast<std::size_t>(oom_mib) << 20);
@@ -233,7 +237,7 @@ int main(int argc, char** argv) {
   app.add_option("--free-at", free_at, "when to free the --alloc-mib memory, s after start (default: never)")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--fail-at", fail_at, "when to fail as --fail says, s after start")->check(CLI::Range(0.0, 1e6));
-  app.add_option("--fail", fail_how, "how to fail at --fail-at")->check(CLI::IsMember({"none", "segv", "abort", "oom", "illegal-address"}));
+  app.add_option("--fail", fail_how, "how to fail at --fail-at")->check(CLI::IsMember({"none", "segv", "abort", "oom", "illegal-address", "device-assert"}));
   app.add_option("--oom-mib", oom_mib, "the single allocation of --fail oom, MiB")->check(CLI::Range(1ULL, 1ULL << 40));
   app.add_option("--late-mib", late_mib, "one more allocation (cuMemAlloc_v2) at --late-at, MiB (default: none)");
   app.add_option("--late-at", late_at, "when to make the --late-mib allocation, s after start")

@@ -111,6 +111,33 @@ class gpu_control_loop {
     return std::min(decision_.revisit_at, has_opportunistic() ? next_refill_ : never);
   }
 
+  /// Holds an opportunistic job (or lets it go again): while a production job is on the GPU a held
+  /// job's allowance is not refilled, so its launches wait, and it takes no part of the budget.
+  /// Without a production job it runs as the others do.
+  void hold(std::uint32_t id, bool held) noexcept {
+    for (job& j : jobs_) {
+      if (j.id == id && j.cls == job_class::opportunistic) j.held = held;
+    }
+    apply_gap_fill();
+    refill();
+  }
+  [[nodiscard]] bool held(std::uint32_t id) const noexcept {
+    return std::any_of(jobs_.begin(), jobs_.end(), [&](const job& j) { return j.id == id && holding(j); });
+  }
+
+  /// How much of its time the production job's host waits for its GPU (blocked in synchronisation
+  /// calls), smoothed over its last rate periods; empty before `min_wait_periods` of them. A job
+  /// whose host waits most of the time is GPU-bound; one that waits little is bound by its host.
+  /// It is measured with or without a co-runner (the interposer times every synchronisation).
+  [[nodiscard]] std::optional<double> production_gpu_wait() const noexcept {
+    for (const job& j : jobs_) {
+      if (j.cls == job_class::production && j.wait_periods >= min_wait_periods) return j.wait_average;
+    }
+    return std::nullopt;
+  }
+  /// Rate periods the production job's wait is measured over before it counts.
+  static constexpr int min_wait_periods = 3;
+
   [[nodiscard]] const rate_decision& decision() const noexcept { return decision_; }
   [[nodiscard]] const Controller& controller() const noexcept { return controller_; }
   [[nodiscard]] std::size_t job_count() const noexcept { return jobs_.size(); }
@@ -122,7 +149,7 @@ class gpu_control_loop {
     for (const job& j : jobs_) {
       job_report r{j.id, j.cls, j.blocks_per_s, j.launches_per_s, j.sync_wait_fraction, j.gpu_busy_fraction,
                    std::nullopt, j.launch_call_us};
-      if (j.cls == job_class::opportunistic) r.budget_blocks = per_job_budget();
+      if (j.cls == job_class::opportunistic) r.budget_blocks = holding(j) ? std::optional<std::uint64_t>{0} : per_job_budget();
       out.push_back(r);
     }
     return out;
@@ -153,6 +180,11 @@ class gpu_control_loop {
     /// was made while the job was sampled (a start for the next).
     std::optional<abi::sync_mark> mark = std::nullopt;
     bool mark_sampled = false;
+    /// Held by the node (`hold`): an opportunistic job that launches nothing beside production.
+    bool held = false;
+    /// The sync-wait fraction smoothed over rate periods (`production_gpu_wait`), and how many.
+    double wait_average = 0;
+    int wait_periods = 0;
   };
 
   /// The production job's blocks and wall time between its previous mark and its latest, when it
@@ -194,12 +226,18 @@ class gpu_control_loop {
   [[nodiscard]] bool has_opportunistic() const noexcept {
     return std::any_of(jobs_.begin(), jobs_.end(), [](const job& j) { return j.cls == job_class::opportunistic; });
   }
+  [[nodiscard]] bool has_production() const noexcept {
+    return std::any_of(jobs_.begin(), jobs_.end(), [](const job& j) { return j.cls == job_class::production; });
+  }
+  /// Whether `j` is held now: the node holds it and a production job is on the GPU.
+  [[nodiscard]] bool holding(const job& j) const noexcept { return j.held && has_production(); }
 
-  /// The decision's budget split evenly across the opportunistic jobs (empty = unthrottled).
+  /// The decision's budget split evenly across the opportunistic jobs not held (empty = unthrottled).
   [[nodiscard]] std::optional<std::uint64_t> per_job_budget() const noexcept {
     if (!decision_.opportunistic_budget) return std::nullopt;
-    const auto n = static_cast<std::uint64_t>(
-        std::count_if(jobs_.begin(), jobs_.end(), [](const job& j) { return j.cls == job_class::opportunistic; }));
+    const auto n = static_cast<std::uint64_t>(std::count_if(jobs_.begin(), jobs_.end(), [&](const job& j) {
+      return j.cls == job_class::opportunistic && !holding(j);
+    }));
     // Keep the allowance arithmetic inside the 40-bit block space (see node_abi.hpp).
     return std::min(*decision_.opportunistic_budget / std::max<std::uint64_t>(n, 1), abi::unthrottled_lead);
   }
@@ -271,14 +309,14 @@ class gpu_control_loop {
         continue;
       }
       std::uint32_t bound = operator_inflight_bound;
-      if (decision_.fill_gaps) {
+      if (decision_.fill_gaps && !holding(j)) {
         const std::uint32_t asked = std::clamp<std::uint32_t>(decision_.fill_gaps->max_inflight, 1, abi::max_launch_window);
         bound = bound == 0 ? asked : std::min(bound, asked);
         const auto holdoff = static_cast<std::uint64_t>(std::max(decision_.fill_gaps->holdoff, duration::zero()).count());
         seg.gap_holdoff_ns.store(holdoff, std::memory_order_relaxed);
       }
       seg.max_inflight_launches.store(bound, std::memory_order_relaxed);
-      seg.gap_fill.store(decision_.fill_gaps ? 1 : 0, std::memory_order_release);
+      seg.gap_fill.store(decision_.fill_gaps && !holding(j) ? 1 : 0, std::memory_order_release);
     }
   }
 
@@ -292,13 +330,14 @@ class gpu_control_loop {
       abi::job_segment& seg = *j.segment;
       const std::uint64_t used = seg.launch_counter.load(std::memory_order_acquire) & abi::block_mask;
       const std::uint64_t allowance = seg.allowance.load(std::memory_order_relaxed);
-      const std::uint64_t grant = budget.value_or(abi::unthrottled_lead);
+      // A held job gets nothing: its launches wait at the gate.
+      const std::uint64_t grant = holding(j) ? 0 : budget.value_or(abi::unthrottled_lead);
       seg.allowance.store(decision_.fill_gaps
                               ? abi::gap_fill_allowance(allowance, used,
                                                         seg.gap_passed_to.load(std::memory_order_acquire), grant)
                               : abi::refill_allowance(allowance, used, grant),
                           std::memory_order_release);
-      seg.budget_blocks.store(budget.value_or(UINT64_MAX), std::memory_order_relaxed);
+      seg.budget_blocks.store(holding(j) ? 0 : budget.value_or(UINT64_MAX), std::memory_order_relaxed);
       seg.budget_window_ns.store(static_cast<std::uint64_t>(decision_.budget_window.count()), std::memory_order_relaxed);
       seg.refill_generation.fetch_add(1, std::memory_order_release);
       // Not FUTEX_PRIVATE: the waiters are in the job's process.
@@ -318,6 +357,11 @@ class gpu_control_loop {
       const std::uint64_t waited = j.segment->sync_wait_ns.load(std::memory_order_relaxed);
       j.sync_wait_fraction = to_seconds(bounded_wait(j.sync_wait_ns, waited, now - rate_time_)) / seconds;
       j.sync_wait_ns = waited;
+      // Smoothed over about three periods: one period of a host-bound job moves by 8-15%.
+      if (j.cls == job_class::production) {
+        j.wait_average = j.wait_periods == 0 ? j.sync_wait_fraction : 0.7 * j.wait_average + 0.3 * j.sync_wait_fraction;
+        ++j.wait_periods;
+      }
       // The count is read before the time: a launch that adds between the two loads lands its
       // time in this period and its count in the next, a bias of one sample at most.
       const std::uint64_t timed = j.segment->timed_launches.load(std::memory_order_relaxed);

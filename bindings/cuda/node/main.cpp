@@ -279,6 +279,27 @@ int main(int argc, char** argv) {
                  "node falls back to idle-harvest")
       ->check(CLI::IsMember({"managed", "external", "off"}))
       ->capture_default_str();
+  std::string opportunistic_mechanism = std::string(tgs::to_string(options.opportunistic_mechanism));
+  app.add_option("--opportunistic-mechanism", opportunistic_mechanism,
+                 "how an opportunistic job shares its GPU where the policy shares through MPS: mps (an MPS client "
+                 "wherever no other tenant's production job is on its GPU; a SIGKILL of it in a long kernel ends "
+                 "production), auto (chosen per job at registration from what the node measures: an MPS client "
+                 "only beside a GPU-bound production job of the same tenant, with its kernels measured short in an "
+                 "earlier run and its memory fitting, else a time-sliced context of its own; docs/operator-guide.md, "
+                 "\"How each opportunistic job shares\") or time-sliced (never an MPS client)")
+      ->check(CLI::IsMember({"auto", "mps", "time-sliced"}))
+      ->capture_default_str();
+  double long_kernel_ms = tgs::to_seconds(options.choice.long_kernel) * 1e3;
+  app.add_option("--mps-long-kernel-ms", long_kernel_ms,
+                 "auto: a job whose longest kernel, as measured in its earlier runs, is this long is never an MPS "
+                 "client (a SIGKILL in the middle of such a kernel ends the server's other clients)")
+      ->check(CLI::Range(1.0, 3600000.0))
+      ->capture_default_str();
+  app.add_option("--gpu-bound-wait", options.choice.gpu_bound_wait,
+                 "auto: a production job whose host waits for its GPU more than this fraction of its time is "
+                 "GPU-bound, and only beside such a job is an opportunistic one an MPS client")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--mps-control", options.mps.control,
                  "the MPS control program for --mps managed (a path, or a name looked up on PATH)")
       ->capture_default_str();
@@ -404,6 +425,8 @@ int main(int argc, char** argv) {
   options.policy_named = !policy.empty();
   if (policy.empty()) policy = default_policy;
   options.mps.mode = *parse_mps_mode(mps_mode_name);  // CLI::IsMember checked it
+  options.opportunistic_mechanism = *tgs::parse_mechanism_preference(opportunistic_mechanism);  // checked by IsMember
+  options.choice.long_kernel = tgs::from_seconds(long_kernel_ms / 1e3);
   if (options.mps.mode == mps_mode::external && options.mps.pipe_dir.empty()) {
     fmt::print(stderr, "tgs-node: --mps external needs --mps-pipe-dir (the operator's daemons' pipe folder)\n");
     return 2;

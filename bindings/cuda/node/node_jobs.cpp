@@ -91,7 +91,10 @@ abi::job_holdings node_server::bounded_holdings(const job& j, const abi::job_hol
 /// Puts a job into its GPU's control loop: at registration, or for a production job once the
 /// node sees it hold a context on its GPU (it then starts steering the controller).
 void node_server::enter_control(job& j) {
-  gpu_loop(j.gpu).add_job(j.id, j.cls, j.segment, now());
+  loop& l = gpu_loop(j.gpu);
+  l.add_job(j.id, j.cls, j.segment, now());
+  // A job chosen to wait, or held by the correction, waits from its first launch.
+  if (j.corrected || (j.mechanism && j.mechanism->mechanism == opportunistic_mechanism::held)) l.hold(j.id, true);
   j.in_control = true;
 }
 
@@ -167,8 +170,10 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   seg->job_class = cls == job_class::opportunistic ? abi::class_code::opportunistic : abi::class_code::production;
   seg->heartbeat_ns.store(abi::monotonic_ns(), std::memory_order_release);
   // The launch window paces opportunistic jobs only: a production job queues as it would alone.
+  // Their kernels are timed: the longest decides whether a later start may be an MPS client.
   if (cls == job_class::opportunistic) {
     seg->max_inflight_launches.store(options_.max_inflight_launches, std::memory_order_relaxed);
+    seg->time_kernels.store(1, std::memory_order_relaxed);
   }
   // A job registering again (its node restarted) holds memory: the policy must count it from the
   // first step, before the job rewrites these lines with its own sums.
@@ -177,6 +182,8 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   seg->managed_bytes.store(holdings.managed_bytes, std::memory_order_relaxed);
   seg->managed_resident_bytes.store(holdings.managed_resident_bytes, std::memory_order_relaxed);
   j->segment = seg;
+  // How it shares the GPU is chosen before its context exists: the reply below carries it.
+  if (cls == job_class::opportunistic) choose_mechanism(*j);
   // The allowance must be in place before the job can launch, so the loop sees the job first.
   // A production job that holds no context on its GPU yet waits for one (check_liveness).
   if (cls != job_class::production || listed_or_unknown(observer_.processes(j->gpu), j->pid)) enter_control(*j);
@@ -201,15 +208,23 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   abi::register_reply reply;
   reply.job_id = j->id;
   reply.job_class = seg->job_class;
-  reply.mps = mps_client_for(cls, j->gpu);
+  // A production job is a client wherever the node runs MPS; an opportunistic one only where the
+  // choice made it one (else its context is its own, time-sliced against the server's).
+  if (cls == job_class::production ||
+      (j->mechanism && j->mechanism->mechanism == opportunistic_mechanism::mps_client)) {
+    reply.mps = mps_client_for(cls, j->gpu);
+  }
+  j->mps_client = reply.mps.client != 0;
   const int fds[2] = {memfd, page_fd};
   const bool sent = send_with_fds(c.fd, &reply, sizeof(reply), fds, page_fd >= 0 ? 2 : 1);
   ::close(memfd);
   if (page_fd >= 0) ::close(page_fd);
   const std::uint32_t id = j->id;
-  log(log_level::info, "job {} registered: pid {} uid {} {} ({}) on GPU {} ({}){}{}", id, j->pid, j->uid, to_string(cls),
-      j->class_from, j->gpu, printable(j->name),
+  log(log_level::info, "job {} registered: pid {} uid {} {} ({}) on GPU {} ({}){}{}{}", id, j->pid, j->uid,
+      to_string(cls), j->class_from, j->gpu, printable(j->name),
       j->origin.container.empty() ? "" : ", container " + short_container_id(j->origin.container),
+      j->mechanism ? fmt::format(", {} ({})", to_string(j->mechanism->mechanism), to_string(j->mechanism->reason))
+                   : std::string(j->mps_client ? ", an MPS client" : ""),
       j->in_control ? "" : "; it steers the controller once it holds a context there");
   c.job_id = id;
   jobs_[id] = std::move(j);
@@ -232,6 +247,9 @@ void node_server::remove_job(std::uint32_t id, const char* why) {
   if (it == jobs_.end()) return;
   job& j = *it->second;
   log(log_level::info, "job {} (pid {}, {}) left: {}", id, j.pid, to_string(j.cls), why);
+  // What its run measured stays in its profile for its next start.
+  note_profile(j);
+  if (j.cls == job_class::opportunistic && j.profile) ++profiles_.at(*j.profile).runs;
   if (auto g = gpus_.find(j.gpu); g != gpus_.end() && j.in_control) g->second->remove_job(id, now());
   // The page's writer gone, its samples no longer stand: no gap is open on them, and the next
   // production job to register writes the page.
@@ -280,13 +298,18 @@ void node_server::on_job_ended(std::uint32_t id, const char* why) {
         id, failed_pid, to_string(cls), gpu, gpu_error);
   }
   // The co-runners: the jobs of the other class registered on the same GPU (a production job
-  // still waiting for its context included: its process is there all the same) of the same user.
-  // Another user's job shares no fault domain with it (MPS servers are per user), and the node
-  // never ends another user's job on what this job's segment says (docs/trust-model.md).
+  // still waiting for its context included: its process is there all the same) of the same user,
+  // both clients of the GPU's MPS server. Another user's job shares no fault domain with it (MPS
+  // servers are per user), nor, under the fault policy the rate policy implies, does a job in a
+  // context of its own (the mechanism choice made it time-sliced); a fault policy the operator
+  // named applies as named (a shared fault domain then models MPS for comparison). The node never
+  // ends another user's job on what this job's segment says (docs/trust-model.md).
   const uid_t failed_uid = failed.uid;
+  const bool one_server = failed.mps_client || options_.fault_policy_named;
   std::vector<std::uint32_t> co_runners;
   for (const auto& [other_id, other] : jobs_) {
-    if (other_id != id && other->gpu == gpu && other->cls != cls && other->uid == failed_uid) {
+    if (other_id != id && other->gpu == gpu && other->cls != cls && other->uid == failed_uid && one_server &&
+        (other->mps_client || options_.fault_policy_named)) {
       co_runners.push_back(other_id);
     }
   }
@@ -304,11 +327,14 @@ void node_server::on_job_ended(std::uint32_t id, const char* why) {
   // Ending another user's job on a bare exit would hand every user a kill switch: a job that
   // registers, does nothing and exits. Under MPS the GPU itself ends a co-runner that a client's
   // end harms (docs/results/mps-faults.md); the node need not.
-  const bool end_co_runners = d.co_runner_terminated && kind == fault_kind::gpu_exception;
+  // Nor on a fault the GPU keeps to the faulting client (a device-side assert).
+  const bool end_co_runners =
+      d.co_runner_terminated && kind == fault_kind::gpu_exception && abi::fault_crosses_mps_clients(gpu_error);
   if (d.co_runner_terminated && !end_co_runners) {
-    log(log_level::info,
-        "fault policy {} would end job {}'s co-runner on an abrupt end; the node does not: no GPU fault was seen",
-        faults.policy.policy_name(), id);
+    log(log_level::info, "fault policy {} would end job {}'s co-runner; the node does not: {}",
+        faults.policy.policy_name(), id,
+        kind != fault_kind::gpu_exception ? "no GPU fault was seen"
+                                          : "the GPU keeps this fault to the client that made it");
   }
   if (end_co_runners) {
     for (const std::uint32_t other_id : co_runners) {
@@ -349,6 +375,7 @@ void node_server::check_liveness() {
   std::vector<std::uint32_t> dead;
   for (const auto& [id, j] : jobs_) {
     if (j->process.exited()) dead.push_back(id);
+    note_profile(*j);  // a live job's measurements count for jobs that start beside it
   }
   for (std::uint32_t id : dead) on_job_ended(id, "process exited");
   // Production jobs waiting for a context on their GPU: one NVML query per GPU.

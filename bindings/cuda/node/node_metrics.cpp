@@ -131,6 +131,14 @@ metric_snapshot node_server::metrics_snapshot() const {
       }
       b.gauge("tgs_gpu_production_blocks_per_second", "thread blocks the production jobs launched per second",
               {{"gpu", g}}, production);
+      if (const std::optional<double> wait = l->production_gpu_wait()) {
+        b.gauge("tgs_gpu_production_gpu_wait_ratio",
+                "of its time, how long the production job's host waits for its GPU (smoothed; the mechanism choice's "
+                "measure of how GPU-bound it is)",
+                {{"gpu", g}}, *wait);
+      }
+      b.gauge("tgs_gpu_production_unprotected", "1 while the controller holds the opportunistic jobs at its floor and "
+              "the production job is still below its target", {{"gpu", g}}, d.production_unprotected ? 1 : 0);
     }
     // The fault policy's work, announced on every GPU the node knows (zero until a job ends).
     const auto faults_at = faults_.find(gpu);
@@ -167,6 +175,19 @@ metric_snapshot node_server::metrics_snapshot() const {
                       {"name", printable(j.name)}};
       b.gauge("tgs_job_launched_blocks_per_second", "thread blocks the job launched per second (last second)", jl,
               n.report.blocks_per_s);
+      if (j.mechanism) {
+        // How the opportunistic job shares its GPU, and the fact that decided it.
+        labels ml = jl;
+        ml.emplace_back("mechanism", std::string(to_string(j.mechanism->mechanism)));
+        ml.emplace_back("reason", std::string(to_string(j.mechanism->reason)));
+        b.gauge("tgs_job_mechanism_info", "how an opportunistic job shares its GPU and why (always 1)", std::move(ml), 1);
+        b.gauge("tgs_job_held", "1 while the node holds the opportunistic job beside a production job", jl,
+                l != nullptr && l->held(id) ? 1 : 0);
+      }
+      if (seg.kernels_timed.load(std::memory_order_relaxed) > 0) {
+        b.gauge("tgs_job_longest_kernel_seconds", "the longest kernel the job's interposer timed", jl,
+                static_cast<double>(seg.longest_kernel_ns.load(std::memory_order_relaxed)) / 1e9);
+      }
       b.gauge("tgs_job_launches_per_second", "kernel launches per second (last second)", jl, n.report.launches_per_s);
       if (j.cls == job_class::opportunistic && n.report.budget_blocks) {
         b.gauge("tgs_job_budget_blocks", "the job's thread blocks per budget window", jl, as_double(*n.report.budget_blocks));

@@ -71,7 +71,7 @@ std::optional<job_class> parse_job_class(std::string_view s) noexcept {
 }
 
 node_server::node_server(node_options options)
-    : options_(std::move(options)), start_(clock::now()), next_liveness_(start_) {
+    : options_(std::move(options)), start_(clock::now()), chooser_(options_.choice), next_liveness_(start_) {
   // Validate the controller configuration now, so a bad flag fails at start, not at the first job.
   (void)any_rate_controller{options_.controller};
   (void)any_fault_policy{options_.fault_policy};
@@ -281,6 +281,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     instant next = t + std::chrono::milliseconds{100};  // heartbeat and liveness cadence
     const std::uint64_t heartbeat = abi::monotonic_ns();
     for (auto& [gpu, l] : gpus_) next = std::min(next, l->run(t, heartbeat));
+    correct_mechanisms();
     // Jobs not (yet) in a control loop still need the heartbeat: their waits watch it.
     for (auto& [id, j] : jobs_) {
       if (!j->in_control) j->segment->heartbeat_ns.store(heartbeat, std::memory_order_release);

@@ -23,6 +23,7 @@
 
 #include "control_loop.hpp"
 #include "gpu_observer.hpp"
+#include "job_profiles.hpp"
 #include "listener.hpp"
 #include "memory_loop.hpp"
 #include "metrics.hpp"
@@ -34,6 +35,7 @@
 #include "tgs/fault/any_fault_policy.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
+#include "tgs/sharing/mechanism_choice.hpp"
 
 namespace tgs::cuda::node {
 
@@ -128,6 +130,13 @@ struct node_options {
   bool policy_named = true;
   /// The policy in force where the default needs MPS and the node has none (idle-harvest).
   std::optional<any_rate_controller::config> fallback_controller;
+  /// How opportunistic jobs may share where the policy in force shares through MPS
+  /// (`--opportunistic-mechanism`): an MPS client wherever no other tenant's production job is on
+  /// the GPU (the default: docs/results/mechanism-choice.md says why `auto` is not, yet), chosen
+  /// per job from what the node measures (`tgs::mechanism_choice`), or never a client.
+  mechanism_preference opportunistic_mechanism = mechanism_preference::mps;
+  /// The choice's thresholds (`--mps-long-kernel-ms`, `--gpu-bound-wait`).
+  mechanism_choice::config choice;
   /// The MPS control daemons (`--mps`): managed by the node, the operator's, or none. An empty
   /// `mps.runtime_dir` is the socket's folder + `/mps`.
   mps_options mps;
@@ -305,6 +314,19 @@ class node_server {
   // node_mps.cpp: MPS: the daemons, the policy in force, each job's client settings.
   void start_mps();
   [[nodiscard]] abi::mps_client mps_client_for(job_class cls, std::uint32_t gpu) const;
+  // node_mechanism.cpp: how each opportunistic job shares its GPU, and the correction.
+  /// The facts the choice reads for an opportunistic job of `uid` from `origin` on `gpu`.
+  [[nodiscard]] choice_facts facts_for(std::uint32_t gpu, uid_t uid, const process_origin& origin,
+                                       const std::optional<job_profile>& profile) const;
+  /// Chooses `j`'s mechanism (an opportunistic job registering): sets its verdict and profile key.
+  void choose_mechanism(job& j);
+  /// Remembers what `j`'s segment measured (its longest kernel, its memory) in its profile.
+  void note_profile(const job& j);
+  /// Holds the opportunistic jobs of a GPU whose controller can no longer protect its production
+  /// job; remembers it in their profiles once production recovers while they are held, and lets
+  /// them go again when it does not within `correction_patience`.
+  void correct_mechanisms();
+  static constexpr std::chrono::seconds correction_patience{15};
   // node_metrics.cpp: the metrics snapshot.
   [[nodiscard]] metric_snapshot metrics_snapshot() const;
   loop& gpu_loop(std::uint32_t gpu);
@@ -353,6 +375,9 @@ class node_server {
   std::map<std::uint32_t, std::unique_ptr<gpu_page_file>> pages_;
   std::map<std::uint32_t, gpu_faults> faults_;
   std::vector<pending_reply> pending_;
+  /// The opportunistic jobs' profiles across their runs, and the choice that reads them.
+  job_profiles profiles_;
+  mechanism_choice chooser_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;
   /// A spare descriptor, closed to accept (and drop) a connection when the node has run out.

@@ -109,6 +109,7 @@ void node_server::send_status(connection& c, bool json_lines) {
                                                            : json(options_.class_socket_dir)},
                                      {"unregistered", unregistered_.size()},
                                      {"policy_fallback", policy_fallback_.empty() ? json(nullptr) : json(policy_fallback_)},
+                                     {"opportunistic_mechanism", std::string(to_string(options_.opportunistic_mechanism))},
                                      {"mps", mps_status()}}}});
   std::set<std::uint32_t> gpus;
   for (const auto& [gpu, l] : gpus_) gpus.insert(gpu);
@@ -145,6 +146,10 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["opportunistic_resident_limit"] = capped ? json(m->opportunistic_resident_limit().count()) : json(nullptr);
       line["residency_split"] = m != nullptr ? json(std::string(to_string(m->split()))) : json(nullptr);
       line["controller"] = controller;
+      // What the mechanism choice reads of the production job, and the correction's signal.
+      const std::optional<double> wait = l->production_gpu_wait();
+      line["production_gpu_wait"] = wait ? json(rounded(*wait, 3)) : json(nullptr);
+      line["production_unprotected"] = d.production_unprotected;
       add_faults(line);
       lines.push_back(std::move(line));
     }
@@ -175,6 +180,16 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["namespace"] = j.origin.pod_namespace;
       line["up_s"] = rounded(std::chrono::duration<double>(clock::now() - j.since).count(), 1);
       line["in_control_loop"] = j.in_control;
+      // How it shares the GPU and why (an opportunistic job), and what the node holds it for.
+      line["mps_client"] = j.mps_client;
+      line["mechanism"] = j.mechanism ? json(std::string(to_string(j.mechanism->mechanism))) : json(nullptr);
+      line["mechanism_reason"] = j.mechanism ? json(std::string(to_string(j.mechanism->reason))) : json(nullptr);
+      line["held"] = l != nullptr && l->held(id) && j.cls == job_class::opportunistic;
+      line["corrected"] = j.corrected;
+      line["kernels_timed"] = seg.kernels_timed.load();
+      line["longest_kernel_ms"] = seg.kernels_timed.load() > 0
+                                      ? json(rounded(static_cast<double>(seg.longest_kernel_ns.load()) / 1e6, 3))
+                                      : json(nullptr);
       line["blocks_per_s"] = per_second(report.blocks_per_s);
       line["launches_per_s"] = per_second(report.launches_per_s);
       line["budget_blocks"] = throttled ? json(*report.budget_blocks) : json(nullptr);
@@ -271,10 +286,15 @@ void node_server::send_status(connection& c, bool json_lines) {
     } else if (line.contains("job")) {
       const unsigned window = line["max_inflight_launches"].get<unsigned>();
       const std::string container = line["container"].get<std::string>();
-      text = fmt::format("  job {} pid {} {} ({}{}) '{}': {} blocks/s, {} launches/s, budget {}, {:.1f} MiB ({:.1f} MiB managed, "
+      text = fmt::format("  job {} pid {} {} ({}{}){} '{}': {} blocks/s, {} launches/s, budget {}, {:.1f} MiB ({:.1f} MiB managed, "
                          "{:.1f} MiB of it on the GPU), throttled {:.2f} s{}{}",
                          line["job"].get<unsigned>(), line["pid"].get<int>(), line["class"].get<std::string>(),
                          line["class_from"].get<std::string>(),
+                         line["mechanism"].is_null()
+                             ? std::string(line["mps_client"].get<bool>() ? " MPS client" : "")
+                             : fmt::format(" {} ({}){}", line["mechanism"].get<std::string>(),
+                                           line["mechanism_reason"].get<std::string>(),
+                                           line["held"].get<bool>() ? ", held" : ""),
                          container.empty() ? std::string() : ", container " + short_container_id(container),
                          printable(line["name"].get<std::string>()), text_of(line["blocks_per_s"]),
                          text_of(line["launches_per_s"]),

@@ -44,6 +44,21 @@ struct node_server::job {
   /// its GPU (with an observer), so a registration that does no GPU work steers nothing.
   bool in_control = false;
   bool said_unseen = false;  ///< the node warned that NVML does not list it
+  /// How it shares its GPU (an opportunistic job), and why: `tgs::mechanism_choice` at
+  /// registration, or the correction since.
+  std::optional<mechanism_verdict> mechanism;
+  /// Whether its registration made it a client of the GPU's MPS server (both classes).
+  bool mps_client = false;
+  /// Which profile is its (an opportunistic job whose process /proc could say).
+  std::optional<profile_key> profile;
+  /// The node holds it: its production co-runner stayed below its target at the cap's floor
+  /// (since `corrected_at`); `confirmed` once production recovered while it was held (then its
+  /// profile says so); `released` when production did not, so the loss was not its doing and it
+  /// is not held again in this run.
+  bool corrected = false;
+  bool confirmed = false;
+  bool released = false;
+  clock::time_point corrected_at;
 
   job() = default;
   job(const job&) = delete;

@@ -99,12 +99,13 @@ class MpsPriority : public EndToEnd {
   }
 
   /// tgs-node with a managed (fake) MPS daemon and priority-share stepping every 200 ms, with no
-  /// reference refresh: the test reads every phase within seconds.
+  /// reference refresh: the test reads every phase within seconds. Every opportunistic job is an
+  /// MPS client (the fake's MPS model is what these tests run against), not chosen per job.
   void start_priority_node() {
     std::vector<std::string> argv{tgs_e2e::node_bin(), "--socket", socket_, "--liveness-ms", "100", "--log-level", "info",
                                   "--mps-control", TGS_FAKE_MPS_CONTROL, "--gpus", "1",
                                   "--policy", "priority-share", "--priority-share.period-ms", "200",
-                                  "--priority-share.refresh-every-windows", "0"};
+                                  "--priority-share.refresh-every-windows", "0", "--opportunistic-mechanism", "mps"};
     node_ = std::make_unique<process>(argv, node_env());
     wait_until([&] { return node_->stderr_text().find("listening on") != std::string::npos || !node_->running(); },
                15s, "the node listening");

@@ -69,12 +69,13 @@ class Faults : public EndToEnd {
   /// Under fault policy `policy`, a production job and, beside it, an opportunistic job whose
   /// launches return an illegal address after 0.5 s, which then exits in order (status 1).
   /// Returns the production job and the failed one.
-  std::pair<process*, process*> production_beside_an_illegal_address(const std::string& policy) {
+  std::pair<process*, process*> production_beside_an_illegal_address(const std::string& policy,
+                                                                     const char* fault = "illegal-address") {
     start_node({"--fault-policy", policy});
     process& prod = start_production();
     wait_until([&] { return count(status(), R"("name":"production")") == 1; }, 5s, "the production job registered");
     process& faulty = start_job({"--kernels", "100", "--blocks", "20", "--host-ms", "0", "--fail-at", "0.5", "--fail",
-                                 "illegal-address"}, "opportunistic", true);
+                                 fault}, "opportunistic", true);
     EXPECT_EQ(faulty.wait(), 1) << faulty.stderr_text();
     return {&prod, &faulty};
   }
@@ -591,6 +592,21 @@ TEST_F(Faults, AJobWhoseCallsReturnedAnIllegalAddressEndsItsCoRunnerInASharedFau
   const nlohmann::json gpu0 = gpu0_line(status());
   EXPECT_EQ(gpu0.value("faults_handled", -1), 1) << gpu0;
   EXPECT_EQ(gpu0.value("co_runners_ended", -1), 1) << gpu0;
+}
+
+// A device-side assert (error 710) is a GPU fault of the asserting context alone: the GPU keeps it
+// there, also under MPS (an H200 production client survived 4 of 4 asserts of its co-runner), so
+// no fault policy's word makes the node end a co-runner on it.
+TEST_F(Faults, ADeviceSideAssertEndsNoCoRunnerEvenInASharedFaultDomain) {
+  const auto [prod_p, faulty_p] = production_beside_an_illegal_address("shared-fault-domain", "device-assert");
+  process& prod = *prod_p;
+  EXPECT_NE(faulty_p->stderr_text().find("error 710"), std::string::npos) << faulty_p->stderr_text();
+  wait_until([&] { return gpu0_line(status()).value("faults_handled", 0) == 1; }, 3s, "the GPU fault handled");
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(prod.running()) << "node log:\n" << node_->stderr_text();
+  EXPECT_EQ(gpu0_line(status()).value("co_runners_ended", -1), 0);
+  EXPECT_NE(node_->stderr_text().find("the GPU keeps this fault to the client that made it"), std::string::npos)
+      << node_->stderr_text();
 }
 
 // The same GPU fault under separate contexts ends only the failed job: it is counted as a fault.

@@ -147,6 +147,64 @@ class Mps : public EndToEnd {
     return found;
   }
 
+  /// What the node tells uid 65534 registering on `socket` as `asked`: client, priority, pipe.
+  cabi::mps_client settings_as_second_user(const std::string& socket,
+                                           cabi::class_code asked = cabi::class_code::production) {
+    int report[2];
+    EXPECT_EQ(::pipe(report), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(report[0]);
+      cabi::mps_client m{};
+      if (::setgroups(0, nullptr) == 0 && ::setgid(65534) == 0 && ::setuid(65534) == 0) {
+        if (auto client = node_client::connect(socket); client && client->register_as(asked, 0, "second-user")) {
+          m = client->registered().mps;
+        }
+      }
+      (void)!::write(report[1], &m, sizeof(m));
+      ::_exit(0);
+    }
+    ::close(report[1]);
+    cabi::mps_client m{};
+    const bool got = ::read(report[0], &m, sizeof(m)) == static_cast<ssize_t>(sizeof(m));
+    ::close(report[0]);
+    ::waitpid(child, nullptr, 0);
+    EXPECT_TRUE(got);
+    return m;
+  }
+
+  /// The status line of the job of process `pid` (an empty object while it has none).
+  nlohmann::json job_line(pid_t pid) {
+    for (const nlohmann::json& j : status_lines()) {
+      if (j.contains("job") && j.value("pid", 0) == pid) return j;
+    }
+    return nlohmann::json::object();
+  }
+  /// GPU 0's status line.
+  nlohmann::json gpu_line0() {
+    for (const nlohmann::json& j : status_lines()) {
+      if (j.contains("gpu") && j.contains("controller") && j["gpu"] == 0) return j;
+    }
+    return nlohmann::json::object();
+  }
+
+  /// A GPU-bound production job (5 ms kernels back to back, a sync an iteration, no host time),
+  /// started and measured: its host's wait for the GPU is in the status.
+  process& start_gpu_bound_production() {
+    job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file()};
+    process& p = start_job({"--kernels", "4", "--blocks", "5000", "--host-ms", "0"}, "production", true);
+    job_env_.clear();
+    wait_until(
+        [&] {
+          const nlohmann::json g = gpu_line0();
+          return g.contains("production_gpu_wait") && g["production_gpu_wait"].is_number() &&
+                 g["production_gpu_wait"].get<double>() >= 0.5;
+        },
+        15s, "the production job measured GPU-bound");
+    return p;
+  }
+
   std::string metrics_url() {
     std::string url;
     wait_until(
@@ -319,7 +377,7 @@ TEST_F(Mps, AnExternalDaemonIsUsedWhereItsPipeFolderIs) {
   EXPECT_EQ(n["policy"], "priority-share");
   EXPECT_EQ(n["mps"]["mode"], "external");
   EXPECT_EQ(n["mps"]["gpus"][0]["state"], "ready");
-  process& job = start_recorded("opportunistic");
+  process& job = start_recorded("production");  // a client wherever the node has MPS
   const record_line r = recorded(job.pid(), "init");
   EXPECT_EQ(r.at("pipe"), pipe);
   EXPECT_EQ(r.at("connected"), "1");
@@ -419,7 +477,7 @@ TEST_F(Mps, EachClassBecomesTheClientItsPolicySaysWhateverItsOwnEnvironment) {
 // class, names another GPU and sets its own MPS variables still gets below-normal priority and
 // its GPU's daemon.
 TEST_F(Mps, OnAClassSocketAJobsClientSettingsAreTheSocketsWhateverItsEnvironment) {
-  start_managed_node(2, {"--class-sockets", dir_ + "/classes"});
+  start_managed_node(2, {"--class-sockets", dir_ + "/classes", "--opportunistic-mechanism", "mps"});
   const std::string classes = dir_ + "/classes";
   job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file(), "TGS_NODE_SOCKET=" + classes + "/gpu1-opportunistic.sock",
               "TGS_GPU=0", "CUDA_MPS_CLIENT_PRIORITY=0", "CUDA_MPS_PIPE_DIRECTORY=" + pipe_of(0),
@@ -446,34 +504,9 @@ TEST_F(Mps, OnAClassSocketAJobsClientSettingsAreTheSocketsWhateverItsEnvironment
 TEST_F(Mps, ASecondUsersRegistrationGetsItsSocketsClientSettings) {
   const group* nogroup = ::getgrgid(65534);
   if (::geteuid() != 0 || nogroup == nullptr) GTEST_SKIP() << "needs root and group 65534: the job is a second user's";
-  start_managed_node(1, {"--class-sockets", dir_ + "/classes", "--class-sockets-group", "65534"});
+  start_managed_node(1, {"--class-sockets", dir_ + "/classes", "--class-sockets-group", "65534",
+                         "--opportunistic-mechanism", "mps"});
   ::chmod(dir_.c_str(), 0711);  // the second user reaches the class sockets through the group
-  // What the node tells uid 65534 registering on `socket` as production: client, priority, pipe.
-  const auto settings_as_second_user = [&](const std::string& socket) {
-    int report[2];
-    EXPECT_EQ(::pipe(report), 0);
-    const pid_t child = ::fork();
-    if (child == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::close(report[0]);
-      cabi::mps_client m{};
-      if (::setgroups(0, nullptr) == 0 && ::setgid(65534) == 0 && ::setuid(65534) == 0) {
-        if (auto client = node_client::connect(socket); client && client->register_as(cabi::class_code::production, 0,
-                                                                                     "second-user")) {
-          m = client->registered().mps;
-        }
-      }
-      (void)!::write(report[1], &m, sizeof(m));
-      ::_exit(0);
-    }
-    ::close(report[1]);
-    cabi::mps_client m{};
-    const bool got = ::read(report[0], &m, sizeof(m)) == static_cast<ssize_t>(sizeof(m));
-    ::close(report[0]);
-    ::waitpid(child, nullptr, 0);
-    EXPECT_TRUE(got);
-    return m;
-  };
   const cabi::mps_client opportunistic = settings_as_second_user(dir_ + "/classes/gpu0-opportunistic.sock");
   EXPECT_EQ(opportunistic.client, 1);
   EXPECT_EQ(opportunistic.priority, 1) << "it asked for production on the opportunistic socket";
@@ -482,6 +515,149 @@ TEST_F(Mps, ASecondUsersRegistrationGetsItsSocketsClientSettings) {
   EXPECT_EQ(production.client, 1);
   EXPECT_EQ(production.priority, 0);
   EXPECT_EQ(std::string(production.pipe_directory), pipe_of(0));
+  ::chmod(dir_.c_str(), 0700);
+}
+
+// --- how each opportunistic job shares: tgs::mechanism_choice in tgs-node -------------------------
+
+// Under --opportunistic-mechanism auto, beside a GPU-bound production job of the same user, a job
+// whose kernels the node has not timed yet is not an MPS client: a SIGKILL in the middle of a long
+// kernel would end production. It runs in a context of its own, and the status, the log and the
+// metrics say why.
+TEST_F(Mps, UnderAutoAJobWhoseKernelsAreNotMeasuredIsTimeSliced) {
+  start_managed_node(1, {"--opportunistic-mechanism", "auto"});
+  (void)start_gpu_bound_production();
+  process& opp = start_recorded("opportunistic");
+  const record_line r = recorded(opp.pid(), "init");
+  EXPECT_EQ(r.at("connected"), "0") << "not a client of the node's daemon";
+  EXPECT_EQ(r.at("pipe"), "-");
+  wait_until([&] { return job_line(opp.pid()).contains("mechanism"); }, 5s, "the job in the status");
+  const nlohmann::json j = job_line(opp.pid());
+  EXPECT_EQ(j["mechanism"], "time-sliced") << j;
+  EXPECT_EQ(j["mechanism_reason"], "kernels-unmeasured") << j;
+  EXPECT_FALSE(j["mps_client"].get<bool>());
+  EXPECT_NE(node_->stderr_text().find(", time-sliced (kernels-unmeasured)"), std::string::npos) << node_->stderr_text();
+  EXPECT_NE(status(false).find("time-sliced (kernels-unmeasured)"), std::string::npos) << status(false);
+}
+
+// The node times the job's kernels while it runs and keeps them in its profile: the same job
+// started again beside the GPU-bound production job, its kernels short, is an MPS client.
+TEST_F(Mps, AJobMeasuredWithShortKernelsIsAnMpsClientAtItsNextStart) {
+  start_managed_node(1, {"--opportunistic-mechanism", "auto"});
+  (void)start_gpu_bound_production();
+  process& first = start_recorded("opportunistic");
+  EXPECT_EQ(recorded(first.pid(), "init").at("connected"), "0");
+  wait_until([&] { return job_line(first.pid()).value("kernels_timed", 0) >= 200; }, 20s, "its kernels timed");
+  EXPECT_LT(job_line(first.pid())["longest_kernel_ms"].get<double>(), 100.0) << job_line(first.pid());
+  first.kill(SIGTERM);
+  (void)first.wait();
+  process& second = start_recorded("opportunistic");
+  const record_line r = recorded(second.pid(), "init");
+  EXPECT_EQ(r.at("connected"), "1") << "a client of the node's daemon";
+  EXPECT_EQ(r.at("priority"), "1") << "at below-normal priority";
+  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
+  EXPECT_EQ(job_line(second.pid())["mechanism"], "mps-client") << job_line(second.pid());
+  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "gpu-bound-pair");
+}
+
+// A job seen running a kernel past --mps-long-kernel-ms stays in a context of its own at its next
+// start: one SIGKILL in such a kernel ends every client of the server (docs/results/mps-faults.md).
+TEST_F(Mps, AJobSeenWithALongKernelStaysTimeSlicedAtItsNextStart) {
+  start_managed_node(1, {"--opportunistic-mechanism", "auto"});
+  (void)start_gpu_bound_production();
+  const std::vector<std::string> long_kernels{"--kernels", "1", "--blocks", "150000", "--host-ms", "0"};  // 150 ms
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file()};
+  process& first = start_job(long_kernels, "opportunistic", true);
+  wait_until([&] { return job_line(first.pid())["longest_kernel_ms"].is_number() &&
+                          job_line(first.pid())["longest_kernel_ms"].get<double>() >= 150.0; }, 15s,
+             "a kernel of at least 150 ms timed");
+  first.kill(SIGTERM);
+  (void)first.wait();
+  process& second = start_job(long_kernels, "opportunistic", true);
+  job_env_.clear();
+  EXPECT_EQ(recorded(second.pid(), "init").at("connected"), "0") << "a client of the node's daemon";
+  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
+  EXPECT_EQ(job_line(second.pid())["mechanism"], "time-sliced") << job_line(second.pid());
+  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "long-kernels");
+}
+
+// A co-runner beside which the production job stays below its target with the cap at its floor
+// is held within seconds (the controller cannot protect production any other way), and its
+// profile says so: its next start shares the other way, here as an MPS client, its kernels short.
+TEST_F(Mps, ACoRunnerTheFloorCannotTameIsHeldAndSharesTheOtherWayAtItsNextStart) {
+  // Short windows so the test is quick; a floor of 30% of what it launched uncapped, which on the
+  // fake's one-kernel-at-a-time device costs production more than the 4% it tolerates.
+  start_managed_node(1, {"--opportunistic-mechanism", "auto", "--priority-share.period-ms", "200",
+                         "--priority-share.evidence-windows", "4", "--priority-share.tighten-factor", "0.5",
+                         "--priority-share.floor-fraction", "0.3"});
+  process& production = start_gpu_bound_production();
+  const std::vector<std::string> busy{"--kernels", "10", "--blocks", "1000", "--host-ms", "0"};  // 1 ms kernels
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file()};
+  process& first = start_job(busy, "opportunistic", true);
+  job_env_.clear();
+  wait_until([&] { return job_line(first.pid()).value("held", false); }, 40s, "the co-runner held");
+  const nlohmann::json j = job_line(first.pid());
+  EXPECT_TRUE(j["corrected"].get<bool>()) << j;
+  EXPECT_EQ(j["budget_blocks"], 0) << j;
+  EXPECT_NE(node_->stderr_text().find("held on GPU 0: its production co-runner stays below its target"),
+            std::string::npos) << node_->stderr_text();
+  EXPECT_TRUE(first.running()) << "held, not ended";
+  EXPECT_TRUE(production.running());
+  // Held, the co-runner launches nothing, production recovers, and that confirms the correction.
+  wait_until([&] { return node_->stderr_text().find("production recovered while it was held") != std::string::npos; },
+             20s, "the correction confirmed");
+  EXPECT_TRUE(job_line(first.pid()).value("held", false)) << "still held";
+  first.kill(SIGTERM);
+  (void)first.wait();
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file()};
+  process& second = start_job(busy, "opportunistic", true);
+  job_env_.clear();
+  EXPECT_EQ(recorded(second.pid(), "init").at("connected"), "1");
+  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
+  EXPECT_EQ(job_line(second.pid())["mechanism"], "mps-client") << job_line(second.pid());
+}
+
+// A production job that stays below its target while its co-runner is held was not slowed by the
+// co-runner (its own host, say): the node lets the co-runner go again after its patience, and does
+// not hold it again in this run.
+TEST_F(Mps, ACoRunnerHeldWhileProductionStaysSlowIsReleased) {
+  // An unregistered process slows production below: it is only reported, never held, here.
+  start_managed_node(1, {"--opportunistic-mechanism", "auto", "--unregistered-action-under-mps", "report",
+                         "--priority-share.period-ms", "200", "--priority-share.evidence-windows", "4",
+                         "--priority-share.tighten-factor", "0.5", "--priority-share.floor-fraction", "0.3"});
+  (void)start_gpu_bound_production();
+  process& opp = start_job({"--kernels", "2", "--blocks", "100", "--host-ms", "5"}, "opportunistic", true);
+  wait_until([&] { return job_line(opp.pid()).contains("mechanism"); }, 5s, "the co-runner registered");
+  std::this_thread::sleep_for(2s);  // sharing, unhurt: the co-runner is light
+  // Another process (no interposer) takes half the fake GPU: production loses, held co-runner or not.
+  process& rogue = start_job({"--kernels", "4", "--blocks", "5000", "--host-ms", "0"}, "opportunistic", false);
+  (void)rogue;
+  wait_until([&] { return job_line(opp.pid()).value("held", false); }, 40s, "the co-runner held");
+  wait_until([&] { return node_->stderr_text().find("released on GPU 0") != std::string::npos; }, 30s,
+             "the co-runner released");
+  EXPECT_NE(node_->stderr_text().find("so the loss is not its doing"), std::string::npos) << node_->stderr_text();
+  EXPECT_EQ(node_->stderr_text().find("production recovered while it was held"), std::string::npos)
+      << "production did not recover: nothing to confirm";
+  std::this_thread::sleep_for(1s);
+  EXPECT_FALSE(job_line(opp.pid()).value("held", true)) << "runs again, and is not held again: " << job_line(opp.pid());
+}
+
+// Another user's opportunistic job is never made a client of the server production uses, also
+// under the default (every opportunistic job a client where it may be): MPS would join two
+// tenants' fault domains, and a server serves one user at a time (the other user's job would wait
+// at its first CUDA call).
+TEST_F(Mps, AnotherUsersOpportunisticJobIsNeverAnMpsClientBesideProduction) {
+  const group* nogroup = ::getgrgid(65534);
+  if (::geteuid() != 0 || nogroup == nullptr) GTEST_SKIP() << "needs root and group 65534: the job is a second user's";
+  start_managed_node(1, {"--class-sockets", dir_ + "/classes", "--class-sockets-group", "65534"});
+  ::chmod(dir_.c_str(), 0711);
+  process& production = start_on(dir_ + "/classes/gpu0-production.sock", {"--kernels", "4", "--blocks", "100", "--host-ms", "0"},
+                                 "production", "production");
+  wait_until([&] { return job_line(production.pid()).contains("class"); }, 5s, "the production job registered");
+  const cabi::mps_client m =
+      settings_as_second_user(dir_ + "/classes/gpu0-opportunistic.sock", cabi::class_code::opportunistic);
+  EXPECT_EQ(m.client, 0) << "another user's job joined production's server";
+  EXPECT_NE(node_->stderr_text().find("time-sliced (other-tenant)"), std::string::npos) << node_->stderr_text();
   ::chmod(dir_.c_str(), 0700);
 }
 
@@ -543,7 +719,7 @@ TEST_F(Mps, WithoutMpsAnUnregisteredProcessIsOnlyReportedByDefault) {
 }
 
 TEST_F(Mps, AProgramThatCallsCuInitThroughDlsymGetsItsEnvironmentFirst) {
-  start_managed_node(1);
+  start_managed_node(1, {"--opportunistic-mechanism", "mps"});
   process& job = start_recorded("opportunistic", {"CUDA_MPS_CLIENT_PRIORITY=0"}, {"--init-through-dlsym"});
   const record_line r = recorded(job.pid(), "init");
   EXPECT_EQ(r.at("pipe"), pipe_of(0));
@@ -551,7 +727,8 @@ TEST_F(Mps, AProgramThatCallsCuInitThroughDlsymGetsItsEnvironmentFirst) {
 }
 
 TEST_F(Mps, TheMpsPolicysThreadShareBecomesTheClientsPercentage) {
-  start_managed_node(1, {"--policy", "mps", "--mps.production-threads", "1", "--mps.opportunistic-threads", "0.3"});
+  start_managed_node(1, {"--policy", "mps", "--mps.production-threads", "1", "--mps.opportunistic-threads", "0.3",
+                         "--opportunistic-mechanism", "mps"});
   process& opportunistic = start_recorded("opportunistic");
   process& production = start_recorded("production");
   EXPECT_EQ(recorded(opportunistic.pid(), "context").at("threads"), "30");
