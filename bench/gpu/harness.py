@@ -330,8 +330,8 @@ def phases(samples: list) -> list:
     only the production job is registered): medians of the budget, both jobs' blocks/s, the
     production job's sync wait, and of every number the controller reports about itself (its
     `controller` object: R and the last sample for tgs, the speeds and the gate for
-    idle-harvest)."""
-    groups = {}
+    idle-harvest), and how the node had the opportunistic job share (its mechanism and reason)."""
+    groups, mechanisms = {}, {}
     for n, s in enumerate(samples, 1):
         try:
             jobs = {j["class"]: j for j in s["jobs"] if j.get("gpu", 0) == 0}
@@ -347,11 +347,17 @@ def phases(samples: list) -> list:
         row = {"budget": g.get("budget_blocks"), "prod_bps": p.get("blocks_per_s"),
                "prod_wait": p.get("sync_wait_fraction"), "opp_bps": (o or {}).get("blocks_per_s")}
         row.update({k: v for k, v in controller.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
-        groups.setdefault((run, g.get("phase", "?") if o else "production-alone"), []).append(row)
+        key = (run, g.get("phase", "?") if o else "production-alone")
+        groups.setdefault(key, []).append(row)
+        if o and o.get("mechanism"):
+            said = f"{o['mechanism']} ({o.get('mechanism_reason')})" + (", held" if o.get("held") else "")
+            if said not in mechanisms.setdefault(key, []):
+                mechanisms[key].append(said)
     first = ("budget", "prod_bps", "prod_wait", "opp_bps")  # then the controller's own, by name
     keys = sorted({k for vs in groups.values() for v in vs for k in v}, key=lambda k: (k not in first, k))
     return [{"run": run, "phase": phase, "samples": len(vs),
-             **{k: (stats([v.get(k) for v in vs]) or {}).get("median") for k in keys}}
+             **{k: (stats([v.get(k) for v in vs]) or {}).get("median") for k in keys},
+             **({"mechanism": "; ".join(mechanisms[(run, phase)])} if (run, phase) in mechanisms else {})}
             for (run, phase), vs in groups.items()]
 
 

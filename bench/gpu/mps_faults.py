@@ -12,11 +12,14 @@ count every 0.25 s; each case starts an opportunistic client at below-normal pri
   term-in-kernel-MS   SIGTERM while one spin kernel of MS milliseconds runs
   illegal-address     a kernel stores to address 0x8 (a PTX kernel through the driver API)
   out-of-memory       one allocation of more than the card has free, then exit(1)
+  device-assert       a device-side assert (an index out of bounds), then one more CUDA call, exit(1)
   exit-in-kernel-MS   os._exit(0) while one spin kernel of MS milliseconds runs
 
-With --node BUILD the MPS daemon is tgs-node's instead (`--policy priority-share --mps managed`),
-and both clients run under its interposer (BUILD/lib/libtgs-intercept.so): what the node does about
-these ends (an MPS client drains its GPU work before SIGTERM ends it) is measured the same way.
+With --node BUILD the MPS daemon is tgs-node's instead (`--policy priority-share --mps managed
+--opportunistic-mechanism M`, M from --node-mechanism, auto by default), and both clients run under
+its interposer (BUILD/lib/libtgs-intercept.so): what the node does about these ends (an MPS client
+drains its GPU work before SIGTERM ends it; by default a job whose kernels it has not timed is not
+an MPS client at all) is measured the same way, and each case records the mechanism the node chose.
 
 After each case the probe watches the production client for 3 s: `survived` when it made progress
 and printed no error, else the error it printed. A production client that died is started again
@@ -27,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,7 +42,7 @@ sys.path.insert(0, HERE)
 import harness  # noqa: E402  (mps_daemon, nvidia_smi)
 
 CASE_KINDS = ("kill-in-kernel", "term-in-kernel", "exit-in-kernel", "kill-queued", "illegal-address",
-              "out-of-memory")
+              "out-of-memory", "device-assert")
 
 # A kernel that stores 1 to the address it is given: 0x8 is never mapped, so the store faults.
 POKE_PTX = b""".version 7.0
@@ -132,7 +136,22 @@ def poke_invalid_address() -> None:
 def client_opportunistic(args) -> int:
     import torch
     kind, ms = parse_case(args.case)
+    say({"pid": os.getpid()})
     torch.zeros(1, device="cuda")  # the context (an MPS client from here on)
+    if kind == "device-assert":
+        x = torch.zeros(8, device="cuda")
+        index = torch.tensor([64], device="cuda")
+        try:
+            x[index] += 1  # out of bounds: the indexing kernel's device-side assert
+            torch.cuda.synchronize()
+        except Exception as e:
+            say({"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]})
+        try:  # one more call, as a job's error handling makes: the interposer sees its error too
+            torch.empty(1, device="cuda")
+            torch.cuda.synchronize()
+        except Exception as e:
+            say({"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]})
+        return 1
     if kind == "illegal-address":
         poke_invalid_address()
         return 1
@@ -218,7 +237,7 @@ def run_case(case: str, env: dict, prod_env: dict, opp_env: dict, prod: Client, 
             return {"case": case, "error": "the production client did not start"}, None
     opp = Client(me + ["opportunistic", "--case", case], opp_env)
     record = {"case": case, "kind": kind, "kernel_ms": ms or None}
-    started = opp.wait_for("launched", 60) or kind in ("illegal-address", "out-of-memory")
+    started = opp.wait_for("launched", 60) or kind in ("illegal-address", "out-of-memory", "device-assert")
     if kind in ("kill-in-kernel", "term-in-kernel", "kill-queued") and started:
         time.sleep(max(ms, 200) / 2000)  # into the kernel (or the queue)
         opp.proc.send_signal(signal.SIGKILL if kind != "term-in-kernel" else signal.SIGTERM)
@@ -240,6 +259,9 @@ def run_case(case: str, env: dict, prod_env: dict, opp_env: dict, prod: Client, 
                                  timeout=30)
         record["servers"] = servers.stdout.split()
     record["opportunistic_log"] = [o["text"] for _, o in opp.lines if "text" in o and "tgs-intercept" in o["text"]][-3:]
+    if args.node:  # how the node had it share: its log's line for the client's pid
+        pids = [o["pid"] for _, o in opp.lines if "pid" in o]
+        record["mechanism"] = node_mechanism_of(os.path.join(args.out, "mps", "node.log"), pids[0]) if pids else None
     if not record["production"]["survived"]:
         prod.end()
         prod = None
@@ -253,7 +275,8 @@ def cmd_run(args) -> int:
     gpu = harness.nvidia_smi(["name", "driver_version"]) or {}
     device = [gpu.get("name", "unknown"), gpu.get("driver_version", "unknown")]
     records, t0 = [], time.time()
-    with (node_daemon(args.node, work) if args.node else harness.mps_daemon(args.control, work)) as mps_env:
+    with (node_daemon(args.node, work, args.node_mechanism) if args.node
+          else harness.mps_daemon(args.control, work)) as mps_env:
         env = {**os.environ, **mps_env}
         if args.node:  # the node says who is a client of which daemon, at which priority
             prod_env = {**env, "TGS_JOB_CLASS": "production", "TGS_JOB_NAME": "production"}
@@ -287,13 +310,31 @@ def cmd_run(args) -> int:
     return 0
 
 
+MECHANISM_SAID = re.compile(r"registered: pid (\d+) .*, (mps-client|time-sliced|held) \(([a-z-]+)\)")
+
+
+def node_mechanism_of(log_path: str, pid: int):
+    """The mechanism tgs-node's log says it chose for the job of `pid` at its registration
+    ("time-sliced (kernels-unmeasured)"), or None."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = MECHANISM_SAID.search(line)
+                if m and int(m.group(1)) == pid:
+                    return f"{m.group(2)} ({m.group(3)})"
+    except OSError:
+        return None
+    return None
+
+
 @contextlib.contextmanager
-def node_daemon(build: str, work: str):
+def node_daemon(build: str, work: str, mechanism: str = "auto"):
     """tgs-node with priority-share and a managed MPS daemon; yields its clients' environment."""
     socket = os.path.join(work, "node.sock")
     log = open(os.path.join(work, "node.log"), "w")
     node = subprocess.Popen([os.path.join(build, "bin", "tgs-node"), "--socket", socket, "--policy", "priority-share",
-                             "--mps", "managed", "--log-level", "info"], stdout=log, stderr=subprocess.STDOUT)
+                             "--mps", "managed", "--opportunistic-mechanism", mechanism, "--log-level", "info"],
+                            stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(300):
             if node.poll() is not None:
@@ -319,6 +360,10 @@ def summarize(records: list) -> dict:
             continue
         c = cases.setdefault(r["case"], {"runs": 0, "production_survived": 0, "new_client_ok": 0, "errors": []})
         c["runs"] += 1
+        if r.get("mechanism"):  # under tgs-node: how the node had the opportunistic client share
+            c.setdefault("mechanisms", [])
+            if r["mechanism"] not in c["mechanisms"]:
+                c["mechanisms"].append(r["mechanism"])
         c["production_survived"] += bool(r["production"]["survived"])
         c["new_client_ok"] += bool(r.get("new_client_ok"))
         if r["production"].get("error") and r["production"]["error"] not in c["errors"]:
@@ -329,10 +374,11 @@ def summarize(records: list) -> dict:
 def print_table(summary: dict) -> None:
     print(f"{summary.get('device', '')}, driver {summary.get('driver', '')}: the production client after "
           "the opportunistic client's end")
-    print(f"{'case':24} {'runs':>4} {'production survived':>20} {'new client ok':>14}  production's error")
+    print(f"{'case':24} {'runs':>4} {'production survived':>20} {'new client ok':>14}  production's error"
+          "  [the node's mechanism]")
     for case, c in summary["cases"].items():
         print(f"{case:24} {c['runs']:>4} {c['production_survived']:>20} {c['new_client_ok']:>14}  "
-              f"{'; '.join(c['errors'])}")
+              f"{'; '.join(c['errors'])}" + (f"  [{'; '.join(c['mechanisms'])}]" if c.get("mechanisms") else ""))
 
 
 def main(argv: list) -> int:
@@ -347,6 +393,8 @@ def main(argv: list) -> int:
     r.add_argument("--matrix", type=int, default=8192, help="production's matrix size (8192)")
     r.add_argument("--control", default="nvidia-cuda-mps-control")
     r.add_argument("--node", metavar="BUILD", help="run under tgs-node and its interposer from this build folder")
+    r.add_argument("--node-mechanism", choices=["auto", "mps", "time-sliced"], default="auto",
+                   help="with --node: tgs-node's --opportunistic-mechanism (auto)")
     r.add_argument("--max-s", type=float, default=400, help="no case starts later than this (400)")
     c = sub.add_parser("client", help="(internal) one client process")
     c.add_argument("role", choices=["production", "opportunistic"])

@@ -125,6 +125,13 @@ class Analysis(unittest.TestCase):
         self.assertEqual(rows[1]["max_rate_blocks_per_s"], 100)  # the controller's own numbers
         self.assertAlmostEqual(rows[1]["sample_blocks_per_s"], 100)
         self.assertIsNone(rows[0]["sample_blocks_per_s"])
+        self.assertNotIn("mechanism", rows[1], "a node that chose nothing says nothing")
+        chosen = sample("sharing", 90, 0.9)
+        chosen["jobs"][1].update({"mechanism": "time-sliced", "mechanism_reason": "kernels-unmeasured", "held": False})
+        held = sample("sharing", 90, 0.9)
+        held["jobs"][1].update({"mechanism": "time-sliced", "mechanism_reason": "kernels-unmeasured", "held": True})
+        rows = harness.phases([alone, chosen, chosen, held])
+        self.assertEqual(rows[1]["mechanism"], "time-sliced (kernels-unmeasured); time-sliced (kernels-unmeasured), held")
         with self.assertRaisesRegex(harness.HarnessError, "status sample 2: not a status sample"):
             harness.phases([alone, {"run": "r"}])
         with tempfile.TemporaryDirectory() as t:  # a call's folder names its samples; a missing one is refused

@@ -18,6 +18,27 @@ class Cases(unittest.TestCase):
         self.assertEqual(mps_faults.parse_case("term-in-kernel-30"), ("term-in-kernel", 30.0))
         self.assertEqual(mps_faults.parse_case("illegal-address"), ("illegal-address", 0.0))
 
+    def test_a_device_assert_is_a_case(self):
+        self.assertEqual(mps_faults.parse_case("device-assert"), ("device-assert", 0.0))
+
+    def test_the_nodes_mechanism_is_read_from_its_log(self):
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write("tgs-node [    1.000] info  job 2 registered: pid 41 uid 0 opportunistic (request) on GPU 0 "
+                    "(opportunistic), mps-client (gpu-bound-pair)\n")
+            f.write("tgs-node [    1.500] info  job 3 registered: pid 77 uid 0 production (request) on GPU 0 (production), "
+                    "an MPS client\n")
+            f.write("tgs-node [    2.000] info  job 4 registered: pid 4242 uid 0 opportunistic (request) on GPU 0 "
+                    "(opportunistic), time-sliced (kernels-unmeasured)\n")
+        try:
+            self.assertEqual(mps_faults.node_mechanism_of(f.name, 4242), "time-sliced (kernels-unmeasured)")
+            self.assertEqual(mps_faults.node_mechanism_of(f.name, 41), "mps-client (gpu-bound-pair)")
+            self.assertIsNone(mps_faults.node_mechanism_of(f.name, 77), "a production job has no mechanism")
+            self.assertIsNone(mps_faults.node_mechanism_of(f.name, 4))
+            self.assertIsNone(mps_faults.node_mechanism_of(f.name + ".missing", 4242))
+        finally:
+            os.unlink(f.name)
+
     def test_bad_cases_are_refused(self):
         for bad in ("kill-in-kernel", "kill-in-kernel-0", "kill-in-kernel-x", "illegal-address-5", "reboot"):
             with self.assertRaises(Exception, msg=bad):
@@ -43,6 +64,15 @@ class Summary(unittest.TestCase):
                                       "errors": ["illegal memory access"]})
         self.assertEqual(cases["b"]["production_survived"], 1)
         self.assertNotIn("c", cases, "a skipped case has no run")
+
+    def test_the_mechanisms_the_node_chose_are_listed_per_case(self):
+        lived = {"alive": True, "progress": True, "survived": True}
+        records = [{"case": "k", "production": lived, "mechanism": "time-sliced (kernels-unmeasured)"},
+                   {"case": "k", "production": lived, "mechanism": "time-sliced (kernels-unmeasured)"},
+                   {"case": "j", "production": lived}]
+        cases = mps_faults.summarize(records)["cases"]
+        self.assertEqual(cases["k"]["mechanisms"], ["time-sliced (kernels-unmeasured)"])
+        self.assertNotIn("mechanisms", cases["j"], "no node, no mechanism")
 
     def test_production_state_needs_progress_and_no_error(self):
         class Fake:
