@@ -169,6 +169,12 @@ inline constexpr std::uintptr_t cu_stream_per_thread_handle = 0x2;
 inline CUstream const CU_STREAM_LEGACY = reinterpret_cast<CUstream>(cu_stream_legacy_handle);
 inline CUstream const CU_STREAM_PER_THREAD = reinterpret_cast<CUstream>(cu_stream_per_thread_handle);
 
+/// The stream a launch goes to: for a `_ptsz` form (`per_thread`) a null stream is the calling
+/// thread's default stream, which names another stream in every thread.
+[[nodiscard]] inline CUstream launch_stream_of(CUstream stream, bool per_thread) noexcept {
+  return stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
+}
+
 static_assert(sizeof(CUresult) == 4);
 static_assert(sizeof(CUdriverProcAddressQueryResult) == 4);
 static_assert(sizeof(CUdeviceptr) == 8, "the backend supports 64-bit hosts only");

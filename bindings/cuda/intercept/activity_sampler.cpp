@@ -110,12 +110,6 @@ void forget(const noted_stream& gone) noexcept {
   last_noted.store(no_stream, std::memory_order_relaxed);
 }
 
-void sleep_ns(long ns) noexcept {
-  timespec ts{0, ns};
-  while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0) {
-  }
-}
-
 /// The pause between looks at the node's request while it asks for no samples.
 constexpr long idle_period_ns = 5'000'000;
 static_assert(sample_period_ns(~std::uint32_t{0}) < abi::gap_sample_fresh_ns,
@@ -207,7 +201,7 @@ std::atomic<bool> sampler_started{false};
 }  // namespace
 
 void note_launch_stream(CUstream stream, bool per_thread) noexcept {
-  const CUstream key = stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
+  const CUstream key = launch_stream_of(stream, per_thread);
   if (key == last_noted.load(std::memory_order_relaxed)) [[likely]] return;
   note_slow(key);
 }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -342,6 +343,12 @@ void log(log_level level, const char* format, ...) noexcept {
   va_end(args);
   if (n < 0) return;
   std::fprintf(stderr, "tgs-intercept[%d]: %s\n", static_cast<int>(::getpid()), line);
+}
+
+void sleep_ns(long ns) noexcept {
+  timespec ts{0, ns};
+  while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0) {
+  }
 }
 
 }  // namespace tgs::cuda::intercept

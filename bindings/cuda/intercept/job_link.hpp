@@ -99,4 +99,8 @@ enum class log_level : int { error = 0, warn = 1, info = 2, debug = 3 };
 /// Prints `tgs-intercept: <message>` on stderr when `level` is enabled.
 void log(log_level level, const char* format, ...) noexcept __attribute__((format(printf, 2, 3)));
 
+/// Sleeps `ns` nanoseconds (under a second) on the monotonic clock, through signals: the pause of
+/// the interposer's own threads (the activity sampler, the kernel timer).
+void sleep_ns(long ns) noexcept;
+
 }  // namespace tgs::cuda::intercept

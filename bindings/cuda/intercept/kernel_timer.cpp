@@ -5,7 +5,6 @@
 
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <array>
@@ -82,12 +81,6 @@ std::atomic<bool> poller_started{false};
 std::uint64_t longest_ns = 0;  // under timer_mutex
 std::uint64_t timed = 0;       // under timer_mutex
 bool incomplete = false;       // under timer_mutex
-
-void sleep_ns(long ns) noexcept {
-  timespec ts{0, ns};
-  while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0) {
-  }
-}
 
 /// The slot of (`ctx`, `stream`, `thread`), claimed on first use (a slot with nothing pending is
 /// taken over); nullptr when every slot has launches pending. Under timer_mutex.
@@ -182,7 +175,7 @@ void run_poller() noexcept {
 
 }  // namespace
 
-void time_kernel(abi::job_segment* seg, CUstream stream, bool per_thread, std::uint64_t launched_ns) noexcept {
+void time_kernel(abi::job_segment* seg, CUstream key, std::uint64_t launched_ns) noexcept {
   const timer_api& a = api();
   if (!a.complete) return;
   if (!poller_started.exchange(true)) {
@@ -193,7 +186,6 @@ void time_kernel(abi::job_segment* seg, CUstream stream, bool per_thread, std::u
       return;
     }
   }
-  const CUstream key = stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
   // A launch into a capturing stream adds a node to a graph: nothing runs now.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (a.stream_is_capturing(key, &capture) != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE) return;

@@ -10,10 +10,11 @@
 /// The span is an upper bound (but for the microseconds between a submission and the return of its
 /// launch call, below): a kernel starts no earlier than its launch
 /// and than the end of the previous launch on its stream, and it has ended when its event is seen
-/// complete. A launch still pending counts with the span it has had so far, so a job killed in
-/// the middle of a long kernel is known to have had one. Launches that could not be timed (a stream's ring full, an event that could not be
-/// recorded) are charged to the next timed launch on their stream, whose span then starts at the
-/// first of them.
+/// complete. Work queued on the stream before it that is no launch (a copy, a memset) counts into
+/// its span too. A launch still pending counts with the span it has had so far, so a job killed
+/// in the middle of a long kernel is known to have had one. Launches that could not be timed (a
+/// stream's ring full, an event that could not be recorded) are charged to the next timed launch
+/// on their stream, whose span then starts at the first of them.
 #pragma once
 
 #include <algorithm>
@@ -34,13 +35,11 @@ namespace tgs::cuda::intercept {
   return seen_ns > start ? seen_ns - start : 0;
 }
 
-/// Times the launch just made on `stream` (`per_thread`: a `_ptsz` form) whose driver call returned
-/// at `launched_ns`, for an opportunistic job whose node asked (`seg->time_kernels`). Starts the
-/// polling thread on first use. The span starts at the call's return, not its entry: a launch
-/// that loads its module first (lazy loading, a JIT from PTX) spends up to hundreds of
-/// milliseconds in the call before the kernel is submitted (measured on an H200: a ShuffleNet
-/// job's longest span was 305 ms counted from the entry). A kernel can start a few microseconds
-/// before the call returns; that much a span may fall short.
-void time_kernel(abi::job_segment* seg, CUstream stream, bool per_thread, std::uint64_t launched_ns) noexcept;
+/// Times the launch just made on `stream` (`launch_stream_of`) whose driver call returned at
+/// `launched_ns`, for an opportunistic job whose node asked (`seg->time_kernels`). Starts the
+/// polling thread on first use. The span starts at the call's return, not its entry: what the call
+/// does before it submits the kernel (a first launch loads its module) is not the kernel's time. A
+/// kernel can start a few microseconds before the call returns; that much a span may fall short.
+void time_kernel(abi::job_segment* seg, CUstream stream, std::uint64_t launched_ns) noexcept;
 
 }  // namespace tgs::cuda::intercept

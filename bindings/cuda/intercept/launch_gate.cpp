@@ -122,7 +122,7 @@ void enter_window(paced_launch_token& t, abi::job_segment* seg, std::uint32_t li
     }
     return;
   }
-  if (stream == nullptr && per_thread) stream = CU_STREAM_PER_THREAD;
+  stream = launch_stream_of(stream, per_thread);
   // A launch into a capturing stream only adds a node to a graph: nothing runs, nothing to wait for.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (api.stream_is_capturing(stream, &capture) != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE) {

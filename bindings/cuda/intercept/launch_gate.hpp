@@ -64,11 +64,9 @@ struct paced_launch_token {
   context_window* window = nullptr;
   CUstream stream = nullptr;
   std::unique_lock<std::mutex> lock;
-  /// Whether the launch is timed (an opportunistic job whose node asked: `kernel_timer.hpp`), and
-  /// its stream.
+  /// Whether the launch is timed (an opportunistic job whose node asked: `kernel_timer.hpp`); its
+  /// stream is then `stream`.
   bool time_kernel = false;
-  CUstream kernel_stream = nullptr;
-  bool kernel_per_thread = false;
 };
 inline std::optional<CUresult> answer(const paced_launch_token&) noexcept { return std::nullopt; }
 
@@ -105,8 +103,7 @@ inline paced_launch_token gate_paced_launch(std::uint64_t blocks, CUstream strea
     if (limit != 0 && t.window == nullptr) [[unlikely]] enter_window(t, seg, limit, stream, per_thread);
     if (seg->time_kernels.load(std::memory_order_relaxed) != 0) {
       t.time_kernel = true;
-      t.kernel_stream = stream;
-      t.kernel_per_thread = per_thread;
+      t.stream = launch_stream_of(stream, per_thread);
     }
   } else if (link->writable_page != nullptr) {
     note_launch_stream(stream, per_thread);
@@ -122,11 +119,7 @@ inline void account_paced_launch(const paced_launch_token& t, CUresult r) noexce
   if (t.launch.timed) [[unlikely]] end_launch_sample(t.launch.segment);
   account_launch(t.launch, r);
   if (t.window != nullptr && r == CUDA_SUCCESS) [[unlikely]] record_in_window(t);
-  // From the call's return: a first launch that loads its module (CUDA's lazy loading, a JIT
-  // from PTX) spends up to hundreds of milliseconds in the call before the kernel is submitted.
-  if (t.time_kernel && r == CUDA_SUCCESS) {
-    time_kernel(t.launch.segment, t.kernel_stream, t.kernel_per_thread, abi::monotonic_ns());
-  }
+  if (t.time_kernel && r == CUDA_SUCCESS) [[unlikely]] time_kernel(t.launch.segment, t.stream, abi::monotonic_ns());
 }
 
 /// A synchronisation call's start, for the time it blocks, and for a production job the blocks it
