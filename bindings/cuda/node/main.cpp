@@ -289,17 +289,10 @@ int main(int argc, char** argv) {
                  "\"How each opportunistic job shares\") or time-sliced (never an MPS client)")
       ->check(CLI::IsMember({"auto", "mps", "time-sliced"}))
       ->capture_default_str();
-  double long_kernel_ms = tgs::to_seconds(options.choice.long_kernel) * 1e3;
-  app.add_option("--mps-long-kernel-ms", long_kernel_ms,
-                 "auto: a job whose longest kernel, as measured in its earlier runs, is this long is never an MPS "
-                 "client (a SIGKILL in the middle of such a kernel ends the server's other clients)")
-      ->check(CLI::Range(1.0, 3600000.0))
-      ->capture_default_str();
-  app.add_option("--gpu-bound-wait", options.choice.gpu_bound_wait,
-                 "auto: a production job whose host waits for its GPU more than this fraction of its time is "
-                 "GPU-bound, and only beside such a job is an opportunistic one an MPS client")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+  // The choice's thresholds under auto, from its settings table as every policy's:
+  // `--mechanism-choice.long-kernel-ms`, `--mechanism-choice.gpu-bound-wait`.
+  std::vector<tgs::policy_flag<CLI::Option>> choice_flags;
+  tgs::add_setting_flags<tgs::mechanism_choice, CLI::App, CLI::Option>(app, options.choice, "", choice_flags);
   app.add_option("--mps-control", options.mps.control,
                  "the MPS control program for --mps managed (a path, or a name looked up on PATH)")
       ->capture_default_str();
@@ -426,7 +419,6 @@ int main(int argc, char** argv) {
   if (policy.empty()) policy = default_policy;
   options.mps.mode = *parse_mps_mode(mps_mode_name);  // CLI::IsMember checked it
   options.opportunistic_mechanism = *tgs::parse_mechanism_preference(opportunistic_mechanism);  // checked by IsMember
-  options.choice.long_kernel = tgs::from_seconds(long_kernel_ms / 1e3);
   if (options.mps.mode == mps_mode::external && options.mps.pipe_dir.empty()) {
     fmt::print(stderr, "tgs-node: --mps external needs --mps-pipe-dir (the operator's daemons' pipe folder)\n");
     return 2;
@@ -448,6 +440,13 @@ int main(int argc, char** argv) {
   }
   if (auto why = tgs::unused_policy_flag(fault_flags, std::vector<std::string>{fault_policy})) {
     fmt::print(stderr, "tgs-node: {}\n", *why);
+    return 2;
+  }
+  // The choice's thresholds count only where the node chooses.
+  std::vector<std::string> choosing;
+  if (opportunistic_mechanism == "auto") choosing.emplace_back(tgs::mechanism_choice::name);
+  if (auto why = tgs::unused_policy_flag(choice_flags, choosing)) {
+    fmt::print(stderr, "tgs-node: {} (--opportunistic-mechanism auto)\n", *why);
     return 2;
   }
   options.fault_policy = *fault_settings.find(fault_policy);  // CLI::IsMember checked the name

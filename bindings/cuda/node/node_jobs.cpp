@@ -93,8 +93,8 @@ abi::job_holdings node_server::bounded_holdings(const job& j, const abi::job_hol
 void node_server::enter_control(job& j) {
   loop& l = gpu_loop(j.gpu);
   l.add_job(j.id, j.cls, j.segment, now());
-  // A job chosen to wait, or held by the correction, waits from its first launch.
-  if (j.corrected || (j.mechanism && j.mechanism->mechanism == opportunistic_mechanism::held)) l.hold(j.id, true);
+  // A job chosen to wait waits from its first launch.
+  if (j.mechanism && j.mechanism->mechanism == opportunistic_mechanism::held) l.hold(j.id, true);
   j.in_control = true;
 }
 
@@ -307,11 +307,10 @@ void node_server::on_job_ended(std::uint32_t id, const char* why) {
   // named applies as named (a shared fault domain then models MPS for comparison). The node never
   // ends another user's job on what this job's segment says (docs/trust-model.md).
   const uid_t failed_uid = failed.uid;
-  const bool one_server = failed.mps_client || options_.fault_policy_named;
   std::vector<std::uint32_t> co_runners;
   for (const auto& [other_id, other] : jobs_) {
-    if (other_id != id && other->gpu == gpu && other->cls != cls && other->uid == failed_uid && one_server &&
-        (other->mps_client || options_.fault_policy_named)) {
+    const bool one_domain = options_.fault_policy_named || (failed.mps_client && other->mps_client);
+    if (other_id != id && other->gpu == gpu && other->cls != cls && other->uid == failed_uid && one_domain) {
       co_runners.push_back(other_id);
     }
   }

@@ -49,9 +49,13 @@ choice_facts node_server::facts_for(std::uint32_t gpu, uid_t uid, const process_
 }
 
 void node_server::choose_mechanism(job& j) {
-  j.profile = profile_key_of(j.pid, j.uid, place_of(j.origin));
-  // Read before the check: a check passed says the reads were of the registrant.
-  if (j.process.exited()) j.profile.reset();
+  // Profiles are kept where the choice reads them: under auto (the other preferences decide on
+  // the hard rules alone). Read before the check: a check passed says the reads were of the
+  // registrant.
+  if (options_.opportunistic_mechanism == mechanism_preference::automatic) {
+    j.profile = profile_key_of(j.pid, j.uid, place_of(j.origin));
+    if (j.process.exited()) j.profile.reset();
+  }
   const std::optional<job_profile> profile = j.profile ? profiles_.find(*j.profile) : std::nullopt;
   const choice_facts facts = facts_for(j.gpu, j.uid, j.origin, profile);
   j.mechanism = chooser_.step(facts);
@@ -85,40 +89,43 @@ void node_server::note_profile(const job& j) {
 
 void node_server::correct_mechanisms() {
   const clock::time_point t = clock::now();
-  for (auto& [gpu, l] : gpus_) {
-    const bool unprotected = l->decision().production_unprotected;
-    for (auto& [id, j] : jobs_) {
-      if (j->gpu != gpu || j->cls != job_class::opportunistic || !j->in_control) continue;
-      const opportunistic_mechanism was = j->mechanism ? j->mechanism->mechanism : opportunistic_mechanism::time_sliced;
-      if (!j->corrected && !j->released && unprotected) {
-        j->corrected = true;
-        j->corrected_at = t;
-        l->hold(id, true);
-        log(log_level::warn,
-            "job {} (pid {}) held on GPU {}: its production co-runner stays below its target with the cap at its "
-            "floor ({}); it runs again when the production job leaves",
-            id, j->pid, gpu, to_string(was));
-      } else if (j->corrected && !j->confirmed && !unprotected) {
-        // Production recovered once the job stopped: the loss was the job's, and its next start
-        // shares the other way (or waits).
-        j->confirmed = true;
-        if (j->profile) {
-          job_profile& p = profiles_.at(*j->profile);
-          (was == opportunistic_mechanism::mps_client ? p.hurt_as_mps_client : p.hurt_time_sliced) = true;
-        }
-        log(log_level::info, "job {} (pid {}): production recovered while it was held; its next start is chosen "
-            "knowing this", id, j->pid);
-      } else if (j->corrected && !j->confirmed && t - j->corrected_at > correction_patience) {
-        // Still below its target with the job launching nothing: the loss is not the job's (a
-        // production job slowed by its own host, say). Let it run again, and not hold it again.
-        j->corrected = false;
-        j->released = true;
-        l->hold(id, false);
-        log(log_level::warn,
-            "job {} (pid {}) released on GPU {}: production stayed below its target for {} s while it was held, so "
-            "the loss is not its doing",
-            id, j->pid, gpu, std::chrono::duration_cast<std::chrono::seconds>(correction_patience).count());
+  for (auto& [id, j] : jobs_) {
+    // Settled either way: confirmed (held until production leaves) or released (not held again).
+    if (j->cls != job_class::opportunistic || !j->in_control || j->confirmed || j->released) continue;
+    const auto at = gpus_.find(j->gpu);
+    if (at == gpus_.end()) continue;
+    loop& l = *at->second;
+    const bool unprotected = l.decision().production_unprotected;
+    const opportunistic_mechanism was = j->mechanism ? j->mechanism->mechanism : opportunistic_mechanism::time_sliced;
+    if (!j->corrected) {
+      if (!unprotected) continue;
+      j->corrected = true;
+      j->corrected_at = t;
+      l.hold(id, true);
+      log(log_level::warn,
+          "job {} (pid {}) held on GPU {}: its production co-runner stays below its target with the cap at its "
+          "floor ({}); it runs again when the production job leaves",
+          id, j->pid, j->gpu, to_string(was));
+    } else if (!unprotected) {
+      // Production recovered once the job stopped: the loss was the job's, and its next start
+      // shares the other way (or waits).
+      j->confirmed = true;
+      if (j->profile) {
+        job_profile& p = profiles_.at(*j->profile);
+        (was == opportunistic_mechanism::mps_client ? p.hurt_as_mps_client : p.hurt_time_sliced) = true;
       }
+      log(log_level::info, "job {} (pid {}): production recovered while it was held; its next start is chosen "
+          "knowing this", id, j->pid);
+    } else if (t - j->corrected_at > correction_patience) {
+      // Still below its target with the job launching nothing: the loss is not the job's (a
+      // production job slowed by its own host, say). Let it run again, and not hold it again.
+      j->corrected = false;
+      j->released = true;
+      l.hold(id, false);
+      log(log_level::warn,
+          "job {} (pid {}) released on GPU {}: production stayed below its target for {} s while it was held, so "
+          "the loss is not its doing",
+          id, j->pid, j->gpu, std::chrono::duration_cast<std::chrono::seconds>(correction_patience).count());
     }
   }
 }

@@ -135,7 +135,7 @@ struct node_options {
   /// the GPU (the default: docs/results/mechanism-choice.md says why `auto` is not, yet), chosen
   /// per job from what the node measures (`tgs::mechanism_choice`), or never a client.
   mechanism_preference opportunistic_mechanism = mechanism_preference::mps;
-  /// The choice's thresholds (`--mps-long-kernel-ms`, `--gpu-bound-wait`).
+  /// The choice's thresholds (`--mechanism-choice.long-kernel-ms`, `--mechanism-choice.gpu-bound-wait`).
   mechanism_choice::config choice;
   /// The MPS control daemons (`--mps`): managed by the node, the operator's, or none. An empty
   /// `mps.runtime_dir` is the socket's folder + `/mps`.

@@ -184,7 +184,7 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["mps_client"] = j.mps_client;
       line["mechanism"] = j.mechanism ? json(std::string(to_string(j.mechanism->mechanism))) : json(nullptr);
       line["mechanism_reason"] = j.mechanism ? json(std::string(to_string(j.mechanism->reason))) : json(nullptr);
-      line["held"] = l != nullptr && l->held(id) && j.cls == job_class::opportunistic;
+      line["held"] = l != nullptr && l->held(id);
       line["corrected"] = j.corrected;
       line["kernels_timed"] = seg.kernels_timed.load();
       line["longest_kernel_ms"] = seg.kernels_timed.load() > 0

@@ -45,7 +45,7 @@ struct node_server::job {
   bool in_control = false;
   bool said_unseen = false;  ///< the node warned that NVML does not list it
   /// How it shares its GPU (an opportunistic job), and why: `tgs::mechanism_choice` at
-  /// registration, or the correction since.
+  /// registration.
   std::optional<mechanism_verdict> mechanism;
   /// Whether its registration made it a client of the GPU's MPS server (both classes).
   bool mps_client = false;

@@ -560,7 +560,7 @@ TEST_F(Mps, AJobMeasuredWithShortKernelsIsAnMpsClientAtItsNextStart) {
   EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "gpu-bound-pair");
 }
 
-// A job seen running a kernel past --mps-long-kernel-ms stays in a context of its own at its next
+// A job seen running a kernel past --mechanism-choice.long-kernel-ms stays in a context of its own at its next
 // start: one SIGKILL in such a kernel ends every client of the server (docs/results/mps-faults.md).
 TEST_F(Mps, AJobSeenWithALongKernelStaysTimeSlicedAtItsNextStart) {
   start_managed_node(1, {"--opportunistic-mechanism", "auto"});
