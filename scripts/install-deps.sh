@@ -20,7 +20,7 @@ case "$set_name" in
       "${sim_packages[@]}" build-essential pkg-config libboost-graph-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-      prometheus-cpp-dev libsystemd-dev
+      prometheus-cpp-dev libmicrohttpd-dev libsystemd-dev
       help2man python3 python3-yaml
       python3-dev pybind11-dev python3-numpy python3-matplotlib python3-pandas
       # Tests only: promtool checks tgs-node's metrics; podman and runc run the CDI devices for real.

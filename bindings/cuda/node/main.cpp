@@ -391,7 +391,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!metrics_supported()) {
-      fmt::print(stderr, "tgs-node: --metrics-address: this tgs-node was built without prometheus-cpp\n");
+      fmt::print(stderr, "tgs-node: --metrics-address: this tgs-node was built without prometheus-cpp or libmicrohttpd\n");
       return 2;
     }
   }

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// tgs-node's Prometheus endpoint (`--metrics-address`): the node's loop builds a snapshot of its
-/// metrics and publishes it; an HTTP server (prometheus-cpp's, over civetweb) serves the latest
-/// snapshot in Prometheus text format from its own threads. A scrape copies one pointer under a
-/// mutex and reads nothing of the node's state, so no scraper, however slow or many, can hold up the
-/// control loop.
+/// metrics and publishes it; an HTTP server (libmicrohttpd, one event-driven thread of its own)
+/// serves the latest snapshot in Prometheus text format (prometheus-cpp's serializer). A scrape
+/// copies one pointer under a mutex and reads nothing of the node's state, so no scraper, however
+/// slow or many, can hold up the control loop.
 ///
-/// The snapshot types are plain values, independent of prometheus-cpp: the node builds them (and
-/// the tests check them) in builds without it; only the server needs the library.
+/// The snapshot types are plain values, independent of both libraries: the node builds them (and
+/// the tests check them) in builds without them; only the server needs them.
 #pragma once
 
 #include <chrono>
@@ -55,16 +55,36 @@ struct listen_address {
 /// ```
 [[nodiscard]] std::pair<std::optional<listen_address>, std::string> parse_listen_address(std::string_view text);
 
-/// Whether this build can serve metrics (it was built with prometheus-cpp).
+/// Whether this build can serve metrics (it was built with prometheus-cpp and libmicrohttpd).
 [[nodiscard]] bool metrics_supported() noexcept;
 
-/// The metrics server's limits. Any local user can connect to it: a request begun and never
-/// finished holds one of `metrics_threads` for up to twice `metrics_request_timeout` (civetweb
-/// gives up at its first wait for more bytes that ends past the timeout), so clients that stall
-/// fewer requests at once than there are threads never delay a scrape, and more delay it by
-/// about 2 s for each round of that many.
-inline constexpr unsigned metrics_threads = 64;
-inline constexpr std::chrono::milliseconds metrics_request_timeout{1000};
+/// The metrics server's limits. Any local user can connect to it and begin requests it never
+/// finishes. One thread serves every connection as its bytes arrive, so such a request holds no
+/// thread, only a connection, and delays no other; the limits bound the connections:
+/// - a connection on which nothing arrives or leaves for `metrics_idle_timeout` is closed;
+/// - at most `total` connections are open at once, and at most `per_peer` of one peer: the local
+///   user that owns the socket at the other end (the kernel says which), or the address of a
+///   peer not on this host (or in another network namespace, as a container with its own). A
+///   connection beyond a peer's share is closed as soon as it is accepted.
+/// So a user stalling requests, however many, holds `per_peer` connections and keeps no other
+/// user's scrape out; only `total / per_peer` users or hosts doing it at once fill the server.
+inline constexpr std::chrono::seconds metrics_idle_timeout{2};
+
+/// How many connections the server holds at most (above).
+struct metrics_connection_limits {
+  unsigned total = 0;
+  unsigned per_peer = 0;
+};
+
+/// The limits of a server in a process that may have `descriptors` files open (its
+/// RLIMIT_NOFILE): a sixteenth of them, 16 to 4096 connections, a quarter of those (at most 256)
+/// for one peer.
+///
+/// ```
+/// metrics_connection_limits_for(1024)   // {64, 16}
+/// metrics_connection_limits_for(65536)  // {4096, 256}
+/// ```
+[[nodiscard]] metrics_connection_limits metrics_connection_limits_for(std::uint64_t descriptors) noexcept;
 
 /// The HTTP server of `/metrics`.
 class metrics_endpoint {
