@@ -5,7 +5,6 @@
 #include "safe_dir.hpp"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,45 +89,8 @@ void write_cdi_spec(const std::filesystem::path& file, const cdi_spec_options& o
     if (::fstat(folder.get(), &st) != 0) throw fail(std::strerror(errno));
     if (const std::string why = folder_refusal(folder_path, st, allow_shared_folder); !why.empty()) throw fail(why);
   }
-  // The temporary file: a random name, made exclusively and never through a symlink, so nothing
-  // planted at a name the writer would use (another user's file, a symlink to one) is written.
-  std::string tmp;
-  unique_fd out;
-  for (int attempt = 0; attempt < 16 && out.get() < 0; ++attempt) {
-    std::uint64_t random = 0;
-    if (::getrandom(&random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
-      throw fail(std::string("getrandom: ") + std::strerror(errno));
-    }
-    char suffix[24];
-    std::snprintf(suffix, sizeof(suffix), "%016llx", static_cast<unsigned long long>(random));
-    tmp = "." + name + ".tmp-" + suffix;
-    out = unique_fd(::openat(folder.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (out.get() < 0 && errno != EEXIST) throw fail(std::strerror(errno));
-  }
-  if (out.get() < 0) throw fail("no free temporary name");
-  const auto remove_tmp = [&] { ::unlinkat(folder.get(), tmp.c_str(), 0); };
-  // Runtimes of any user read the spec: 0644 whatever the umask, set on the descriptor.
-  std::size_t done = 0;
-  bool ok = ::fchmod(out.get(), 0644) == 0;
-  while (ok && done < text.size()) {
-    const ssize_t n = ::write(out.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += static_cast<std::size_t>(n);
-  }
-  ok = ok && ::fsync(out.get()) == 0;
-  if (!ok) {
-    const std::string why = std::strerror(errno);
-    remove_tmp();
-    throw fail(why);
-  }
-  out.reset();
-  if (::renameat(folder.get(), tmp.c_str(), folder.get(), name.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    remove_tmp();
-    throw fail(why);
-  }
-  (void)::fsync(folder.get());  // the rename itself survives a crash
+  // Runtimes of any user read the spec: 0644.
+  if (const std::string why = replace_file_at(folder.get(), name, text, 0644); !why.empty()) throw fail(why);
 }
 
 }  // namespace tgs::containers

@@ -16,6 +16,7 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace tgs::containers {
@@ -156,6 +158,49 @@ inline void give_folder_to_group(int fd, const std::string& path, gid_t group, m
   if (::fchmod(fd, mode & 07777) != 0) {
     throw std::runtime_error("cannot set the mode of " + path + ": " + std::strerror(errno));
   }
+}
+
+/// Replaces the file `name` in the folder open as `folder` with `text`, mode `mode` (whatever the
+/// umask), atomically: a reader sees the old file or the new one, never a part. The text goes
+/// into a temporary file with a random name (`.NAME.tmp-` and 16 random hex digits), made
+/// exclusively and never through a symlink, so no name another user could predict or plant
+/// beforehand is ever written; it is synced, then renamed over `name`. Returns why it could not
+/// (empty: done); nothing is left behind on failure.
+inline std::string replace_file_at(int folder, const std::string& name, std::string_view text, mode_t mode) {
+  std::string tmp;
+  unique_fd out;
+  for (int attempt = 0; attempt < 16 && out.get() < 0; ++attempt) {
+    unsigned long long random = 0;
+    if (::getrandom(&random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
+      return std::string("getrandom: ") + std::strerror(errno);
+    }
+    char suffix[24];
+    std::snprintf(suffix, sizeof(suffix), "%016llx", random);
+    tmp = "." + name + ".tmp-" + suffix;
+    out = unique_fd(::openat(folder, tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, mode & 0777));
+    if (out.get() < 0 && errno != EEXIST) return "cannot create " + tmp + ": " + std::strerror(errno);
+  }
+  if (out.get() < 0) return "no free temporary name beside " + name;
+  const auto failed = [&](const char* what, int error) {
+    ::unlinkat(folder, tmp.c_str(), 0);
+    return std::string(what) + " " + tmp + ": " + std::strerror(error);
+  };
+  if (::fchmod(out.get(), mode & 07777) != 0) return failed("cannot set the mode of", errno);
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(out.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return failed("cannot write", n < 0 ? errno : EIO);
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(out.get()) != 0) return failed("cannot sync", errno);
+  out.reset();
+  if (::renameat(folder, tmp.c_str(), folder, name.c_str()) != 0) {
+    const int error = errno;
+    ::unlinkat(folder, tmp.c_str(), 0);
+    return "cannot rename " + tmp + " to " + name + ": " + std::strerror(error);
+  }
+  (void)::fsync(folder);  // the rename itself survives a crash
+  return {};
 }
 
 }  // namespace tgs::containers

@@ -515,11 +515,29 @@ struct job_holdings {
   std::uint64_t managed_resident_bytes = 0;  ///< of that, on the GPU
 };
 
+/// `register_request::flags`: CUDA was initialised in this process before this registration, so
+/// its MPS client state is fixed whatever the reply says (a registration after the node was
+/// away, or after the first one failed).
+inline constexpr std::uint8_t register_flag_cuda_started = 1;
+/// `register_request::flags`: that CUDA is an MPS client (its environment named a daemon at cuInit).
+inline constexpr std::uint8_t register_flag_mps_client = 2;
+
+/// How long a job's first registration waits for a node that is there and does not answer yet
+/// (its socket exists: the node restarts, is busy, or the caps dropped the connection) before
+/// CUDA starts without it: an opportunistic job longer, since outside the node's MPS it would be
+/// held until it restarts; a production job (`TGS_JOB_CLASS=production`) briefly, since it must
+/// not wait long on the node; a job that does not say takes the longer bound. A job whose node's
+/// socket does not exist starts at once. `TGS_REGISTRATION_WAIT_MS` changes it for a
+/// job (a job that waits less only makes itself late).
+inline constexpr std::uint64_t first_registration_wait_opportunistic_ns = 10'000'000'000;
+inline constexpr std::uint64_t first_registration_wait_production_ns = 2'000'000'000;
+
 /// A job's registration. Its pid and uid come from SO_PEERCRED, never from the message.
 struct register_request {
   message_header header{message_magic, version, message_type::register_job, sizeof(register_request)};
   class_code job_class = class_code::production;  ///< from the operator-set TGS_JOB_CLASS
-  std::uint8_t reserved[3] = {};
+  std::uint8_t flags = 0;                          ///< `register_flag_*`; a claim, used only for this job
+  std::uint8_t reserved[2] = {};
   std::uint32_t gpu = 0;                           ///< from TGS_GPU / CUDA_VISIBLE_DEVICES
   char name[64] = {};                              ///< a label for status (TGS_JOB_NAME or comm)
   job_holdings holdings;                           ///< version 3

@@ -22,6 +22,9 @@
 // calls are direct calls of the linked driver functions, so a preloaded interposer sees them.
 #include <csignal>
 #include <dlfcn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -194,6 +197,26 @@ void on_idle(int) { idle_phase = 1; }
 void on_resume(int) { idle_phase = 0; }
 }  // namespace
 
+namespace {
+/// Holds a connection to the Unix socket `path` that never says anything, connecting again
+/// whenever the other side closes it: a process that keeps a registration "in progress" forever.
+void hold_idle_connection(std::string path) {
+  for (;;) {
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      char byte = 0;
+      while (::recv(fd, &byte, 1, 0) > 0) {
+      }
+    }
+    if (fd >= 0) ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  }
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"A fake training job for the fake CUDA driver"};
   unsigned kernels = 20;
@@ -246,7 +269,12 @@ int main(int argc, char** argv) {
   app.add_flag("--init-through-dlsym", init_through_dlsym,
                "call cuInit first, through dlsym, before any other driver call (a program that does not start as the "
                "CUDA runtime does)");
+  std::string idle_connection;
+  app.add_option("--idle-connection", idle_connection,
+                 "also hold a connection to this Unix socket (a node's) that never says anything, made again "
+                 "whenever it is closed");
   CLI11_PARSE(app, argc, argv);
+  if (!idle_connection.empty()) std::thread(hold_idle_connection, idle_connection).detach();
 
   // The runtime's path: dlopen the driver, dlsym one entry point, ask it for itself.
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);

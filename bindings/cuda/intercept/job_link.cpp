@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -141,6 +143,19 @@ void publish(const registration& r) noexcept {
   current_link.store(&unmanaged_link, std::memory_order_release);
 }
 
+/// How long this job's first registration waits for a node that does not answer yet: the class's
+/// bound (`abi::first_registration_wait_*`), or `TGS_REGISTRATION_WAIT_MS`. A job that does not
+/// say its class (one in a container, whose class is its class socket's) may be opportunistic,
+/// so it takes that bound.
+std::uint64_t first_registration_wait_ns() noexcept {
+  if (const char* ms = std::getenv("TGS_REGISTRATION_WAIT_MS"); ms != nullptr && *ms >= '0' && *ms <= '9') {
+    return std::min<std::uint64_t>(std::strtoull(ms, nullptr, 10), 600'000) * 1'000'000;
+  }
+  const char* cls = std::getenv("TGS_JOB_CLASS");
+  return cls != nullptr && std::strcmp(cls, "production") == 0 ? abi::first_registration_wait_production_ns
+                                                               : abi::first_registration_wait_opportunistic_ns;
+}
+
 /// Watches the connection; when the node goes away (restart, crash), fails open at once and
 /// registers again when a node is back, so a node restart never stops a running job.
 void watch(int socket, register_outcome last) noexcept {
@@ -234,7 +249,26 @@ const link_state* ensure_link() noexcept {
     if (link != &unregistered_link) return link;
     static const int atfork = pthread_atfork(nullptr, nullptr, on_fork_child);
     (void)atfork;
-    const registration r = register_with_node(current_holdings());
+    registration r = register_with_node(current_holdings());
+    // A node that is there and does not answer yet (restarting, busy, its caps full) is waited
+    // for, bounded, before CUDA starts: a job whose CUDA starts without it starts outside the
+    // node's MPS for good (the node then holds it if it is opportunistic). No node: no wait.
+    if (r.outcome == register_outcome::absent && r.node_there) {
+      const std::uint64_t wait_ns = first_registration_wait_ns();
+      const std::uint64_t since = abi::monotonic_ns();
+      log(log_level::warn, "tgs-node does not answer (%s); waiting up to %.1f s for it before CUDA starts", r.reason,
+          static_cast<double>(wait_ns) / 1e9);
+      while (r.outcome == register_outcome::absent && r.node_there && abi::monotonic_ns() - since < wait_ns) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{200});
+        r = register_with_node(current_holdings());
+      }
+      if (r.outcome == register_outcome::absent) {
+        log(log_level::warn, "tgs-node did not answer within %.1f s: CUDA starts without it (outside its MPS)",
+            static_cast<double>(abi::monotonic_ns() - since) / 1e9);
+      } else {
+        log(log_level::info, "tgs-node answered after %.1f s", static_cast<double>(abi::monotonic_ns() - since) / 1e9);
+      }
+    }
     publish(r);
     start_watcher(r.socket, r.outcome);
   } catch (...) {

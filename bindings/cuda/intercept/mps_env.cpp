@@ -95,6 +95,24 @@ bool apply_mps_client(const abi::mps_client& settings) noexcept {
   return false;
 }
 
+bool cuda_started() noexcept {
+  try {
+    std::lock_guard lock(env_mutex);
+    return driver_initialised;
+  } catch (...) {
+    return false;
+  }
+}
+
+bool cuda_is_mps_client() noexcept {
+  try {
+    std::lock_guard lock(env_mutex);
+    return driver_initialised && applied.client != 0;
+  } catch (...) {
+    return false;
+  }
+}
+
 pass_token gate_init() noexcept {
   (void)ensure_link();  // a program that calls cuInit first registers here, and gets its settings
   try {

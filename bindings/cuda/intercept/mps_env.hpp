@@ -18,6 +18,11 @@ namespace tgs::cuda::intercept {
 /// is left as it is. True when this process is (or, at its cuInit, becomes) an MPS client.
 bool apply_mps_client(const abi::mps_client& settings) noexcept;
 
+/// Whether the driver's cuInit was called in this process, and whether it became an MPS client
+/// then: what a registration reports (`abi::register_flag_*`).
+[[nodiscard]] bool cuda_started() noexcept;
+[[nodiscard]] bool cuda_is_mps_client() noexcept;
+
 /// The gate of cuInit: registers with the node (so its MPS settings are in the environment)
 /// and marks the driver as initialised, after which the environment is never changed again.
 pass_token gate_init() noexcept;

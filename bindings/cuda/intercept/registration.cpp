@@ -19,6 +19,7 @@
 #include <new>
 
 #include "fd_message.hpp"
+#include "mps_env.hpp"
 
 namespace tgs::cuda::intercept {
 
@@ -53,6 +54,9 @@ abi::register_request make_request(const abi::job_holdings& holdings) noexcept {
     ::close(fd);
   }
   req.holdings = holdings;
+  // Said so the node knows a job whose CUDA started outside the MPS settings it gives now.
+  if (cuda_started()) req.flags |= abi::register_flag_cuda_started;
+  if (cuda_is_mps_client()) req.flags |= abi::register_flag_mps_client;
   return req;
 }
 
@@ -135,10 +139,14 @@ registration register_with_node(const abi::job_holdings& holdings) noexcept {
     return out;
   };
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    // No socket at all: no node on this host. A socket nobody listens on, or a full backlog: a
+    // node that restarts or is busy, worth waiting for.
+    out.node_there = errno != ENOENT && errno != ENOTDIR;
     std::snprintf(out.reason, sizeof(out.reason), "%.150s: %.80s", path,
                   errno == EAGAIN ? "the node accepts no connection now" : std::strerror(errno));
     return fail(register_outcome::absent);
   }
+  out.node_there = true;
   const std::uint64_t deadline = abi::monotonic_ns() + abi::job_socket_timeout_ns;
   const abi::register_request req = make_request(holdings);
   if (!wait_ready(fd, POLLOUT, deadline)) {

@@ -30,6 +30,9 @@ struct registration {
   abi::refused_then then = abi::refused_then::runs;
   /// The job's MPS client settings (registered only; checked: `abi::valid_mps_client`).
   abi::mps_client mps{};
+  /// On `absent`: the node's socket exists (a node restarting, busy, or over its caps), so a
+  /// first registration waits for it (`abi::first_registration_wait_*`).
+  bool node_there = false;
 };
 
 /// Connects, registers (reporting `holdings`) and maps the segment. Never throws, never blocks

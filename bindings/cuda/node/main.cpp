@@ -227,8 +227,8 @@ int main(int argc, char** argv) {
   std::string unregistered = std::string(to_string(options.on_unregistered));
   app.add_option("--unregistered-action", unregistered,
                  "what to do about a process that uses a GPU (as NVML lists it) without having registered there: "
-                 "report (the log, the status, the metrics), pause (also SIGSTOP it while a production job is on "
-                 "its GPU) or kill (also SIGKILL it)")
+                 "report (the log, the status, the metrics), pause (also hold it while a production job is on its "
+                 "GPU: see --hold-with) or kill (also SIGKILL it)")
       ->check(CLI::IsMember({"report", "pause", "kill"}))
       ->capture_default_str();
   std::string unregistered_under_mps = std::string(to_string(options.on_unregistered_under_mps));
@@ -243,6 +243,13 @@ int main(int argc, char** argv) {
                  "how long a process may use a GPU unregistered before the node reports it and acts (a starting "
                  "job registers within it)")
       ->check(CLI::Range(100, 3600000))
+      ->capture_default_str();
+  std::string hold_with = std::string(to_string(options.hold_with));
+  app.add_option("--hold-with", hold_with,
+                 "how a paused process is held: cgroup (moved into a frozen cgroup v2 of the node's, which its owner "
+                 "cannot thaw; needs root), signal (SIGSTOP, sent again whenever it is found running) or auto "
+                 "(cgroup where the node can make one, else signal; the log says which)")
+      ->check(CLI::IsMember({"auto", "cgroup", "signal"}))
       ->capture_default_str();
   app.add_option("--unregistered-exempt-uid", options.unregistered_exempt_uids,
                  "users whose unregistered GPU processes are only reported, never paused or killed (an MPS "
@@ -385,6 +392,7 @@ int main(int argc, char** argv) {
   options.on_unregistered = *parse_unregistered_action(unregistered);  // CLI::IsMember checked it
   options.on_unregistered_under_mps = *parse_unregistered_action(unregistered_under_mps);
   options.unregistered_grace = std::chrono::milliseconds{unregistered_grace_ms};
+  options.hold_with = *parse_hold_preference(hold_with);  // CLI::IsMember checked it
   if (!options.metrics_address.empty()) {
     if (const auto [address, why] = parse_listen_address(options.metrics_address); !address) {
       fmt::print(stderr, "tgs-node: --metrics-address {}\n", why);

@@ -93,8 +93,12 @@ abi::job_holdings node_server::bounded_holdings(const job& j, const abi::job_hol
 void node_server::enter_control(job& j) {
   loop& l = gpu_loop(j.gpu);
   l.add_job(j.id, j.cls, j.segment, now());
-  // A job chosen to wait waits from its first launch.
+  // A job chosen to wait waits from its first launch; so does a late one (register_job).
   if (j.mechanism && j.mechanism->mechanism == opportunistic_mechanism::held) l.hold(j.id, true);
+  if (j.late && j.cls == job_class::opportunistic &&
+      !(j.mechanism && j.mechanism->mechanism == opportunistic_mechanism::time_sliced)) {
+    l.hold(j.id, true);
+  }
   j.in_control = true;
 }
 
@@ -186,6 +190,30 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   j->segment = seg;
   // How it shares the GPU is chosen before its context exists: the reply below carries it.
   if (cls == job_class::opportunistic) choose_mechanism(*j);
+  // A production job is a client wherever the node runs MPS; an opportunistic one only where the
+  // choice made it one (else its context is its own, time-sliced against the server's).
+  abi::mps_client settings{};
+  if (cls == job_class::production ||
+      (j->mechanism && j->mechanism->mechanism == opportunistic_mechanism::mps_client)) {
+    settings = mps_client_for(cls, j->gpu);
+  }
+  // CUDA already started in the process, outside the server it should be a client of: it cannot
+  // join it now. Beside production, an opportunistic job outside MPS would take turns with the
+  // server's work at normal priority, so it is held until it restarts.
+  j->late = (req.flags & abi::register_flag_cuda_started) != 0 && settings.client != 0 &&
+            (req.flags & abi::register_flag_mps_client) == 0;
+  // Under `auto` the node may choose a separate context for it anyway: it shares that way.
+  if (j->late && j->mechanism && options_.opportunistic_mechanism == mechanism_preference::automatic) {
+    j->mechanism->mechanism = opportunistic_mechanism::time_sliced;
+  }
+  if (j->late) {
+    log(log_level::warn, "job {} (pid {}, {}) started CUDA before it registered, outside GPU {}'s MPS server; {}",
+        j->id, j->pid, to_string(cls), j->gpu,
+        cls == job_class::production ? "it runs outside MPS, unprotected by the MPS priority, until it restarts"
+        : j->mechanism && j->mechanism->mechanism == opportunistic_mechanism::time_sliced
+            ? "it shares time-sliced instead (--opportunistic-mechanism auto)"
+            : "held beside production until it restarts");
+  }
   // The allowance must be in place before the job can launch, so the loop sees the job first.
   // A production job that holds no context on its GPU yet waits for one (check_liveness).
   if (cls != job_class::production || listed_or_unknown(observer_.processes(j->gpu), j->pid)) enter_control(*j);
@@ -210,13 +238,8 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   abi::register_reply reply;
   reply.job_id = j->id;
   reply.job_class = seg->job_class;
-  // A production job is a client wherever the node runs MPS; an opportunistic one only where the
-  // choice made it one (else its context is its own, time-sliced against the server's).
-  if (cls == job_class::production ||
-      (j->mechanism && j->mechanism->mechanism == opportunistic_mechanism::mps_client)) {
-    reply.mps = mps_client_for(cls, j->gpu);
-  }
-  j->mps_client = reply.mps.client != 0;
+  reply.mps = settings;
+  j->mps_client = settings.client != 0 && !j->late;
   const int fds[2] = {memfd, page_fd};
   const bool sent = send_with_fds(c.fd, &reply, sizeof(reply), fds, page_fd >= 0 ? 2 : 1);
   ::close(memfd);
@@ -229,6 +252,10 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
                    : std::string(j->mps_client ? ", an MPS client" : ""),
       j->in_control ? "" : "; it steers the controller once it holds a context there");
   c.job_id = id;
+  // Its registration is through: no longer an attempt, and its user is making progress (a user
+  // whose attempts keep getting through is not held to the patience of one who never registers).
+  attempts_.erase(j->pid);
+  last_registered_at_[j->uid] = clock::now();
   jobs_[id] = std::move(j);
   if (!sent) remove_job(id, "could not send the registration reply");
 }

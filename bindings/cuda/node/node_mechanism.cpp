@@ -91,7 +91,8 @@ void node_server::correct_mechanisms() {
   const clock::time_point t = clock::now();
   for (auto& [id, j] : jobs_) {
     // Settled either way: confirmed (held until production leaves) or released (not held again).
-    if (j->cls != job_class::opportunistic || !j->in_control || j->confirmed || j->released) continue;
+    // A late job is held for good (register_job): nothing to correct.
+    if (j->cls != job_class::opportunistic || !j->in_control || j->confirmed || j->released || j->late) continue;
     const auto at = gpus_.find(j->gpu);
     if (at == gpus_.end()) continue;
     loop& l = *at->second;

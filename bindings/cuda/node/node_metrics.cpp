@@ -184,6 +184,8 @@ metric_snapshot node_server::metrics_snapshot() const {
         b.gauge("tgs_job_held", "1 while the node holds the opportunistic job beside a production job", jl,
                 l != nullptr && l->held(id) ? 1 : 0);
       }
+      b.gauge("tgs_job_late", "1 when the job's CUDA started before it registered, outside the MPS server it "
+              "should be a client of", jl, j.late ? 1 : 0);
       if (seg.kernels_timed.load(std::memory_order_relaxed) > 0) {
         b.gauge("tgs_job_longest_kernel_seconds", "the longest kernel the job's interposer timed", jl,
                 static_cast<double>(seg.longest_kernel_ns.load(std::memory_order_relaxed)) / 1e9);

@@ -12,12 +12,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "held_record.hpp"
+#include "safe_dir.hpp"
 #include "server_parts.hpp"
 
 namespace tgs::cuda::node {
@@ -36,54 +37,6 @@ uid_t process_uid(pid_t pid) {
     return static_cast<uid_t>(uid);
   }
   return static_cast<uid_t>(-1);
-}
-
-/// The record's first line; a record that does not start with it is not read.
-constexpr std::string_view held_record_header = "tgs-node paused v1\n";
-/// A record larger than this is not read (a node holds a few processes; this is thousands).
-constexpr std::size_t held_record_max_bytes = 64 * 1024;
-/// The largest pid Linux gives (PID_MAX_LIMIT).
-constexpr long long max_pid = 4194304;
-
-/// An unsigned decimal number that is the whole of `text` (no sign, no space, at most 20 digits).
-template <typename T>
-std::optional<T> whole_number(std::string_view text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-  }
-  T value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-/// The entries of a record: its header, then one `PID START` line per process, each ending in a
-/// newline. Empty, with why in `why`, when anything else is there.
-std::optional<std::set<std::pair<pid_t, std::uint64_t>>> parse_held_record(std::string_view text, std::string& why) {
-  if (text.substr(0, held_record_header.size()) != held_record_header) {
-    why = "malformed: it does not start with '" + std::string(held_record_header.substr(0, held_record_header.size() - 1)) + "'";
-    return std::nullopt;
-  }
-  text.remove_prefix(held_record_header.size());
-  std::set<std::pair<pid_t, std::uint64_t>> out;
-  for (std::size_t line = 2; !text.empty(); ++line) {
-    const std::size_t end = text.find('\n');
-    const std::size_t space = text.find(' ');
-    if (end == std::string_view::npos || space == std::string_view::npos || space > end) {
-      why = fmt::format("malformed: line {} is not 'PID START' ending in a newline", line);
-      return std::nullopt;
-    }
-    const std::optional<long long> pid = whole_number<long long>(text.substr(0, space));
-    const std::optional<std::uint64_t> start = whole_number<std::uint64_t>(text.substr(space + 1, end - space - 1));
-    if (!pid || !start || *pid <= 1 || *pid > max_pid) {
-      why = fmt::format("malformed: line {} is not 'PID START' (a pid from 2 to {}, a start time)", line, max_pid);
-      return std::nullopt;
-    }
-    out.emplace(static_cast<pid_t>(*pid), *start);
-    text.remove_prefix(end + 1);
-  }
-  return out;
 }
 
 }  // namespace
@@ -119,9 +72,14 @@ void node_server::check_unregistered() {
           if (pinned.error != 0) log(log_level::warn, "cannot pin pid {} on GPU {}: {}", p.pid, gpu, pinned.why);
           continue;
         }
-        unregistered_[key] = unregistered_process{.gpu = gpu, .pid = p.pid, .uid = uid,
-                                                  .used_bytes = std::nullopt, .origin = std::move(origin),
-                                                  .first_seen = t, .process = std::move(*pinned.process)};
+        unregistered_process seen;
+        seen.gpu = gpu;
+        seen.pid = p.pid;
+        seen.uid = uid;
+        seen.origin = std::move(origin);
+        seen.first_seen = t;
+        seen.process = std::move(*pinned.process);
+        unregistered_[key] = std::move(seen);
       }
       present.insert(key);
       unregistered_.at(key).used_bytes = p.used_bytes;
@@ -133,21 +91,59 @@ void node_server::check_unregistered() {
       ++it;
       continue;
     }
-    const unregistered_process& u = it->second;
-    if (u.paused) (void)u.process.signal(SIGCONT);
+    unregistered_process& u = it->second;
+    if (u.paused) (void)release(u);
     log(log_level::info, "pid {} no longer uses GPU {} unregistered", u.pid, u.gpu);
     it = unregistered_.erase(it);
   }
-  // A connection the caps dropped stands for a registration in progress for one grace: the job
-  // tries again (its interposer every 200 ms while the node does not answer).
-  std::erase_if(dropped_attempts_, [&](const auto& e) { return t - e.second >= options_.unregistered_grace; });
+  // Attempts of processes that registered since, or that no longer try and are not on a GPU
+  // unregistered, are forgotten; one on a GPU keeps its first attempt, which bounds its excuse.
+  std::set<pid_t> keep;
+  for (const auto& [key, u] : unregistered_) keep.insert(u.pid);
+  for (const auto& [fd, c] : connections_) {
+    if (c.job_id == 0) keep.insert(c.pid);
+  }
+  std::erase_if(attempts_, [&](const auto& e) {
+    const bool recent = t - e.second.dropped.value_or(e.second.first) < options_.unregistered_grace;
+    return !recent && !keep.contains(e.first);
+  });
+  // Each user's unregistered time per GPU, whichever of their processes holds the GPU: short
+  // processes that each stay under the grace add up. A process counts from its second look on (a
+  // job is seen at most once on its way to registering); a look with one of the user's
+  // processes unexcused counts as unexcused time, else one with a registration in progress as
+  // excused time, unless one of the user's registrations got through since the last look.
+  const clock::duration since_last =
+      last_unregistered_check_ == clock::time_point{}
+          ? clock::duration::zero()
+          : std::min<clock::duration>(t - last_unregistered_check_, 2 * unregistered_check_period);
+  std::map<std::pair<std::uint32_t, uid_t>, std::pair<bool, bool>> looked;  // (unexcused, excused) seen again
   for (auto& [key, u] : unregistered_) {
-    if (t - u.first_seen < options_.unregistered_grace) continue;
-    // A process with a registration in progress (connected and not yet answered, or dropped by
-    // the caps within the grace) is not acted on: a busy or just restarted node is slow, not the
-    // job. Only for so long: a process that keeps connecting and never registers is acted on
-    // after `registration_patience` graces.
-    if (registering(u.pid) && t - u.first_seen < registration_patience * options_.unregistered_grace) continue;
+    u.excused = registering(u.pid, t);
+    if (u.first_seen >= t) continue;  // first look
+    auto& [unexcused, excused] = looked[{u.gpu, u.uid}];
+    (u.excused ? excused : unexcused) = true;
+  }
+  for (const auto& [user, seen] : looked) {
+    const auto progressed = last_registered_at_.find(user.second);
+    const bool progress = progressed != last_registered_at_.end() && progressed->second >= last_unregistered_check_;
+    if (seen.first) {
+      user_time_[user].push_back({t, since_last, clock::duration::zero()});
+    } else if (!progress) {
+      user_time_[user].push_back({t, clock::duration::zero(), since_last});
+    }
+  }
+  last_unregistered_check_ = t;
+  for (auto it = user_time_.begin(); it != user_time_.end();) {
+    while (!it->second.empty() && t - it->second.front().at > user_window()) it->second.pop_front();
+    it = it->second.empty() ? user_time_.erase(it) : std::next(it);
+  }
+  for (auto& [key, u] : unregistered_) {
+    const auto [unexcused, excused] = user_unregistered_time(u.gpu, u.uid);
+    // Past the grace unexcused, or past the patience in all: acted on, a process whose own
+    // registration is under way only in the second case.
+    const bool over = (unexcused >= options_.unregistered_grace && !u.excused) ||
+                      unexcused + excused >= registration_patience * options_.unregistered_grace;
+    if (!over) continue;
     const bool production_there = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& e) {
       return e.second->cls == job_class::production && e.second->gpu == u.gpu;
     });
@@ -157,12 +153,33 @@ void node_server::check_unregistered() {
   sync_held_record();
 }
 
-/// Whether `pid` has a registration in progress: a connection of its own the node has not
-/// registered or refused yet, or one the caps dropped within the grace.
-bool node_server::registering(pid_t pid) const {
-  if (dropped_attempts_.contains(pid)) return true;
-  return std::any_of(connections_.begin(), connections_.end(),
-                     [&](const auto& e) { return e.second.pid == pid && e.second.job_id == 0; });
+std::pair<std::chrono::steady_clock::duration, std::chrono::steady_clock::duration>
+node_server::user_unregistered_time(std::uint32_t gpu, uid_t uid) const {
+  clock::duration unexcused{}, excused{};
+  if (const auto times = user_time_.find({gpu, uid}); times != user_time_.end()) {
+    for (const user_sample& s : times->second) {
+      unexcused += s.unexcused;
+      excused += s.excused;
+    }
+  }
+  return {unexcused, excused};
+}
+
+void node_server::note_attempt(pid_t pid, bool dropped) {
+  const clock::time_point t = clock::now();
+  registration_attempt& a = attempts_.try_emplace(pid, registration_attempt{.first = t, .dropped = std::nullopt}).first->second;
+  if (dropped) a.dropped = t;
+}
+
+bool node_server::registering(pid_t pid, clock::time_point t) const {
+  // Dropped by the caps within the grace: it tries again (its interposer every 200 ms while the
+  // node does not answer), for at most `registration_patience` graces from its first attempt. A
+  // connection the node accepted excuses nothing: a job's interposer sends its registration as
+  // soon as it connects and the node answers it at once, so one that says nothing counts as
+  // unregistered from its accept.
+  const auto a = attempts_.find(pid);
+  if (a == attempts_.end() || t - a->second.first >= registration_patience * options_.unregistered_grace) return false;
+  return a->second.dropped && t - *a->second.dropped < options_.unregistered_grace;
 }
 
 unregistered_action node_server::unregistered_action_for(std::uint32_t gpu, uid_t uid) const {
@@ -203,40 +220,134 @@ void node_server::act_on(unregistered_process& u, bool production_on_gpu) {
       return;
     case unregistered_action::pause:
       if (production_on_gpu && !u.paused) {
-        // On the record before it stops: a node that dies now leaves its successor what to
-        // continue. A process the record cannot name is not held.
-        held_set held = held_now();
-        held.emplace(u.pid, u.process.start_ticks());
-        if (!write_held_record(held)) return;
-        if (u.process.signal(SIGSTOP) == signal_outcome::sent) {
-          u.paused = true;
-          log(log_level::warn, "holding pid {} (SIGSTOP): unregistered on GPU {}, where a production job runs", u.pid,
-              u.gpu);
-        }
-      } else if (!production_on_gpu && u.paused && u.process.signal(SIGCONT) == signal_outcome::sent) {
-        u.paused = false;
-        log(log_level::info, "continuing pid {} (SIGCONT): no production job on GPU {} now", u.pid, u.gpu);
+        (void)hold(u);
+      } else if (!production_on_gpu && u.paused && release(u)) {
+        log(log_level::info, "continuing pid {} (released): no production job on GPU {} now", u.pid, u.gpu);
       }
       return;
   }
 }
 
-/// Continues every process the node holds: a stopping node leaves nothing stopped behind it, and
-/// no record.
+bool node_server::hold(unregistered_process& u) {
+  // Frozen in a cgroup of the node's where it can make them (its owner cannot thaw it); else
+  // stopped, and stopped again whenever it is found running (check_holds).
+  u.method = hold_cgroups_ ? hold_method::cgroup_freeze : hold_method::sigstop;
+  u.origin_cgroup.clear();
+  if (u.method == hold_method::cgroup_freeze) {
+    const std::optional<std::string> origin = cgroup_of(u.pid);
+    if (!origin || u.process.exited()) return false;
+    u.origin_cgroup = *origin;
+  }
+  // On the record before it is held: a node that dies now leaves its successor what to release.
+  // A process the record cannot name is not held.
+  held_set held = held_now();
+  held.emplace(u.pid, u.process.start_ticks(), u.origin_cgroup);
+  if (!write_held_record(held)) return false;
+  if (u.method == hold_method::cgroup_freeze) {
+    const hold_cgroups::held h = hold_cgroups_->hold(u.pid, u.origin_cgroup);
+    if (h.why.empty() && !u.process.exited()) {
+      u.paused = true;
+      u.observed = hold_cgroups_->observe(u.pid);
+      log(log_level::warn, "holding pid {} (frozen in {}/{}): unregistered on GPU {}, where a production job runs",
+          u.pid, hold_cgroups_->folder(), u.pid, u.gpu);
+      sync_held_record();
+      return true;
+    }
+    // One this process's cgroup does not allow (a threaded cgroup, one outside the node's
+    // namespace): held by SIGSTOP instead.
+    log(log_level::warn, "cannot freeze pid {} in a cgroup of the node's ({}): holding it by SIGSTOP", u.pid,
+        h.why.empty() ? std::string("it ended") : h.why);
+    (void)hold_cgroups_->release(u.pid, u.origin_cgroup);
+    u.method = hold_method::sigstop;
+    u.origin_cgroup.clear();
+  }
+  if (u.process.signal(SIGSTOP) != signal_outcome::sent) {
+    sync_held_record();
+    return false;
+  }
+  u.paused = true;
+  u.observed = hold_observed::stopped;
+  log(log_level::warn, "holding pid {} (SIGSTOP): unregistered on GPU {}, where a production job runs", u.pid, u.gpu);
+  sync_held_record();
+  return true;
+}
+
+bool node_server::release(unregistered_process& u) {
+  bool released = true;
+  if (u.method == hold_method::cgroup_freeze && hold_cgroups_) {
+    if (const std::string why = hold_cgroups_->release(u.pid, u.origin_cgroup); !why.empty()) {
+      log(log_level::warn, "pid {} is thawed but stays in the node's cgroup ({})", u.pid, why);
+    }
+    released = !u.process.exited();
+  } else {
+    released = u.process.signal(SIGCONT) == signal_outcome::sent;
+  }
+  u.paused = false;
+  u.observed = hold_observed::running;
+  return released;
+}
+
+void node_server::check_holds() {
+  for (auto& [key, u] : unregistered_) {
+    if (!u.paused) continue;
+    if (u.method == hold_method::cgroup_freeze && hold_cgroups_) {
+      u.observed = u.process.exited() ? hold_observed::gone : hold_cgroups_->observe(u.pid);
+      // Out of the node's cgroup (only root can move it): into it again.
+      if (u.observed == hold_observed::running || u.observed == hold_observed::stopped) {
+        ++u.held_again;
+        if (u.held_again == 1) log(log_level::warn, "pid {} left the node's frozen cgroup; holding it again", u.pid);
+        (void)hold_cgroups_->hold(u.pid, u.origin_cgroup);
+        u.observed = hold_cgroups_->observe(u.pid);
+      }
+    } else {
+      const std::optional<process_stat> stat = read_process_stat(u.pid);
+      const bool gone = !stat || stat->state == 'Z' || stat->state == 'X' || u.process.exited();
+      u.observed = gone ? hold_observed::gone : stat->state == 'T' ? hold_observed::stopped : hold_observed::running;
+      // Continued by someone else (its owner may send SIGCONT): stopped again.
+      if (u.observed == hold_observed::running && u.process.signal(SIGSTOP) == signal_outcome::sent) {
+        ++u.held_again;
+        if (u.held_again == 1 || u.held_again % 100 == 0) {
+          log(log_level::warn, "pid {} was continued by another process ({} time(s)); stopped again (SIGSTOP)", u.pid,
+              u.held_again);
+        }
+      }
+    }
+  }
+}
+
 void node_server::continue_paused() {
   for (auto& [key, u] : unregistered_) {
-    if (u.paused && u.process.signal(SIGCONT) == signal_outcome::sent) {
-      log(log_level::info, "continuing pid {} (SIGCONT)", u.pid);
-    }
+    if (u.paused && release(u)) log(log_level::info, "continuing pid {} (released)", u.pid);
     u.paused = false;
   }
   sync_held_record();
+  if (hold_cgroups_) hold_cgroups_->remove_if_empty();
+}
+
+void node_server::open_holds() {
+  if (options_.hold_with == hold_preference::signal) {
+    log(log_level::info, "held processes are stopped with SIGSTOP, sent again whenever one is found running "
+        "(--hold-with signal)");
+    return;
+  }
+  // One folder of cgroups per socket: two nodes on a host never touch each other's.
+  std::string why;
+  hold_cgroups_ = hold_cgroups::open(fmt::format("{:016x}", std::hash<std::string>{}(options_.socket_path)), why);
+  if (hold_cgroups_) {
+    log(log_level::info, "held processes are frozen in cgroups under {}", hold_cgroups_->folder());
+    return;
+  }
+  if (options_.hold_with == hold_preference::cgroup) {
+    throw std::runtime_error("--hold-with cgroup: the node cannot freeze processes in cgroups of its own: " + why);
+  }
+  log(log_level::warn, "held processes are stopped with SIGSTOP, sent again whenever one is found running; their "
+      "owners can continue them between two looks (cannot freeze them in cgroups: {})", why);
 }
 
 node_server::held_set node_server::held_now() const {
   held_set out;
   for (const auto& [key, u] : unregistered_) {
-    if (u.paused) out.emplace(u.pid, u.process.start_ticks());
+    if (u.paused) out.emplace(u.pid, u.process.start_ticks(), u.origin_cgroup);
   }
   return out;
 }
@@ -258,35 +369,15 @@ bool node_server::write_held_record(const held_set& held) {
   if (held.empty()) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return trouble(std::string("unlink: ") + std::strerror(errno));
   } else {
-    std::string text(held_record_header);
-    for (const auto& [pid, start] : held) text += fmt::format("{} {}\n", pid, start);
-    // A file of the node's own, made here (never one found at the name), then renamed over the
-    // record: a reader sees the old record or the new one, never a part.
-    std::string temporary;
-    int fd = -1;
-    for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
-      temporary = fmt::format("{}.{}.{}", path, ::getpid(), attempt);
-      fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-      if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) return trouble("cannot create " + temporary + ": " + std::strerror(errno));
-    bool written = ::fchmod(fd, 0600) == 0;
-    for (std::size_t done = 0; written && done < text.size();) {
-      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      written = n > 0;
-      if (written) done += static_cast<std::size_t>(n);
-    }
-    written = written && ::fsync(fd) == 0;
-    const int error = errno;
-    ::close(fd);
-    if (!written) {
-      ::unlink(temporary.c_str());
-      return trouble("cannot write " + temporary + ": " + std::strerror(error));
-    }
-    if (::rename(temporary.c_str(), path.c_str()) != 0) {
-      const std::string why = std::string("rename: ") + std::strerror(errno);
-      ::unlink(temporary.c_str());
+    const std::string text = format_held_record(held);
+    // Through the socket's folder, opened here: a temporary file with a random name made
+    // exclusively in it, then renamed over the record (safe_dir.hpp). No name another user of a
+    // shared socket folder could pre-create stands in the way, and a reader sees the old record
+    // or the new one, never a part.
+    const auto [folder_path, name] = containers::split_path(path);
+    const containers::unique_fd folder(::open(folder_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (folder.get() < 0) return trouble("cannot open its folder: " + std::string(std::strerror(errno)));
+    if (const std::string why = containers::replace_file_at(folder.get(), name, text, 0600); !why.empty()) {
       return trouble(why);
     }
   }
@@ -297,6 +388,18 @@ bool node_server::write_held_record(const held_set& held) {
 }
 
 void node_server::continue_recorded() {
+  // Whatever is still frozen in the node's cgroups once the record's processes went back (a
+  // predecessor that died between freezing a process and anything else, or whose record is gone
+  // or cannot be trusted) is thawed: the node never leaves a process frozen that it does not hold.
+  struct thaw_the_rest {
+    const node_server& node;
+    ~thaw_the_rest() {
+      if (!node.hold_cgroups_) return;
+      for (const pid_t pid : node.hold_cgroups_->thaw_all()) {
+        node.log(log_level::warn, "pid {} was left in the node's cgroups by the node before this one: thawed there", pid);
+      }
+    }
+  } const thaw_on_return{*this};
   const std::string path = held_record_path();
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) return;
@@ -341,14 +444,22 @@ void node_server::continue_recorded() {
     ignored(why);
     return;
   }
-  for (const auto& [pid, start] : *listed) {
+  for (const auto& [pid, start, cgroup] : *listed) {
     if (pid == ::getpid()) continue;
     // Pinned with the start time the record gives: a pid that names another process now is left alone.
     const pin_result held = pinned_process::open(pid, start);
-    if (held.process && held.process->signal(SIGCONT) == signal_outcome::sent) {
-      log(log_level::info, "continuing pid {} (SIGCONT): the node before this one held it", pid);
-    } else {
+    if (!held.process || held.process->exited()) {
       log(log_level::debug, "pid {} the node before this one held is gone (or its pid names another process)", pid);
+    } else if (!cgroup.empty()) {
+      if (!hold_cgroups_) {
+        log(log_level::warn, "pid {} the node before this one froze cannot be released: this node has no cgroups", pid);
+      } else if (const std::string left = hold_cgroups_->release(pid, cgroup); left.empty()) {
+        log(log_level::info, "continuing pid {} (released to {}): the node before this one held it", pid, cgroup);
+      } else {
+        log(log_level::warn, "pid {} the node before this one held is thawed but stays in its cgroup ({})", pid, left);
+      }
+    } else if (held.process->signal(SIGCONT) == signal_outcome::sent) {
+      log(log_level::info, "continuing pid {} (SIGCONT): the node before this one held it", pid);
     }
   }
   recorded_held_ = *listed;  // so that the write below removes it

@@ -57,6 +57,22 @@ std::string_view to_string(unregistered_action a) noexcept {
   return "?";
 }
 
+std::string_view to_string(hold_preference p) noexcept {
+  switch (p) {
+    case hold_preference::automatic: return "auto";
+    case hold_preference::cgroup: return "cgroup";
+    case hold_preference::signal: return "signal";
+  }
+  return "?";
+}
+
+std::optional<hold_preference> parse_hold_preference(std::string_view s) noexcept {
+  for (const hold_preference p : {hold_preference::automatic, hold_preference::cgroup, hold_preference::signal}) {
+    if (s == to_string(p)) return p;
+  }
+  return std::nullopt;
+}
+
 std::optional<unregistered_action> parse_unregistered_action(std::string_view s) noexcept {
   for (const unregistered_action a : {unregistered_action::report, unregistered_action::pause, unregistered_action::kill}) {
     if (s == to_string(a)) return a;
@@ -141,6 +157,7 @@ void node_server::bind() {
   listener_ = socket_listener(options_.socket_path, options_.socket_mode, 128, socket_listener::default_takeover_wait,
                               {.allow_shared = options_.allow_shared_folders, .group = options_.socket_group});
   // The lock is this node's: what a predecessor that died holding processes left is continued.
+  open_holds();
   continue_recorded();
   bind_class_sockets();
   if (options_.observe_gpus) observer_ = gpu_observer::nvml();
@@ -297,6 +314,8 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     send_pending_replies();
     // A held-back allocation is answered as soon as the evictions it waits for are done.
     if (!pending_.empty()) next = std::min(next, t + std::chrono::milliseconds{2});
+    // A process the node holds is looked at every `hold_check_period`.
+    if (!recorded_held_.empty()) next = std::min(next, t + std::chrono::duration_cast<duration>(hold_check_period));
     if (clock::now() >= next_liveness_) {
       check_liveness();
       next_liveness_ = clock::now() + options_.liveness_period;
@@ -304,6 +323,10 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     if (observer_.available() && clock::now() >= next_unregistered_check_) {
       check_unregistered();
       next_unregistered_check_ = clock::now() + unregistered_check_period;
+    }
+    if (clock::now() >= next_hold_check_) {
+      check_holds();
+      next_hold_check_ = clock::now() + hold_check_period;
     }
     if (metrics_ && clock::now() >= next_metrics_) {
       // The scrapers read this copy from their own threads: the loop never waits for them.
@@ -383,7 +406,7 @@ void node_server::accept_connections(int listener_fd, std::optional<grant> grant
       ::close(fd);
       ++refused_since_said_;
       // It will try again: a registration in progress (pruned as unregistered processes are checked).
-      if (cred.pid > 0 && observer_.available()) dropped_attempts_[cred.pid] = clock::now();
+      if (cred.pid > 0 && observer_.available()) note_attempt(cred.pid, true);
       continue;
     }
     // The peer's identity is fixed now, not when it registers: its pidfd and start time. A peer
@@ -395,7 +418,7 @@ void node_server::accept_connections(int listener_fd, std::optional<grant> grant
       if (peer.error != 0) {
         ++unpinned_since_said_;
         unpinned_why_ = peer.why;
-        if (cred.pid > 0 && observer_.available()) dropped_attempts_[cred.pid] = clock::now();
+        if (cred.pid > 0 && observer_.available()) note_attempt(cred.pid, true);
       } else {
         log(log_level::debug, "dropped a connection of pid {} uid {}: {}", cred.pid, cred.uid, peer.why);
       }
@@ -409,6 +432,7 @@ void node_server::accept_connections(int listener_fd, std::optional<grant> grant
     c.pid = cred.pid;
     c.granted = granted;
     c.opened = clock::now();
+    if (c.pid > 0 && observer_.available()) note_attempt(c.pid, false);
     connections_.emplace(fd, std::move(c));
   }
   if ((refused_since_said_ > 0 || unpinned_since_said_ > 0) && clock::now() - refusal_said_ >= std::chrono::seconds{1}) {

@@ -12,23 +12,27 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "control_loop.hpp"
 #include "gpu_observer.hpp"
+#include "held_record.hpp"
 #include "job_profiles.hpp"
 #include "listener.hpp"
 #include "memory_loop.hpp"
 #include "metrics.hpp"
 #include "mps_daemons.hpp"
 #include "pinned_process.hpp"
+#include "process_hold.hpp"
 #include "process_origin.hpp"
 #include "service_notify.hpp"
 #include "node_abi.hpp"
@@ -48,12 +52,18 @@ enum class log_level : int { error = 0, warn = 1, info = 2, debug = 3 };
 /// In increasing strength: the order in which the stronger of two is taken.
 enum class unregistered_action : std::uint8_t {
   report,  ///< log it, show it in the status and the metrics
-  pause,   ///< also hold it (SIGSTOP) while a production job is on its GPU, continue it when none is
+  pause,   ///< also hold it while a production job is on its GPU (`hold_with`), release it when none is
   kill,    ///< also end it (SIGKILL)
 };
 
 [[nodiscard]] std::string_view to_string(unregistered_action a) noexcept;
 [[nodiscard]] std::optional<unregistered_action> parse_unregistered_action(std::string_view s) noexcept;
+
+/// How the node holds a process it pauses (process_hold.hpp): `automatic` freezes it in a cgroup
+/// of the node's where the node can make one, else stops it with SIGSTOP (the log says which).
+enum class hold_preference : std::uint8_t { automatic, cgroup, signal };
+[[nodiscard]] std::string_view to_string(hold_preference p) noexcept;
+[[nodiscard]] std::optional<hold_preference> parse_hold_preference(std::string_view s) noexcept;
 
 /// What the operator configures (flags or config file). The defaults suit a node shared by
 /// several users (docs/trust-model.md).
@@ -115,6 +125,9 @@ struct node_options {
   /// while a production job is on its GPU (docs/trust-model.md, "MPS").
   unregistered_action on_unregistered_under_mps = unregistered_action::pause;
   std::chrono::milliseconds unregistered_grace{3000};
+  /// How a paused process is held (`--hold-with`); `cgroup` where the node cannot is an error at
+  /// start.
+  hold_preference hold_with = hold_preference::automatic;
   /// Users whose unregistered GPU processes are only reported, never paused or killed (an MPS
   /// server's, for example).
   std::vector<uid_t> unregistered_exempt_uids;
@@ -224,13 +237,24 @@ class node_server {
     process_origin origin;
     clock::time_point first_seen;
     bool reported = false;
+    /// The node holds it (means to: `observed` says whether the hold is in force), and how.
     bool paused = false;
+    hold_method method = hold_method::sigstop;
+    /// Under `cgroup_freeze`, the cgroup it came from and goes back to.
+    std::string origin_cgroup;
+    /// What the node last found when it looked at the process it holds, and how often it found
+    /// it running and held it again (someone lifted the hold).
+    hold_observed observed = hold_observed::running;
+    std::uint64_t held_again = 0;
     bool killed = false;
+    /// Its registration was under way at the last look (`registering`).
+    bool excused = false;
     /// The process as first seen (its pid with its start time then): every signal goes through it.
     pinned_process process;
-    /// What the node made of it, as the status and the metrics say.
+    /// What the node made of it, as the status and the metrics say: "held" only while it finds
+    /// the hold in force, "holding" while it does not (yet).
     [[nodiscard]] const char* state() const noexcept {
-      return killed ? "killed" : paused ? "held" : reported ? "reported" : "seen";
+      return killed ? "killed" : paused ? (holding(observed) ? "held" : "holding") : reported ? "reported" : "seen";
     }
   };
   using loop = gpu_control_loop<any_rate_controller>;
@@ -238,6 +262,9 @@ class node_server {
   static constexpr std::chrono::milliseconds metrics_period{1000};
   /// How often the GPUs are searched for processes that never registered.
   static constexpr std::chrono::milliseconds unregistered_check_period{500};
+  /// How often the processes the node holds are looked at: one found running again is held
+  /// again within this.
+  static constexpr std::chrono::milliseconds hold_check_period{50};
   using memory_loop = gpu_memory_loop<any_memory_policy>;
   /// One GPU's fault policy and what it has handled (for status).
   struct gpu_faults {
@@ -288,16 +315,36 @@ class node_server {
   [[nodiscard]] bool trusted(const connection& c) const;
   // node_observe.cpp: processes on the GPUs that never registered there.
   void check_unregistered();
-  [[nodiscard]] bool registering(pid_t pid) const;
-  /// How many graces a registration in progress keeps an unregistered process from being acted on.
+  /// Whether `pid`'s registration is under way at `t`, so it is not acted on as unregistered yet:
+  /// a connection of its own the caps dropped within the grace, for at most
+  /// `registration_patience` graces after its first attempt.
+  [[nodiscard]] bool registering(pid_t pid, clock::time_point t) const;
+  /// The user's unregistered time on the GPU within `user_window`: (unexcused, excused).
+  [[nodiscard]] std::pair<clock::duration, clock::duration> user_unregistered_time(std::uint32_t gpu, uid_t uid) const;
+  /// A connection of `pid` accepted, or dropped by the caps.
+  void note_attempt(pid_t pid, bool dropped);
+  /// How many graces a registration in progress keeps an unregistered process, or a user whose
+  /// attempts never get through, from being acted on.
   static constexpr int registration_patience = 10;
+  /// How far back a user's unregistered time on a GPU counts.
+  [[nodiscard]] clock::duration user_window() const { return 2 * registration_patience * options_.unregistered_grace; }
   /// What the node does about an unregistered process on `gpu` (`--unregistered-action`, and
   /// under MPS the stronger of it and `--unregistered-action-under-mps`); exempt users: report.
   [[nodiscard]] unregistered_action unregistered_action_for(std::uint32_t gpu, uid_t uid) const;
   void act_on(unregistered_process& p, bool production_on_gpu);
+  /// Holds `u` (the record already lists it) by the node's method; false when it could not.
+  bool hold(unregistered_process& u);
+  /// Releases `u`, which the node holds; false when the process is gone.
+  bool release(unregistered_process& u);
+  /// Looks at every process the node holds and holds again any it finds running.
+  void check_holds();
   void continue_paused();
-  /// The processes the node holds, as its record lists them: (pid, start time).
-  using held_set = std::set<std::pair<pid_t, std::uint64_t>>;
+  /// Chooses how the node holds processes (`--hold-with`), said in the log. Throws when the
+  /// operator named cgroups and the node cannot make them.
+  void open_holds();
+  /// The processes the node holds, as its record lists them: (pid, start time) and the cgroup
+  /// each came from (empty: held by SIGSTOP).
+  using held_set = held_entries;
   [[nodiscard]] held_set held_now() const;
   /// The record of held processes beside the socket (`<socket>.paused`), so a node that dies
   /// holding one leaves its successor what to continue.
@@ -357,11 +404,29 @@ class node_server {
   service_notifier service_;
   /// Unregistered processes by (GPU, pid), and when the GPUs are next looked at.
   std::map<std::pair<std::uint32_t, pid_t>, unregistered_process> unregistered_;
-  /// When each process last tried to register and the caps dropped its connection (a busy node,
-  /// one just restarted): a registration in progress, so not acted on as unregistered for a
-  /// grace from then (node_observe.cpp).
-  std::map<pid_t, clock::time_point> dropped_attempts_;
+  /// The registration attempts of processes not registered yet: when the first was accepted or
+  /// dropped, and when the caps last dropped one (a busy node, one just restarted). What excuses
+  /// a process from being acted on as unregistered, and for how long (node_observe.cpp).
+  struct registration_attempt {
+    clock::time_point first;
+    std::optional<clock::time_point> dropped;
+  };
+  std::map<pid_t, registration_attempt> attempts_;
+  /// When each user last got a job registered.
+  std::map<uid_t, clock::time_point> last_registered_at_;
+  /// Each user's time on each GPU with unregistered processes there: (when, time unexcused, time
+  /// excused by a registration in progress), over the last `user_window`.
+  struct user_sample {
+    clock::time_point at;
+    clock::duration unexcused;
+    clock::duration excused;
+  };
+  std::map<std::pair<std::uint32_t, uid_t>, std::deque<user_sample>> user_time_;
+  clock::time_point last_unregistered_check_;
   clock::time_point next_unregistered_check_;
+  clock::time_point next_hold_check_;
+  /// The node's frozen cgroups; empty where it holds with SIGSTOP.
+  std::optional<hold_cgroups> hold_cgroups_;
   std::uint64_t unregistered_killed_ = 0;
   /// What the record of held processes lists now, and why it last could not be written (said
   /// once, until it can again).

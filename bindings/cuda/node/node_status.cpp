@@ -108,6 +108,8 @@ void node_server::send_status(connection& c, bool json_lines) {
                                                            ? json(nullptr)
                                                            : json(options_.class_socket_dir)},
                                      {"unregistered", unregistered_.size()},
+                                     {"holds_with", std::string(to_string(hold_cgroups_ ? hold_method::cgroup_freeze
+                                                                                        : hold_method::sigstop))},
                                      {"policy_fallback", policy_fallback_.empty() ? json(nullptr) : json(policy_fallback_)},
                                      {"opportunistic_mechanism", std::string(to_string(options_.opportunistic_mechanism))},
                                      {"mps", mps_status()}}}});
@@ -186,6 +188,7 @@ void node_server::send_status(connection& c, bool json_lines) {
       line["mechanism_reason"] = j.mechanism ? json(std::string(to_string(j.mechanism->reason))) : json(nullptr);
       line["held"] = l != nullptr && l->held(id);
       line["corrected"] = j.corrected;
+      line["late"] = j.late;
       line["kernels_timed"] = seg.kernels_timed.load();
       line["longest_kernel_ms"] = seg.kernels_timed.load() > 0
                                       ? json(rounded(static_cast<double>(seg.longest_kernel_ns.load()) / 1e6, 3))
@@ -243,6 +246,15 @@ void node_server::send_status(connection& c, bool json_lines) {
     p["namespace"] = u.origin.pod_namespace;
     p["seen_s"] = rounded(std::chrono::duration<double>(clock::now() - u.first_seen).count(), 1);
     p["state"] = u.state();
+    // Its user's unregistered time on the GPU, which the node acts on (node_observe.cpp).
+    const auto [unexcused, excused] = user_unregistered_time(u.gpu, u.uid);
+    p["user_unregistered_s"] = rounded(std::chrono::duration<double>(unexcused).count(), 1);
+    p["user_registering_s"] = rounded(std::chrono::duration<double>(excused).count(), 1);
+    p["registering"] = u.excused;
+    // What the node finds, not what it meant to do: a hold someone lifted shows here.
+    p["hold"] = u.paused ? json(to_string(u.method)) : json(nullptr);
+    p["observed"] = u.paused ? json(to_string(u.observed)) : json(nullptr);
+    p["held_again"] = u.held_again;
     lines.push_back(json{{"unregistered", std::move(p)}});
   }
 
@@ -290,11 +302,12 @@ void node_server::send_status(connection& c, bool json_lines) {
                          "{:.1f} MiB of it on the GPU), throttled {:.2f} s{}{}",
                          line["job"].get<unsigned>(), line["pid"].get<int>(), line["class"].get<std::string>(),
                          line["class_from"].get<std::string>(),
-                         line["mechanism"].is_null()
-                             ? std::string(line["mps_client"].get<bool>() ? " MPS client" : "")
-                             : fmt::format(" {} ({}){}", line["mechanism"].get<std::string>(),
-                                           line["mechanism_reason"].get<std::string>(),
-                                           line["held"].get<bool>() ? ", held" : ""),
+                         (line["mechanism"].is_null()
+                              ? std::string(line["mps_client"].get<bool>() ? " MPS client" : "")
+                              : fmt::format(" {} ({}){}", line["mechanism"].get<std::string>(),
+                                            line["mechanism_reason"].get<std::string>(),
+                                            line["held"].get<bool>() ? ", held" : "")) +
+                             (line["late"].get<bool>() ? ", late (CUDA started outside MPS)" : ""),
                          container.empty() ? std::string() : ", container " + short_container_id(container),
                          printable(line["name"].get<std::string>()), text_of(line["blocks_per_s"]),
                          text_of(line["launches_per_s"]),

@@ -49,6 +49,10 @@ struct node_server::job {
   std::optional<mechanism_verdict> mechanism;
   /// Whether its registration made it a client of the GPU's MPS server (both classes).
   bool mps_client = false;
+  /// Its CUDA started outside the MPS server the node would make it a client of (its first
+  /// registration failed, or it waited less than its interposer's bound): an opportunistic job is
+  /// held beside production for as long as it runs, a production job is shown and logged.
+  bool late = false;
   /// Which profile is its (an opportunistic job whose process /proc could say).
   std::optional<profile_key> profile;
   /// The node holds it: its production co-runner stayed below its target at the cap's floor

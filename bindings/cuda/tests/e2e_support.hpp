@@ -252,7 +252,9 @@ class EndToEnd : public ::testing::Test {
   }
 
   process& start_job(std::vector<std::string> args, const std::string& cls, bool interposed) {
-    std::vector<std::string> argv{fake_train_bin(), "--seconds", "0", "--report", "0.25"};
+    // Runs until killed unless `args` says for how long.
+    std::vector<std::string> argv{fake_train_bin(), "--report", "0.25"};
+    if (std::find(args.begin(), args.end(), "--seconds") == args.end()) argv.insert(argv.end(), {"--seconds", "0"});
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env{"TGS_NODE_SOCKET=" + socket_, "TGS_FAKE_DEVICE=" + device_,
                                  "TGS_JOB_CLASS=" + cls, "TGS_JOB_NAME=" + cls};
@@ -380,5 +382,34 @@ inline bool stopped(pid_t pid) {
   const std::size_t close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
 }
+
+/// Whether process `pid` is in a cgroup v2 that the kernel reports frozen (its `cgroup.events`),
+/// as tgs-node holds a process where it can make cgroups.
+inline bool frozen(pid_t pid) {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string mount;
+  for (std::string line; std::getline(mounts, line) && mount.empty();) {
+    const std::size_t dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, device, root, point;
+    fields >> id >> parent >> device >> root >> point;
+    if (root == "/") mount = point;
+  }
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  std::string path;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  }
+  if (mount.empty() || path.empty() || path == "/") return false;
+  std::ifstream events(mount + path + "/cgroup.events");
+  for (std::string key, value; events >> key >> value;) {
+    if (key == "frozen") return value == "1";
+  }
+  return false;
+}
+
+/// Whether tgs-node holds process `pid` either way it does: frozen in a cgroup, or stopped.
+inline bool held_by_node(pid_t pid) { return frozen(pid) || stopped(pid); }
 
 }  // namespace tgs_e2e

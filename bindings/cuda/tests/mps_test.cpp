@@ -693,13 +693,13 @@ TEST_F(Mps, ByDefaultABypassingClientIsHeldWhileAProductionJobIsOnItsGpu) {
   process& rogue = start_job({"--kernels", "5", "--blocks", "10", "--host-ms", "1"}, "opportunistic", false);
   job_env_.clear();
   EXPECT_EQ(recorded(rogue.pid(), "init").at("priority"), "0") << "the rogue chose normal priority";
-  wait_until([&] { return stopped(rogue.pid()); }, 10s, "the node holding the bypassing client");
+  wait_until([&] { return held_by_node(rogue.pid()); }, 10s, "the node holding the bypassing client");
   EXPECT_NE(node_->stderr_text().find("holding pid " + std::to_string(rogue.pid())), std::string::npos)
       << node_->stderr_text();
   EXPECT_TRUE(production.running()) << "the registered client is left alone";
   production.kill(SIGKILL);
   (void)production.wait();
-  wait_until([&] { return !stopped(rogue.pid()); }, 10s, "the node continuing it once no production job is there");
+  wait_until([&] { return !held_by_node(rogue.pid()); }, 10s, "the node continuing it once no production job is there");
   EXPECT_TRUE(rogue.running());
 }
 
@@ -713,9 +713,60 @@ TEST_F(Mps, WithoutMpsAnUnregisteredProcessIsOnlyReportedByDefault) {
   wait_until([&] { return node_->stderr_text().find("pid " + std::to_string(rogue.pid()) + " (uid") != std::string::npos; },
              10s, "the node reporting the unregistered process");
   std::this_thread::sleep_for(1s);
-  EXPECT_FALSE(stopped(rogue.pid())) << node_->stderr_text();
+  EXPECT_FALSE(held_by_node(rogue.pid())) << node_->stderr_text();
   EXPECT_TRUE(rogue.running());
   EXPECT_TRUE(production.running());
+}
+
+// --- a first registration that fails: waited for, and a job that starts late is handled --------
+
+// A job started while the node is away (its socket is there, nobody answers: a restart) waits for
+// it before CUDA starts, and so becomes the MPS client the node makes it, rather than starting
+// outside MPS for good.
+TEST_F(Mps, AJobStartedWhileTheNodeRestartsWaitsForItAndBecomesAClient) {
+  start_managed_node(1);
+  node_->kill(SIGKILL);
+  (void)node_->wait();
+  ASSERT_EQ(::access(socket_.c_str(), F_OK), 0) << "the killed node's socket stays";
+  process& job = start_recorded("opportunistic");
+  std::this_thread::sleep_for(1500ms);
+  start_managed_node(1);
+  const record_line r = recorded(job.pid(), "init");
+  EXPECT_EQ(r.at("pipe"), pipe_of(0)) << job.stderr_text();
+  EXPECT_EQ(r.at("priority"), "1") << "below normal, as the opportunistic class is";
+  EXPECT_NE(job.stderr_text().find("waiting up to"), std::string::npos) << job.stderr_text();
+  wait_until([&] { return !job_line(job.pid()).empty(); }, 5s, "the job registered");
+  EXPECT_FALSE(job_line(job.pid()).value("late", true)) << job_line(job.pid());
+}
+
+// A job whose CUDA started outside MPS anyway (it waited less than the node took) is known when
+// it registers: an opportunistic one is held beside production until it restarts, a production
+// one runs, and both are shown late in the status and the metrics.
+TEST_F(Mps, AJobWhoseCudaStartedOutsideMpsIsShownLateAndHeldIfOpportunistic) {
+  start_managed_node(1);
+  node_->kill(SIGKILL);
+  (void)node_->wait();
+  process& production = start_recorded("production", {"TGS_REGISTRATION_WAIT_MS=100"});
+  process& opp = start_recorded("opportunistic", {"TGS_REGISTRATION_WAIT_MS=100"});
+  EXPECT_EQ(recorded(production.pid(), "init").at("pipe"), "-") << "CUDA started without the node";
+  EXPECT_EQ(recorded(opp.pid(), "init").at("pipe"), "-");
+  start_managed_node(1, {"--metrics-address", "127.0.0.1:0"});
+  wait_until([&] { return !job_line(opp.pid()).empty() && !job_line(production.pid()).empty(); }, 10s,
+             "both jobs registered again");
+  const nlohmann::json o = job_line(opp.pid());
+  const nlohmann::json p = job_line(production.pid());
+  EXPECT_TRUE(o.value("late", false)) << o;
+  EXPECT_TRUE(p.value("late", false)) << p;
+  EXPECT_FALSE(o.value("mps_client", true)) << o;
+  wait_until([&] { return job_line(opp.pid()).value("held", false); }, 5s, "the late opportunistic job held");
+  EXPECT_FALSE(job_line(production.pid()).value("held", true));
+  const std::string log = node_->stderr_text();
+  EXPECT_NE(log.find("started CUDA before it registered"), std::string::npos) << log;
+  std::string text;
+  wait_until([&] {
+    text = http_get(metrics_url());
+    return text.find("tgs_job_late{") != std::string::npos && text.find("} 1") != std::string::npos;
+  }, 5s, "tgs_job_late in the metrics");
 }
 
 TEST_F(Mps, AProgramThatCallsCuInitThroughDlsymGetsItsEnvironmentFirst) {
