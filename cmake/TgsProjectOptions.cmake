@@ -2,8 +2,9 @@
 # tgs_project_options: warnings as errors and sanitizers for the project's own targets only.
 # It is linked PRIVATE and never exported, so consumers of tgs::tgs see none of it.
 add_library(tgs_project_options INTERFACE)
-# Off in the first-run build of scripts/run.sh (other flags than the ones CI checks: a new warning
-# there must not stop a user's first run); on for the developers' and CI's builds.
+# Off in the first-run build of scripts/run.sh (a newer compiler's new warning must not stop a
+# user's first run; CI fails on any warning that build prints: install.FirstRunBuild); on for the
+# developers' and CI's builds.
 option(TGS_WERROR "Treat warnings in the project's own code as errors" ${PROJECT_IS_TOP_LEVEL})
 if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
   target_compile_options(tgs_project_options INTERFACE

@@ -40,8 +40,6 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
     case output_format::json: {
       std::vector<json> records;
       for (const auto& r : results) {
-        const auto target_p = r.target ? r.target->production : std::nullopt;
-        const auto target_o = r.target ? r.target->opportunistic : std::nullopt;
         records.push_back({{"scenario", r.request.scenario},
                            {"gpu", r.request.gpu},
                            {"production_model", r.request.production_model},
@@ -51,8 +49,10 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
                            {"production", json_number(r.outcome.production)},
                            {"opportunistic", json_number(r.outcome.opportunistic)},
                            {"opportunistic_refused", r.outcome.opportunistic_refused},
-                           {"measured_production", json_number(target_p)},
-                           {"measured_opportunistic", json_number(target_o)},
+                           {"measured_production",
+                            r.target ? json_number(r.target->production) : json(nullptr)},
+                           {"measured_opportunistic",
+                            r.target ? json_number(r.target->opportunistic) : json(nullptr)},
                            {"measured_source", r.target ? json(r.target->source) : json(nullptr)},
                            {"production_se", json_number(r.production_se)},
                            {"opportunistic_se", json_number(r.opportunistic_se)},
