@@ -224,6 +224,11 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-address", options.metrics_address,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IPv4 address, localhost, or empty for "
                  "every interface; PORT 0 picks a free one, which the log names), e.g. 127.0.0.1:9400");
+  app.add_option("--node-features-file", options.node_features_path,
+                 "keep a Node Feature Discovery local feature file here (e.g. "
+                 "/etc/kubernetes/node-feature-discovery/features.d/tgs): tgs's version, GPUs, classes, MPS and "
+                 "policies, which NFD turns into feature.node.kubernetes.io/tgs.* node labels; rewritten when they "
+                 "change, removed when tgs-node stops. Its folder must exist");
   std::string unregistered = std::string(to_string(options.on_unregistered));
   app.add_option("--unregistered-action", unregistered,
                  "what to do about a process that uses a GPU (as NVML lists it) without having registered there: "

@@ -162,6 +162,12 @@ void node_server::bind() {
   bind_class_sockets();
   if (options_.observe_gpus) observer_ = gpu_observer::nvml();
   start_mps();  // may change the policy in force (the default's fallback), or refuse a named one
+  // A features file that cannot be written is the operator's typo: said at start, not in a log
+  // line nobody reads.
+  sync_node_features();
+  if (!options_.node_features_path.empty() && written_features_.empty()) {
+    throw std::runtime_error("--node-features-file " + options_.node_features_path + ": " + features_trouble_);
+  }
   if (!options_.metrics_address.empty()) {
     metrics_ = std::make_unique<metrics_endpoint>(options_.metrics_address);
     log(log_level::info, "metrics on {}", metrics_->url());
@@ -306,6 +312,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     // Frees, evictions and restores change the footprints between requests: re-observe.
     for (auto& [gpu, m] : memory_gpus_) m->run(t);
     if (mps_) mps_->tick();  // a dead MPS daemon is started again
+    sync_node_features();
     // The watchdog hears from this loop itself: a loop that stops turning is restarted.
     service_.tick(clock::now());
     if (const auto ping = service_.next_ping()) {
@@ -382,6 +389,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
   for (class_listener& l : class_listeners_) l.socket.stop_listening();
   continue_paused();
   log(log_level::info, "stopping; {} job(s) keep running unthrottled until a node is back", jobs_.size());
+  remove_node_features();  // what it says is not offered without the node
   if (mps_) mps_->stop();
   metrics_.reset();
 }

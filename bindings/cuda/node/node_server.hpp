@@ -114,6 +114,8 @@ struct node_options {
   std::string interposer_path;
   /// Serve Prometheus metrics on this address (`HOST:PORT`); empty: no metrics.
   std::string metrics_address;
+  /// Keep a Node Feature Discovery local feature file here (`--node-features-file`); empty: none.
+  std::string node_features_path;
   /// What to do about processes on a GPU that never registered there, once they have been seen
   /// for `unregistered_grace` (a starting job registers within it).
   unregistered_action on_unregistered = unregistered_action::report;
@@ -374,6 +376,13 @@ class node_server {
   /// them go again when it does not within `correction_patience`.
   void correct_mechanisms();
   static constexpr std::chrono::seconds correction_patience{15};
+  // node_features.cpp: the Node Feature Discovery feature file.
+  [[nodiscard]] std::uint32_t mps_gpus_available() const;
+  [[nodiscard]] std::string node_features_text() const;
+  /// Rewrites the file when what it says has changed (cheap when it has not: every loop turn).
+  void sync_node_features();
+  /// Removes the file the node wrote (at its stop).
+  void remove_node_features();
   // node_metrics.cpp: the metrics snapshot.
   [[nodiscard]] metric_snapshot metrics_snapshot() const;
   loop& gpu_loop(std::uint32_t gpu);
@@ -432,6 +441,9 @@ class node_server {
   /// once, until it can again).
   held_set recorded_held_;
   std::string held_record_trouble_;
+  /// What the node features file says now (empty: not written), and why it last could not be.
+  std::string written_features_;
+  std::string features_trouble_;
   clock::time_point start_;
   std::map<int, connection> connections_;
   std::map<std::uint32_t, std::unique_ptr<job>> jobs_;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "e2e_support.hpp"
@@ -255,6 +256,56 @@ TEST_F(Mps, ADaemonThatDiesIsStartedAgain) {
       << node_->stderr_text();
   wait_until([&] { return node_line()["mps"]["gpus"][0]["state"] == "running"; }, 5s, "the daemon running again");
   EXPECT_EQ(node_line()["mps"]["gpus"][0]["restarts"], 1);
+}
+
+// --- node features for Node Feature Discovery ------------------------------------------------------
+
+/// The `key=value` lines of a Node Feature Discovery feature file (comments skipped); empty when
+/// the file is not there.
+std::map<std::string, std::string> feature_lines(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.front() == '#') continue;
+    const std::size_t eq = line.find('=');
+    out[line.substr(0, eq)] = eq == std::string::npos ? std::string() : line.substr(eq + 1);
+  }
+  return out;
+}
+
+// The node keeps a local feature file for NFD: what it offers (its version, GPUs, classes, MPS,
+// policies) as label values, rewritten when MPS goes away and comes back, removed when it stops.
+TEST_F(Mps, TheNodeFeaturesFileSaysWhatTheNodeOffersAndFollowsIt) {
+  const std::string folder = dir_ + "/features.d";
+  ASSERT_EQ(::mkdir(folder.c_str(), 0755), 0);
+  const std::string file = folder + "/tgs";
+  start_managed_node(1, {"--node-features-file", file});
+  std::map<std::string, std::string> f;
+  wait_until([&] { return (f = feature_lines(file)).count("tgs.mps") > 0 && f["tgs.mps"] == "true"; }, 10s,
+             "the features file saying MPS is up");
+  EXPECT_EQ(f["tgs.gpus"], "1");
+  EXPECT_EQ(f["tgs.mps.gpus"], "1");
+  EXPECT_EQ(f["tgs.production"], "true");
+  EXPECT_EQ(f["tgs.opportunistic"], "true");
+  EXPECT_EQ(f["tgs.class-sockets"], "false");
+  EXPECT_EQ(f["tgs.policy"], "priority-share");
+  EXPECT_EQ(f["tgs.memory-policy"], "off");
+  EXPECT_EQ(f["tgs.opportunistic-mechanism"], "mps");
+  EXPECT_FALSE(f["tgs.version"].empty());
+  // Every value is a valid Kubernetes label value: NFD drops a label that is not.
+  const std::regex label_value("^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$");
+  for (const auto& [key, value] : f) EXPECT_TRUE(std::regex_match(value, label_value)) << key << "=" << value;
+  struct stat st{};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644U) << "NFD's worker reads it";
+  // The daemon dies: until it is started again (a second later) MPS is not offered.
+  ::kill(daemon_pid(pipe_of(0)), SIGKILL);
+  wait_until([&] { return feature_lines(file)["tgs.mps"] == "false"; }, 5s, "the file saying MPS is down");
+  EXPECT_EQ(feature_lines(file)["tgs.mps.gpus"], "0");
+  wait_until([&] { return feature_lines(file)["tgs.mps"] == "true"; }, 10s, "the file saying MPS is up again");
+  node_->kill(SIGTERM);
+  ASSERT_TRUE(node_->wait_for(10s));
+  EXPECT_NE(::access(file.c_str(), F_OK), 0) << "a stopped node offers nothing";
 }
 
 TEST_F(Mps, TheNodeStopsItsDaemonsWhenItStops) {
