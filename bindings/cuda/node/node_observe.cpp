@@ -248,8 +248,8 @@ bool node_server::hold(unregistered_process& u) {
     if (h.why.empty() && !u.process.exited()) {
       u.paused = true;
       u.observed = hold_cgroups_->observe(u.pid);
-      log(log_level::warn, "holding pid {} (frozen in {}/{}): unregistered on GPU {}, where a production job runs",
-          u.pid, hold_cgroups_->folder(), u.pid, u.gpu);
+      log(log_level::warn, "holding pid {} (frozen in {}): unregistered on GPU {}, where a production job runs", u.pid,
+          hold_cgroups_->leaf_for(u.pid, u.origin_cgroup), u.gpu);
       sync_held_record();
       return true;
     }
@@ -334,7 +334,8 @@ void node_server::open_holds() {
   std::string why;
   hold_cgroups_ = hold_cgroups::open(fmt::format("{:016x}", std::hash<std::string>{}(options_.socket_path)), why);
   if (hold_cgroups_) {
-    log(log_level::info, "held processes are frozen in cgroups under {}", hold_cgroups_->folder());
+    log(log_level::info, "held processes are frozen in cgroups of their own (inside theirs where only root may change "
+        "it, else under {})", hold_cgroups_->folder());
     return;
   }
   if (options_.hold_with == hold_preference::cgroup) {

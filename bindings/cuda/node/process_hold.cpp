@@ -98,10 +98,10 @@ std::string made_folder(const std::string& path) {
 }
 
 /// Whether `origin` is a cgroup a process may be moved back to: a path of the hierarchy the node
-/// sees, not inside the node's own folder of held processes.
+/// sees, not one of the node's frozen cgroups (in its folder, or a `tgs-held.<pid>` inside another).
 bool valid_origin(const std::string& origin, const std::string& held_folder) {
   if (origin.empty() || origin.front() != '/' || origin.find("/..") != std::string::npos) return false;
-  if (origin.find('\n') != std::string::npos) return false;
+  if (origin.find('\n') != std::string::npos || origin.find("/tgs-held.") != std::string::npos) return false;
   return origin.rfind(held_folder, 0) != 0;
 }
 
@@ -151,16 +151,34 @@ std::optional<hold_cgroups> hold_cgroups::open(std::string_view tag, std::string
   return hold_cgroups(*mount, relative);
 }
 
+bool hold_cgroups::in_place(const std::string& origin) const {
+  if (origin == "/" || !valid_origin(origin, relative_)) return false;
+  // The node's user's alone: a cgroup delegated to a user (its files chowned to them) lets that
+  // user move processes between its children, ours among them.
+  struct stat st{};
+  if (::stat((mount_ + origin + "/cgroup.procs").c_str(), &st) != 0) return false;
+  if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return false;
+  // No controllers enabled for its children: a cgroup that has them may hold no process of its
+  // own in a child's stead ("no internal processes") and is some manager's to divide.
+  std::ifstream subtree(mount_ + origin + "/cgroup.subtree_control");
+  std::string controller;
+  return subtree.good() && !(subtree >> controller);
+}
+
+std::string hold_cgroups::leaf_for(pid_t pid, const std::string& origin) const {
+  return in_place(origin) ? inner_leaf(pid, origin) : folder_leaf(pid);
+}
+
 hold_cgroups::held hold_cgroups::hold(pid_t pid, const std::string& origin) const {
-  if (!valid_origin(origin, relative_) && origin != leaf_of(pid)) {
+  if (!valid_origin(origin, relative_)) {
     return {.origin = {}, .why = "its cgroup '" + origin + "' is not one the node can move it back to"};
   }
-  const std::string leaf = mount_ + leaf_of(pid);
+  const std::string leaf = mount_ + leaf_for(pid, origin);
   if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
     return {.origin = {}, .why = "cannot make " + leaf + ": " + std::strerror(errno)};
   }
   // Frozen before the process arrives: a process moved into a frozen cgroup freezes there, so
-  // it never runs in the node's cgroup.
+  // it never runs outside its hold.
   if (std::string why = write_cgroup_file(leaf + "/cgroup.freeze", "1"); !why.empty()) {
     (void)::rmdir(leaf.c_str());
     return {.origin = {}, .why = std::move(why)};
@@ -174,21 +192,25 @@ hold_cgroups::held hold_cgroups::hold(pid_t pid, const std::string& origin) cons
 }
 
 std::string hold_cgroups::release(pid_t pid, const std::string& origin) const {
-  const std::string leaf = mount_ + leaf_of(pid);
-  if (::access(leaf.c_str(), F_OK) != 0) return {};  // never made, or removed already
-  // Thawed first, whatever follows: a release never leaves a process frozen.
-  std::string why = write_cgroup_file(leaf + "/cgroup.freeze", "0");
-  if (!valid_origin(origin, relative_)) {
-    why = "its cgroup '" + origin + "' is not one the node can move it back to";
-  } else {
-    for (const pid_t p : procs_of(leaf)) {
-      if (std::string failed = write_cgroup_file(mount_ + origin + "/cgroup.procs", std::to_string(p)); !failed.empty()) {
-        why = std::move(failed);
+  std::string why;
+  for (const std::string& relative : {folder_leaf(pid), inner_leaf(pid, origin)}) {
+    const std::string leaf = mount_ + relative;
+    if (origin.empty() && relative != folder_leaf(pid)) continue;
+    if (::access(leaf.c_str(), F_OK) != 0) continue;  // never made, or removed already
+    // Thawed first, whatever follows: a release never leaves a process frozen.
+    if (std::string failed = write_cgroup_file(leaf + "/cgroup.freeze", "0"); !failed.empty()) why = std::move(failed);
+    if (!valid_origin(origin, relative_)) {
+      why = "its cgroup '" + origin + "' is not one the node can move it back to";
+    } else {
+      for (const pid_t p : procs_of(leaf)) {
+        if (std::string failed = write_cgroup_file(mount_ + origin + "/cgroup.procs", std::to_string(p)); !failed.empty()) {
+          why = std::move(failed);
+        }
       }
     }
-  }
-  if (::rmdir(leaf.c_str()) != 0 && errno != ENOENT && why.empty()) {
-    why = "cannot remove " + leaf + ": " + std::strerror(errno);
+    if (::rmdir(leaf.c_str()) != 0 && errno != ENOENT && why.empty()) {
+      why = "cannot remove " + leaf + ": " + std::strerror(errno);
+    }
   }
   return why;
 }
@@ -197,7 +219,10 @@ hold_observed hold_cgroups::observe(pid_t pid) const {
   const std::optional<std::string> cgroup = cgroup_of(pid);
   const std::optional<process_stat> stat = read_process_stat(pid);
   if (!cgroup || !stat || stat->state == 'Z' || stat->state == 'X') return hold_observed::gone;
-  if (*cgroup == leaf_of(pid)) return frozen(mount_ + *cgroup) ? hold_observed::frozen : hold_observed::freezing;
+  const std::string parent = cgroup->substr(0, cgroup->rfind('/'));
+  if (*cgroup == folder_leaf(pid) || *cgroup == inner_leaf(pid, parent)) {
+    return frozen(mount_ + *cgroup) ? hold_observed::frozen : hold_observed::freezing;
+  }
   return stat->state == 'T' ? hold_observed::stopped : hold_observed::running;
 }
 

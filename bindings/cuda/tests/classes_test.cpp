@@ -333,20 +333,34 @@ std::string cgroup_path_of(pid_t pid) {
   return {};
 }
 
-/// Why this test process could not make and freeze a cgroup v2 (so neither can a node it starts),
-/// or empty when it can.
-std::string why_no_cgroups() {
-  if (::geteuid() != 0) return "not root";
+/// Where the cgroup v2 hierarchy is mounted at its root, or empty.
+std::string cgroup2_mount() {
   std::ifstream mounts("/proc/self/mountinfo");
-  std::string mount;
-  for (std::string line; std::getline(mounts, line) && mount.empty();) {
+  for (std::string line; std::getline(mounts, line);) {
     const std::size_t dash = line.find(" - cgroup2 ");
     if (dash == std::string::npos) continue;
     std::istringstream fields(line.substr(0, dash));
     std::string id, parent, device, root, point;
     fields >> id >> parent >> device >> root >> point;
-    if (root == "/") mount = point;
+    if (root == "/") return point;
   }
+  return {};
+}
+
+/// Whether the cgroup folder `path` has a process in it or below (its `cgroup.events`).
+bool populated(const std::string& path) {
+  std::ifstream events(path + "/cgroup.events");
+  for (std::string key, value; events >> key >> value;) {
+    if (key == "populated") return value == "1";
+  }
+  return false;
+}
+
+/// Why this test process could not make and freeze a cgroup v2 (so neither can a node it starts),
+/// or empty when it can.
+std::string why_no_cgroups() {
+  if (::geteuid() != 0) return "not root";
+  const std::string mount = cgroup2_mount();
   if (mount.empty()) return "no cgroup v2 hierarchy mounted at its root";
   const std::string probe = mount + "/tgs-test-probe-" + std::to_string(::getpid());
   if (::mkdir(probe.c_str(), 0755) != 0) return "cannot make " + probe + ": " + std::strerror(errno);
@@ -395,6 +409,34 @@ TEST_F(Classes, AHeldProcessStaysHeldWhileItsOwnerSendsSigcontEveryFifthOfASecon
   EXPECT_EQ(cgroup_path_of(rogue.pid()), origin) << "back in the cgroup it came from";
   std::this_thread::sleep_for(500ms);
   EXPECT_GT(measure_rate(rogue, 1s), 5.0) << "it should run again once production left";
+}
+
+// A process in a cgroup of its own (a container's, say) is frozen in a child of that cgroup: it
+// stays under its container's limits, and the container's cgroup never empties (a container
+// manager would take that for the container's end: systemd stops and removes such a scope).
+TEST_F(Classes, AProcessInItsOwnCgroupIsFrozenInsideItAndItsCgroupNeverEmpties) {
+  if (const std::string why = why_no_cgroups(); !why.empty()) GTEST_SKIP() << "cannot freeze cgroups here: " << why;
+  start_class_node(1, {"--unregistered-action", "pause", "--unregistered-grace-ms", "500"});
+  // The container's cgroup: root's, no controllers for children, as a runtime makes one.
+  const std::string mount = cgroup2_mount();
+  const std::string container = "/tgs-test-container-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir((mount + container).c_str(), 0755), 0) << std::strerror(errno);
+  process& rogue = start_on(class_socket(0, "opportunistic"), opportunistic_args, "opportunistic", "rogue", false);
+  std::ofstream(mount + container + "/cgroup.procs") << rogue.pid() << std::flush;
+  ASSERT_EQ(cgroup_path_of(rogue.pid()), container);
+  process& prod = start_on(class_socket(0, "production"), production_args, "production", "prod");
+  wait_until([&] { return frozen(rogue.pid()); }, 8s, "the node freezing the unregistered process");
+  EXPECT_EQ(cgroup_path_of(rogue.pid()), container + "/tgs-held." + std::to_string(rogue.pid()));
+  EXPECT_TRUE(populated(mount + container)) << "the container's cgroup emptied while its process was held";
+  prod.kill(SIGKILL);
+  prod.wait();
+  wait_until([&] { return !frozen(rogue.pid()); }, 5s, "the node releasing it once production left");
+  EXPECT_EQ(cgroup_path_of(rogue.pid()), container) << "back in its own cgroup";
+  EXPECT_NE(::access((mount + container + "/tgs-held." + std::to_string(rogue.pid())).c_str(), F_OK), 0)
+      << "the frozen cgroup is removed";
+  rogue.kill(SIGKILL);
+  rogue.wait();
+  for (int i = 0; i < 100 && ::rmdir((mount + container).c_str()) != 0; ++i) std::this_thread::sleep_for(10ms);
 }
 
 // Where holds are by SIGSTOP (--hold-with signal, the fallback without cgroups), a process its
@@ -537,6 +579,33 @@ TEST_F(HeldAcrossRestarts, NothingStaysStoppedWhenTheKilledNodesSuccessorStops) 
   std::this_thread::sleep_for(300ms);
   EXPECT_FALSE(held_by_node(rogue_->pid())) << "the node left a process held behind it\n" << node_->stderr_text();
   EXPECT_GT(measure_rate(*rogue_, 1s), 0.0);
+}
+
+// A node killed while it holds a process frozen inside the process's own cgroup: the next node
+// finds where it came from in the record, thaws it and moves it back.
+TEST_F(HeldAcrossRestarts, AProcessFrozenInsideItsCgroupByAKilledNodeIsReleasedByTheNext) {
+  if (const std::string why = why_no_cgroups(); !why.empty()) GTEST_SKIP() << "cannot freeze cgroups here: " << why;
+  start_class_node(1, pause_args);
+  const std::string mount = cgroup2_mount();
+  const std::string container = "/tgs-test-container-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir((mount + container).c_str(), 0755), 0) << std::strerror(errno);
+  process& rogue = start_on(class_socket(0, "opportunistic"), opportunistic_args, "opportunistic", "rogue", false);
+  std::ofstream(mount + container + "/cgroup.procs") << rogue.pid() << std::flush;
+  process& prod = start_on(class_socket(0, "production"), production_args, "production", "prod");
+  wait_until([&] { return frozen(rogue.pid()); }, 8s, "the node freezing the unregistered process");
+  node_->kill(SIGKILL);
+  node_->wait();
+  prod.kill(SIGKILL);
+  prod.wait();
+  ASSERT_TRUE(frozen(rogue.pid())) << "nothing thaws it while no node runs";
+  start_successor(pause_args);
+  wait_until([&] { return !frozen(rogue.pid()); }, 5s, "the next node releasing it");
+  EXPECT_EQ(cgroup_path_of(rogue.pid()), container) << node_->stderr_text();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_GT(measure_rate(rogue, 1s), 0.0) << "it should run again";
+  rogue.kill(SIGKILL);
+  rogue.wait();
+  for (int i = 0; i < 100 && ::rmdir((mount + container).c_str()) != 0; ++i) std::this_thread::sleep_for(10ms);
 }
 
 // Another user of a shared socket folder pre-creates every temporary name the node used to write
