@@ -197,8 +197,8 @@ std::string hold_cgroups::release(pid_t pid, const std::string& origin) const {
     const std::string leaf = mount_ + relative;
     if (origin.empty() && relative != folder_leaf(pid)) continue;
     if (::access(leaf.c_str(), F_OK) != 0) continue;  // never made, or removed already
-    // Thawed first, whatever follows: a release never leaves a process frozen.
-    if (std::string failed = write_cgroup_file(leaf + "/cgroup.freeze", "0"); !failed.empty()) why = std::move(failed);
+    // Moved back first: a process takes its new cgroup's state, so it runs again as it arrives
+    // where it came from (never seen thawed in the node's cgroup)...
     if (!valid_origin(origin, relative_)) {
       why = "its cgroup '" + origin + "' is not one the node can move it back to";
     } else {
@@ -207,6 +207,10 @@ std::string hold_cgroups::release(pid_t pid, const std::string& origin) const {
           why = std::move(failed);
         }
       }
+    }
+    // ...then thawed, whatever happened above: a release never leaves a process frozen.
+    if (std::string failed = write_cgroup_file(leaf + "/cgroup.freeze", "0"); !failed.empty() && why.empty()) {
+      why = std::move(failed);
     }
     if (::rmdir(leaf.c_str()) != 0 && errno != ENOENT && why.empty()) {
       why = "cannot remove " + leaf + ": " + std::strerror(errno);
