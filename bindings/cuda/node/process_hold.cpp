@@ -98,11 +98,12 @@ std::string made_folder(const std::string& path) {
 }
 
 /// Whether `origin` is a cgroup a process may be moved back to: a path of the hierarchy the node
-/// sees, not one of the node's frozen cgroups (in its folder, or a `tgs-held.<pid>` inside another).
-bool valid_origin(const std::string& origin, const std::string& held_folder) {
+/// sees, and not a frozen cgroup of any node (under `/tgs-held`, or a `tgs-held.<pid>` inside
+/// another): a process is never sent back into a hold, this node's or another's.
+bool valid_origin(const std::string& origin) {
   if (origin.empty() || origin.front() != '/' || origin.find("/..") != std::string::npos) return false;
   if (origin.find('\n') != std::string::npos || origin.find("/tgs-held.") != std::string::npos) return false;
-  return origin.rfind(held_folder, 0) != 0;
+  return origin != "/tgs-held" && origin.rfind("/tgs-held/", 0) != 0;
 }
 
 }  // namespace
@@ -152,7 +153,7 @@ std::optional<hold_cgroups> hold_cgroups::open(std::string_view tag, std::string
 }
 
 bool hold_cgroups::in_place(const std::string& origin) const {
-  if (origin == "/" || !valid_origin(origin, relative_)) return false;
+  if (origin == "/" || !valid_origin(origin)) return false;
   // The node's user's alone: a cgroup delegated to a user (its files chowned to them) lets that
   // user move processes between its children, ours among them.
   struct stat st{};
@@ -170,7 +171,7 @@ std::string hold_cgroups::leaf_for(pid_t pid, const std::string& origin) const {
 }
 
 hold_cgroups::held hold_cgroups::hold(pid_t pid, const std::string& origin) const {
-  if (!valid_origin(origin, relative_)) {
+  if (!valid_origin(origin)) {
     return {.origin = {}, .why = "its cgroup '" + origin + "' is not one the node can move it back to"};
   }
   const std::string leaf = mount_ + leaf_for(pid, origin);
@@ -199,7 +200,7 @@ std::string hold_cgroups::release(pid_t pid, const std::string& origin) const {
     if (::access(leaf.c_str(), F_OK) != 0) continue;  // never made, or removed already
     // Moved back first: a process takes its new cgroup's state, so it runs again as it arrives
     // where it came from (never seen thawed in the node's cgroup)...
-    if (!valid_origin(origin, relative_)) {
+    if (!valid_origin(origin)) {
       why = "its cgroup '" + origin + "' is not one the node can move it back to";
     } else {
       for (const pid_t p : procs_of(leaf)) {
