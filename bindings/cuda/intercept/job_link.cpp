@@ -143,19 +143,6 @@ void publish(const registration& r) noexcept {
   current_link.store(&unmanaged_link, std::memory_order_release);
 }
 
-/// How long this job's first registration waits for a node that does not answer yet: the class's
-/// bound (`abi::first_registration_wait_*`), or `TGS_REGISTRATION_WAIT_MS`. A job that does not
-/// say its class (one in a container, whose class is its class socket's) may be opportunistic,
-/// so it takes that bound.
-std::uint64_t first_registration_wait_ns() noexcept {
-  if (const char* ms = std::getenv("TGS_REGISTRATION_WAIT_MS"); ms != nullptr && *ms >= '0' && *ms <= '9') {
-    return std::min<std::uint64_t>(std::strtoull(ms, nullptr, 10), 600'000) * 1'000'000;
-  }
-  const char* cls = std::getenv("TGS_JOB_CLASS");
-  return cls != nullptr && std::strcmp(cls, "production") == 0 ? abi::first_registration_wait_production_ns
-                                                               : abi::first_registration_wait_opportunistic_ns;
-}
-
 /// Watches the connection; when the node goes away (restart, crash), fails open at once and
 /// registers again when a node is back, so a node restart never stops a running job.
 void watch(int socket, register_outcome last) noexcept {
@@ -180,7 +167,7 @@ void watch(int socket, register_outcome last) noexcept {
     }
     // Quick retries while no node answers (a restart takes well under a second); slow ones
     // against a node that answers but refuses, so it is not flooded.
-    std::this_thread::sleep_for(std::chrono::milliseconds{last == register_outcome::absent ? 200 : 2000});
+    std::this_thread::sleep_for(last == register_outcome::absent ? absent_retry : std::chrono::milliseconds{2000});
     registration r = register_with_node(current_holdings());
     last = r.outcome;
     if (r.outcome == register_outcome::registered) {
@@ -259,7 +246,7 @@ const link_state* ensure_link() noexcept {
       log(log_level::warn, "tgs-node does not answer (%s); waiting up to %.1f s for it before CUDA starts", r.reason,
           static_cast<double>(wait_ns) / 1e9);
       while (r.outcome == register_outcome::absent && r.node_there && abi::monotonic_ns() - since < wait_ns) {
-        std::this_thread::sleep_for(std::chrono::milliseconds{200});
+        std::this_thread::sleep_for(absent_retry);
         r = register_with_node(current_holdings());
       }
       if (r.outcome == register_outcome::absent) {

@@ -95,21 +95,13 @@ bool apply_mps_client(const abi::mps_client& settings) noexcept {
   return false;
 }
 
-bool cuda_started() noexcept {
+std::uint8_t cuda_register_flags() noexcept {
   try {
     std::lock_guard lock(env_mutex);
-    return driver_initialised;
+    if (!driver_initialised) return 0;
+    return abi::register_flag_cuda_started | (applied.client != 0 ? abi::register_flag_mps_client : 0);
   } catch (...) {
-    return false;
-  }
-}
-
-bool cuda_is_mps_client() noexcept {
-  try {
-    std::lock_guard lock(env_mutex);
-    return driver_initialised && applied.client != 0;
-  } catch (...) {
-    return false;
+    return 0;
   }
 }
 

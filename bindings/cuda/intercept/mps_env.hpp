@@ -18,10 +18,9 @@ namespace tgs::cuda::intercept {
 /// is left as it is. True when this process is (or, at its cuInit, becomes) an MPS client.
 bool apply_mps_client(const abi::mps_client& settings) noexcept;
 
-/// Whether the driver's cuInit was called in this process, and whether it became an MPS client
-/// then: what a registration reports (`abi::register_flag_*`).
-[[nodiscard]] bool cuda_started() noexcept;
-[[nodiscard]] bool cuda_is_mps_client() noexcept;
+/// What a registration reports of this process's CUDA (`abi::register_flag_*`): whether the
+/// driver's cuInit was called already, and whether it became an MPS client then.
+[[nodiscard]] std::uint8_t cuda_register_flags() noexcept;
 
 /// The gate of cuInit: registers with the node (so its MPS settings are in the environment)
 /// and marks the driver as initialised, after which the environment is never changed again.

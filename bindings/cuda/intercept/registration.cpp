@@ -36,14 +36,18 @@ std::uint32_t job_gpu() noexcept {
   return 0;
 }
 
+/// The class the job asks for: the operator's TGS_JOB_CLASS (set in the container spec or command
+/// line); unset means the node applies its own default, so a job cannot promote itself by omission.
+abi::class_code requested_class() noexcept {
+  const char* cls = std::getenv("TGS_JOB_CLASS");
+  if (cls != nullptr && std::strcmp(cls, "production") == 0) return abi::class_code::production;
+  if (cls != nullptr && std::strcmp(cls, "opportunistic") == 0) return abi::class_code::opportunistic;
+  return abi::class_code::unspecified;
+}
+
 abi::register_request make_request(const abi::job_holdings& holdings) noexcept {
   abi::register_request req;
-  // The class is the operator's (set in the container spec or command line); unset means the
-  // node applies its own default, so a job cannot promote itself by omission.
-  const char* cls = std::getenv("TGS_JOB_CLASS");
-  req.job_class = abi::class_code::unspecified;
-  if (cls != nullptr && std::strcmp(cls, "production") == 0) req.job_class = abi::class_code::production;
-  if (cls != nullptr && std::strcmp(cls, "opportunistic") == 0) req.job_class = abi::class_code::opportunistic;
+  req.job_class = requested_class();
   req.gpu = job_gpu();
   const char* name = std::getenv("TGS_JOB_NAME");
   if (name != nullptr) {
@@ -55,8 +59,7 @@ abi::register_request make_request(const abi::job_holdings& holdings) noexcept {
   }
   req.holdings = holdings;
   // Said so the node knows a job whose CUDA started outside the MPS settings it gives now.
-  if (cuda_started()) req.flags |= abi::register_flag_cuda_started;
-  if (cuda_is_mps_client()) req.flags |= abi::register_flag_mps_client;
+  req.flags = cuda_register_flags();
   return req;
 }
 
@@ -117,6 +120,16 @@ bool wait_ready(int fd, short events, std::uint64_t deadline_ns) noexcept {
     if (n <= 0) return false;
     return (p.revents & events) != 0 || (p.revents & (POLLHUP | POLLERR)) != 0;
   }
+}
+
+std::uint64_t first_registration_wait_ns() noexcept {
+  if (const char* ms = std::getenv("TGS_REGISTRATION_WAIT_MS"); ms != nullptr && *ms >= '0' && *ms <= '9') {
+    return std::min<std::uint64_t>(std::strtoull(ms, nullptr, 10), 600'000) * 1'000'000;
+  }
+  // A job that does not say its class (one in a container, whose class is its class socket's)
+  // may be opportunistic, so it takes that bound.
+  return requested_class() == abi::class_code::production ? abi::first_registration_wait_production_ns
+                                                          : abi::first_registration_wait_opportunistic_ns;
 }
 
 registration register_with_node(const abi::job_holdings& holdings) noexcept {

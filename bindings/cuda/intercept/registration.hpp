@@ -10,6 +10,7 @@
 /// size), read while the mapping is still in place.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "job_link.hpp"
@@ -38,6 +39,14 @@ struct registration {
 /// Connects, registers (reporting `holdings`) and maps the segment. Never throws, never blocks
 /// longer than `abi::job_socket_timeout_ns` per step.
 [[nodiscard]] registration register_with_node(const abi::job_holdings& holdings) noexcept;
+
+/// How long a job's first registration waits for a node whose socket is there and does not answer
+/// yet: its class's bound (`abi::first_registration_wait_*`), or `TGS_REGISTRATION_WAIT_MS`.
+[[nodiscard]] std::uint64_t first_registration_wait_ns() noexcept;
+
+/// How long a job waits between attempts while its node's socket does not answer (a restart takes
+/// well under a second).
+inline constexpr std::chrono::milliseconds absent_retry{200};
 
 /// Waits until `fd` is ready for `events` (poll) or `deadline_ns` (CLOCK_MONOTONIC) passes;
 /// false on timeout or error.

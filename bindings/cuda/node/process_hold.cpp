@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "pinned_process.hpp"
+#include "safe_dir.hpp"
 
 namespace tgs::cuda::node {
 
@@ -87,16 +88,6 @@ std::optional<std::string> cgroup2_mount() {
   return std::nullopt;
 }
 
-/// Makes (where missing) and checks one folder of the node's: a folder the node's user owns.
-std::string made_folder(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return "cannot make " + path + ": " + std::strerror(errno);
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) != 0) return "cannot look at " + path + ": " + std::strerror(errno);
-  if (!S_ISDIR(st.st_mode)) return path + " is not a folder";
-  if (st.st_uid != ::geteuid()) return path + " belongs to uid " + std::to_string(st.st_uid) + ", not to the node's user";
-  return {};
-}
-
 /// Whether `origin` is a cgroup a process may be moved back to: a path of the hierarchy the node
 /// sees, and not a frozen cgroup of any node (under `/tgs-held`, or a `tgs-held.<pid>` inside
 /// another): a process is never sent back into a hold, this node's or another's.
@@ -142,8 +133,15 @@ std::optional<hold_cgroups> hold_cgroups::open(std::string_view tag, std::string
     return std::nullopt;
   }
   const std::string relative = "/tgs-held/" + std::string(tag);
-  for (const std::string& folder : {*mount + "/tgs-held", *mount + relative}) {
-    if (why = made_folder(folder); !why.empty()) return std::nullopt;
+  // Made where missing and checked as every folder the node makes (safe_dir.hpp): another user's,
+  // or one others may write to, is refused.
+  try {
+    for (const std::string& folder : {*mount + "/tgs-held", *mount + relative}) {
+      (void)containers::make_checked_folder(folder, 0755, false);
+    }
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+    return std::nullopt;
   }
   if (::access((*mount + relative + "/cgroup.freeze").c_str(), W_OK) != 0) {
     why = "the kernel has no cgroup freezer (" + *mount + relative + "/cgroup.freeze: " + std::strerror(errno) + ")";

@@ -324,38 +324,6 @@ TEST_F(Classes, AStoppingNodeContinuesWhatItHeld) {
 
 // --- holds the held cannot lift, and users who slip between processes -------------------------
 
-/// The cgroup v2 path of `pid` (`/proc/<pid>/cgroup`), or empty.
-std::string cgroup_path_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("0::", 0) == 0) return line.substr(3);
-  }
-  return {};
-}
-
-/// Where the cgroup v2 hierarchy is mounted at its root, or empty.
-std::string cgroup2_mount() {
-  std::ifstream mounts("/proc/self/mountinfo");
-  for (std::string line; std::getline(mounts, line);) {
-    const std::size_t dash = line.find(" - cgroup2 ");
-    if (dash == std::string::npos) continue;
-    std::istringstream fields(line.substr(0, dash));
-    std::string id, parent, device, root, point;
-    fields >> id >> parent >> device >> root >> point;
-    if (root == "/") return point;
-  }
-  return {};
-}
-
-/// Whether the cgroup folder `path` has a process in it or below (its `cgroup.events`).
-bool populated(const std::string& path) {
-  std::ifstream events(path + "/cgroup.events");
-  for (std::string key, value; events >> key >> value;) {
-    if (key == "populated") return value == "1";
-  }
-  return false;
-}
-
 /// Why this test process could not make and freeze a cgroup v2 (so neither can a node it starts),
 /// or empty when it can.
 std::string why_no_cgroups() {
@@ -427,7 +395,7 @@ TEST_F(Classes, AProcessInItsOwnCgroupIsFrozenInsideItAndItsCgroupNeverEmpties) 
   process& prod = start_on(class_socket(0, "production"), production_args, "production", "prod");
   wait_until([&] { return frozen(rogue.pid()); }, 8s, "the node freezing the unregistered process");
   EXPECT_EQ(cgroup_path_of(rogue.pid()), container + "/tgs-held." + std::to_string(rogue.pid()));
-  EXPECT_TRUE(populated(mount + container)) << "the container's cgroup emptied while its process was held";
+  EXPECT_TRUE(cgroup_event(mount + container, "populated")) << "the container's cgroup emptied while its process was held";
   prod.kill(SIGKILL);
   prod.wait();
   wait_until([&] { return !frozen(rogue.pid()) && cgroup_path_of(rogue.pid()) == container; }, 5s,

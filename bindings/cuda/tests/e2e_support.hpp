@@ -383,30 +383,45 @@ inline bool stopped(pid_t pid) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
 }
 
-/// Whether process `pid` is in a cgroup v2 that the kernel reports frozen (its `cgroup.events`),
-/// as tgs-node holds a process where it can make cgroups.
-inline bool frozen(pid_t pid) {
+/// Where the cgroup v2 hierarchy is mounted at its root (`/sys/fs/cgroup`, or its unified part on
+/// a hybrid host), or empty.
+inline std::string cgroup2_mount() {
   std::ifstream mounts("/proc/self/mountinfo");
-  std::string mount;
-  for (std::string line; std::getline(mounts, line) && mount.empty();) {
+  for (std::string line; std::getline(mounts, line);) {
     const std::size_t dash = line.find(" - cgroup2 ");
     if (dash == std::string::npos) continue;
     std::istringstream fields(line.substr(0, dash));
     std::string id, parent, device, root, point;
     fields >> id >> parent >> device >> root >> point;
-    if (root == "/") mount = point;
+    if (root == "/") return point;
   }
+  return {};
+}
+
+/// The cgroup v2 path of process `pid` (`/proc/<pid>/cgroup`), or empty.
+inline std::string cgroup_path_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
-  std::string path;
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
   }
-  if (mount.empty() || path.empty() || path == "/") return false;
-  std::ifstream events(mount + path + "/cgroup.events");
+  return {};
+}
+
+/// A key of the cgroup folder's `cgroup.events` ("frozen", "populated") is 1.
+inline bool cgroup_event(const std::string& folder, const std::string& wanted) {
+  std::ifstream events(folder + "/cgroup.events");
   for (std::string key, value; events >> key >> value;) {
-    if (key == "frozen") return value == "1";
+    if (key == wanted) return value == "1";
   }
   return false;
+}
+
+/// Whether process `pid` is in a cgroup v2 that the kernel reports frozen, as tgs-node holds a
+/// process where it can make cgroups.
+inline bool frozen(pid_t pid) {
+  const std::string mount = cgroup2_mount();
+  const std::string path = cgroup_path_of(pid);
+  return !mount.empty() && !path.empty() && path != "/" && cgroup_event(mount + path, "frozen");
 }
 
 /// Whether tgs-node holds process `pid` either way it does: frozen in a cgroup, or stopped.
