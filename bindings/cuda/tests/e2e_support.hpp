@@ -234,6 +234,19 @@ class EndToEnd : public ::testing::Test {
     wait_until([&] { return ::access(socket_.c_str(), F_OK) == 0; }, 5s, "node socket");
   }
 
+  /// A node under `tgs` with 1 s production windows, for tests of the share the controller
+  /// settles on. At the default 200 ms a window holds about 47 iterations of `start_production`,
+  /// so one iteration more or less moves its count by 2%, close to the 3% dead band: the
+  /// controller answers that quantization with decreases, and the opportunistic job's share in
+  /// a 4 s span was anywhere from 2 to 56 it/s over six runs on an idle machine. At 1 s the step
+  /// is 0.4%; such a test lets the controller settle for `steady_settle` (3 profiling windows and
+  /// about 9 control windows) before it measures.
+  void start_steady_node() {
+    start_node({"--policy", "tgs", "--tgs.production-window-ms", "1000", "--tgs.profile-windows", "3",
+                "--tgs.max-profile-windows", "6"});
+  }
+  static constexpr std::chrono::seconds steady_settle{12};
+
   /// The node's environment: the fake NVML beside the fake driver, on the test's fake device, so
   /// the node sees the jobs' contexts and memory as it sees a real GPU's through NVML.
   /// Its PATH holds no MPS control program, so a node runs without MPS wherever the tests run

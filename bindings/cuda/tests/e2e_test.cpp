@@ -27,14 +27,14 @@ nlohmann::json gpu_line(const std::string& status, unsigned gpu) {
 }  // namespace
 
 TEST_F(EndToEnd, ProductionKeepsItsThroughputWhileTheOpportunisticJobUsesTheRest) {
-  start_node();
+  start_steady_node();
   process& prod = start_production();
   std::this_thread::sleep_for(1s);
   const double alone = measure_rate(prod, 3s);
   ASSERT_GT(alone, 50.0) << "the production job barely ran alone";
 
   process& opp = start_opportunistic();
-  std::this_thread::sleep_for(4s);  // profiling (3 x 200 ms) and the first control windows
+  std::this_thread::sleep_for(steady_settle);
   opp.drain();
   const std::size_t opp_first = opp.progress_lines().size();
   const double shared = measure_rate(prod, 4s);
@@ -148,7 +148,7 @@ TEST_F(EndToEnd, GraphLaunchesCountTheirBlocksAndAreThrottledLikeKernels) {
   // Both jobs launch one CUDA graph per iteration instead of kernels: the production job's
   // blocks must reach the controller (counted at instantiation) and the opportunistic job's
   // graphs must pass the same gate, or the production job would lose its throughput.
-  start_node();
+  start_steady_node();
   process& prod = start_job({"--graph", "--kernels", "20", "--blocks", "100", "--host-ms", "2"}, "production", true);
   std::this_thread::sleep_for(1s);
   const double alone = measure_rate(prod, 3s);
@@ -161,7 +161,7 @@ TEST_F(EndToEnd, GraphLaunchesCountTheirBlocksAndAreThrottledLikeKernels) {
   EXPECT_GT(blocks_per_s, 0.5 * alone * 2000) << s_alone;
 
   process& opp = start_job({"--graph", "--kernels", "100", "--blocks", "20", "--host-ms", "0"}, "opportunistic", true);
-  std::this_thread::sleep_for(4s);
+  std::this_thread::sleep_for(steady_settle);
   const double shared = measure_rate(prod, 4s);
   const double opp_rate = measure_rate(opp, 1s);
   std::printf("graphs: production alone %.1f it/s, shared %.1f (%.3f); opportunistic %.1f it/s\n", alone, shared,
