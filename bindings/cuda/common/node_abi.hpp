@@ -299,6 +299,10 @@ struct job_segment {
   std::atomic<std::uint32_t> time_kernels;
   std::atomic<std::uint64_t> longest_kernel_ns;
   std::atomic<std::uint64_t> kernels_timed;
+  /// The job's `sync_wait_ns` when the marked call returned (an interposer that writes it says so
+  /// with `register_flag_marks_wait`): between two marks, the time the job blocked waiting for
+  /// its GPU work, which a GPU slowdown lengthens and the job's own host side does not.
+  std::atomic<std::uint64_t> sync_mark_wait_ns;
 };
 
 /// `resident_limit` when the job may keep all of its memory on the GPU.
@@ -317,7 +321,7 @@ static_assert(offsetof(job_segment, managed_resident_bytes) == 320);
 static_assert(offsetof(job_segment, sync_calls) == 448);
 static_assert(offsetof(job_segment, gpu_busy_ns) == 512);
 static_assert(offsetof(job_segment, sync_mark_seq) == 576);
-static_assert(offsetof(job_segment, kernels_timed) + sizeof(std::uint64_t) <= 640, "the sync-mark line's spare bytes");
+static_assert(offsetof(job_segment, sync_mark_wait_ns) + sizeof(std::uint64_t) <= 640, "the sync-mark line's spare bytes");
 
 static_assert(offsetof(job_segment, gap_holdoff_ns) + sizeof(std::uint64_t) <= 192, "the refill line's spare bytes");
 static_assert(offsetof(job_segment, gpu_error) + sizeof(std::uint32_t) <= 256, "the slow-path line's spare bytes");
@@ -358,10 +362,12 @@ struct sync_mark {
   std::uint64_t blocks = 0;
   std::uint64_t busy_ns = 0;
   std::uint64_t ns = 0;  ///< when the marked call returned
+  std::uint64_t wait_ns = 0;
 };
 
 /// Writes a mark unless another thread of the job is writing one (that thread's mark stands).
-inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_t busy_ns, std::uint64_t ns) noexcept {
+inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_t busy_ns, std::uint64_t ns,
+                            std::uint64_t wait_ns = 0) noexcept {
   std::uint64_t seq = seg.sync_mark_seq.load(std::memory_order_relaxed);
   if ((seq & 1) != 0 || !seg.sync_mark_seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) return;
   // Release stores, not a fence (ThreadSanitizer does not model fences): a reader that sees
@@ -369,6 +375,7 @@ inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_
   seg.sync_mark_blocks.store(blocks, std::memory_order_release);
   seg.sync_mark_busy_ns.store(busy_ns, std::memory_order_release);
   seg.sync_mark_ns.store(ns, std::memory_order_release);
+  seg.sync_mark_wait_ns.store(wait_ns, std::memory_order_release);
   seg.sync_mark_seq.store(seq + 2, std::memory_order_release);
 }
 
@@ -381,7 +388,7 @@ inline void write_sync_mark(job_segment& seg, std::uint64_t blocks, std::uint64_
     // Acquire loads keep the second look at the count after them.
     sync_mark m{before, seg.sync_mark_blocks.load(std::memory_order_acquire),
                 seg.sync_mark_busy_ns.load(std::memory_order_acquire),
-                seg.sync_mark_ns.load(std::memory_order_acquire)};
+                seg.sync_mark_ns.load(std::memory_order_acquire), seg.sync_mark_wait_ns.load(std::memory_order_acquire)};
     if (seg.sync_mark_seq.load(std::memory_order_relaxed) == before) return m;
   }
   return std::nullopt;
@@ -521,6 +528,9 @@ struct job_holdings {
 inline constexpr std::uint8_t register_flag_cuda_started = 1;
 /// `register_request::flags`: that CUDA is an MPS client (its environment named a daemon at cuInit).
 inline constexpr std::uint8_t register_flag_mps_client = 2;
+/// `register_request::flags`: the job's synchronisation marks carry its wait
+/// (`job_segment::sync_mark_wait_ns`); an interposer from before it leaves the field at 0.
+inline constexpr std::uint8_t register_flag_marks_wait = 4;
 
 /// How long a job's first registration waits for a node that is there and does not answer yet
 /// (its socket exists: the node restarts, is busy, or the caps dropped the connection) before

@@ -149,10 +149,12 @@ inline void account_sync(const sync_token& t, CUresult r) noexcept {
   if (t.segment == nullptr || r != CUDA_SUCCESS) return;
   const std::uint64_t now = abi::monotonic_ns();
   t.segment->sync_calls.fetch_add(1, std::memory_order_relaxed);
-  t.segment->sync_wait_ns.fetch_add(now - t.start_ns, std::memory_order_relaxed);
+  const std::uint64_t waited = now - t.start_ns;
+  const std::uint64_t wait_total = t.segment->sync_wait_ns.fetch_add(waited, std::memory_order_relaxed) + waited;
   t.segment->last_sync_ns.store(now, std::memory_order_relaxed);
   if (t.blocks_before) {
-    abi::write_sync_mark(*t.segment, *t.blocks_before, t.segment->gpu_busy_ns.load(std::memory_order_relaxed), now);
+    abi::write_sync_mark(*t.segment, *t.blocks_before, t.segment->gpu_busy_ns.load(std::memory_order_relaxed), now,
+                         wait_total);
   }
 }
 

@@ -58,8 +58,9 @@ abi::register_request make_request(const abi::job_holdings& holdings) noexcept {
     ::close(fd);
   }
   req.holdings = holdings;
-  // Said so the node knows a job whose CUDA started outside the MPS settings it gives now.
-  req.flags = cuda_register_flags();
+  // Said so the node knows a job whose CUDA started outside the MPS settings it gives now, and
+  // that this interposer's synchronisation marks carry the job's wait.
+  req.flags = cuda_register_flags() | abi::register_flag_marks_wait;
   return req;
 }
 

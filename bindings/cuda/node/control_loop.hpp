@@ -69,10 +69,12 @@ class gpu_control_loop {
   std::uint32_t sample_period_us = abi::default_sample_period_us;
 
   /// Adds a job (an arrival: the controller is stepped at once). `segment` must outlive the job.
-  void add_job(std::uint32_t id, job_class cls, abi::job_segment* segment, instant now) {
+  /// `marks_wait`: its synchronisation marks carry its wait (`abi::register_flag_marks_wait`).
+  void add_job(std::uint32_t id, job_class cls, abi::job_segment* segment, instant now, bool marks_wait = false) {
     const std::uint64_t counter = segment->launch_counter.load(std::memory_order_acquire);
     job j{.id = id, .cls = cls, .segment = segment, .step_counter = counter,
           .passed = counter & abi::block_mask, .rate_counter = counter};
+    j.marks_wait = marks_wait;
     j.sync_wait_ns = j.step_sync_wait_ns = segment->sync_wait_ns.load(std::memory_order_relaxed);
     j.busy_ns = j.step_busy_ns = segment->gpu_busy_ns.load(std::memory_order_relaxed);
     j.samples = j.step_samples = segment->activity_samples.load(std::memory_order_relaxed);
@@ -182,17 +184,20 @@ class gpu_control_loop {
     bool mark_sampled = false;
     /// Held by the node (`hold`): an opportunistic job that launches nothing beside production.
     bool held = false;
+    /// Its marks carry its wait (`abi::sync_mark::wait_ns`).
+    bool marks_wait = false;
     /// The sync-wait fraction smoothed over rate periods (`production_gpu_wait`), and how many.
     double wait_average = 0;
     int wait_periods = 0;
   };
 
-  /// The production job's blocks and wall time between its previous mark and its latest, when it
-  /// synchronised since the previous step, and its busy time between them when it was sampled
-  /// throughout (`busy_whole` false otherwise: blocks and busy time must cover the same span). The
-  /// job writes the marks: a forged pair misleads only the controller's reading of the job itself,
+  /// The production job's blocks, wall time and wait between its previous mark and its latest,
+  /// when it synchronised since the previous step, and its busy time between them when it was
+  /// sampled throughout (`busy_whole` false otherwise: blocks and busy time must cover the same
+  /// span; `wait_whole` the same for the wait, which an older interposer does not mark). The job
+  /// writes the marks: a forged pair misleads only the controller's reading of the job itself,
   /// and is bounded to keep the sums finite.
-  static void add_synced(job& j, job_activity& side, bool& busy_whole) noexcept {
+  static void add_synced(job& j, job_activity& side, bool& busy_whole, bool& wait_whole) noexcept {
     const std::optional<abi::sync_mark> m = abi::read_sync_mark(*j.segment);
     if (!m || (j.mark && m->seq == j.mark->seq)) return;
     const std::optional<abi::sync_mark> previous = std::exchange(j.mark, m);
@@ -204,6 +209,14 @@ class gpu_control_loop {
     side.synced_blocks = side.synced_blocks.value_or(0) + abi::block_distance(previous->blocks, m->blocks);
     side.synced_span = side.synced_span.value_or(duration::zero()) +
                        duration{static_cast<std::int64_t>(std::min(m->ns - previous->ns, longest_ns))};
+    if (j.marks_wait && m->wait_ns >= previous->wait_ns) {
+      // Never more than the span: a forged wait must not read as a loss beyond the window.
+      const std::uint64_t waited = std::min({m->wait_ns - previous->wait_ns, m->ns - previous->ns, longest_ns});
+      side.synced_sync_wait = side.synced_sync_wait.value_or(duration::zero()) +
+                              duration{static_cast<std::int64_t>(waited)};
+    } else {
+      wait_whole = false;
+    }
     // The first mark of a sampling is only a start for the busy time.
     if (!from_sampled || m->busy_ns < previous->busy_ns) {
       busy_whole = false;
@@ -246,6 +259,7 @@ class gpu_control_loop {
   void step(instant now) noexcept {
     rate_observation obs;
     bool synced_busy_whole = true;
+    bool synced_wait_whole = true;
     obs.now = now;
     obs.window = now - last_step_;
     for (job& j : jobs_) {
@@ -277,10 +291,11 @@ class gpu_control_loop {
       }
       j.step_busy_ns = busy;
       j.step_samples = samples;
-      if (j.cls == job_class::production) add_synced(j, *side, synced_busy_whole);
+      if (j.cls == job_class::production) add_synced(j, *side, synced_busy_whole, synced_wait_whole);
     }
-    // Busy time over only part of the marked span would make a speed of mismatched parts.
+    // Busy time or wait over only part of the marked span would make a speed of mismatched parts.
     if (obs.production && !synced_busy_whole) obs.production->synced_gpu_busy.reset();
+    if (obs.production && !synced_wait_whole) obs.production->synced_sync_wait.reset();
     last_step_ = now;
     const rate_decision previous = decision_;
     decision_ = controller_.step(obs);

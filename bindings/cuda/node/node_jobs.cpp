@@ -92,7 +92,7 @@ abi::job_holdings node_server::bounded_holdings(const job& j, const abi::job_hol
 /// node sees it hold a context on its GPU (it then starts steering the controller).
 void node_server::enter_control(job& j) {
   loop& l = gpu_loop(j.gpu);
-  l.add_job(j.id, j.cls, j.segment, now());
+  l.add_job(j.id, j.cls, j.segment, now(), j.marks_wait);
   // A job chosen to wait waits from its first launch; so does a late one (register_job).
   if (j.mechanism && j.mechanism->mechanism == opportunistic_mechanism::held) l.hold(j.id, true);
   if (j.late && j.cls == job_class::opportunistic &&
@@ -200,6 +200,7 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   // CUDA already started in the process, outside the server it should be a client of: it cannot
   // join it now. Beside production, an opportunistic job outside MPS would take turns with the
   // server's work at normal priority, so it is held until it restarts.
+  j->marks_wait = (req.flags & abi::register_flag_marks_wait) != 0;
   j->late = (req.flags & abi::register_flag_cuda_started) != 0 && settings.client != 0 &&
             (req.flags & abi::register_flag_mps_client) == 0;
   // Under `auto` the node may choose a separate context for it anyway: it shares that way.

@@ -53,6 +53,8 @@ struct node_server::job {
   /// registration failed, or it waited less than its interposer's bound): an opportunistic job is
   /// held beside production for as long as it runs, a production job is shown and logged.
   bool late = false;
+  /// Its interposer's synchronisation marks carry its wait (`abi::register_flag_marks_wait`).
+  bool marks_wait = false;
   /// Which profile is its (an opportunistic job whose process /proc could say).
   std::optional<profile_key> profile;
   /// The node holds it: its production co-runner stayed below its target at the cap's floor

@@ -142,6 +142,31 @@ TEST(ControlLoop, AProductionJobAloneIsMeasuredBetweenItsMarksWithoutBusyTime) {
   EXPECT_FALSE(loop.controller().last.production->synced_gpu_busy);
 }
 
+TEST(ControlLoop, AMarkedWaitIsReadBetweenMarksOnlyFromAJobWhoseInterposerSaysItMarksIt) {
+  gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
+  auto marking = make_segment();
+  auto older = make_segment();
+  loop.add_job(1, tgs::job_class::production, marking.get(), t0, true);
+  loop.add_job(2, tgs::job_class::production, older.get(), t0, false);
+  cabi::write_sync_mark(*marking, 100, 0, 10'000'000, 1'000'000);
+  cabi::write_sync_mark(*older, 100, 0, 10'000'000);
+  loop.run(t0 + 100ms, 0);
+  cabi::write_sync_mark(*marking, 5'100, 0, 60'000'000, 13'000'000);
+  cabi::write_sync_mark(*older, 200, 0, 60'000'000);
+  loop.run(t0 + 200ms, 0);
+  EXPECT_FALSE(loop.controller().last.production->synced_sync_wait)
+      << "the older interposer's marks carry no wait: a sum over both jobs would mismatch the blocks";
+  loop.remove_job(2, t0 + 250ms);
+  cabi::write_sync_mark(*marking, 7'100, 0, 80'000'000, 16'000'000);
+  loop.run(t0 + 350ms, 0);
+  EXPECT_EQ(loop.controller().last.production->synced_blocks, std::optional<std::uint64_t>{2'000});
+  EXPECT_EQ(loop.controller().last.production->synced_sync_wait, std::optional<tgs::duration>{3ms});
+  // A forged wait longer than the span between the marks counts as the span at most.
+  cabi::write_sync_mark(*marking, 8'100, 0, 90'000'000, 999'000'000);
+  loop.run(t0 + 450ms, 0);
+  EXPECT_EQ(loop.controller().last.production->synced_sync_wait, std::optional<tgs::duration>{10ms});
+}
+
 TEST(ControlLoop, AProductionJobsMarksSpanNoBusyTimeItWasNotSampled) {
   gpu_control_loop<fixed_budget> loop{fixed_budget{{.budget = std::nullopt}}, t0};
   auto prod = make_segment();

@@ -78,7 +78,8 @@ job_activity activity_of(py::handle value, const std::string& what) {
   const py::dict d = to_dict(value, what);
   refuse_unknown_keys(d, what,
                       {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s",
-                       "gpu_busy_s", "synced_blocks", "synced_gpu_busy_s", "synced_span_s"});
+                       "gpu_busy_s", "synced_blocks", "synced_gpu_busy_s", "synced_span_s",
+                       "synced_sync_wait_s"});
   job_activity a;
   if (d.contains("blocks_launched")) {
     a.blocks_launched = to_count(d["blocks_launched"], what + ".blocks_launched");
@@ -92,7 +93,8 @@ job_activity activity_of(py::handle value, const std::string& what) {
         std::pair{"sync_wait_s", &job_activity::sync_wait},
         std::pair{"gpu_busy_s", &job_activity::gpu_busy},
         std::pair{"synced_gpu_busy_s", &job_activity::synced_gpu_busy},
-        std::pair{"synced_span_s", &job_activity::synced_span}}) {
+        std::pair{"synced_span_s", &job_activity::synced_span},
+        std::pair{"synced_sync_wait_s", &job_activity::synced_sync_wait}}) {
     if (d.contains(key) && !d[key].is_none()) {
       a.*field = from_seconds(non_negative_seconds(d[key], what + "." + key));
     }
@@ -334,7 +336,8 @@ tgs.ConfigError with the policy's own message.
       .def("step", &controller::step, py::arg("observation"),
            R"(One step. `observation`: {"now_s", "window_s", "production", "opportunistic"}, each
 job (or None when absent) {"blocks_launched", "launches", "mean_iteration_time_s", "sync_wait_s",
-"gpu_busy_s", "synced_blocks", "synced_gpu_busy_s", "synced_span_s"} (None or absent: not known).
+"gpu_busy_s", "synced_blocks", "synced_gpu_busy_s", "synced_span_s", "synced_sync_wait_s"} (None or
+absent: not known).
 Returns {"share", "opportunistic_budget" (blocks per budget window; None: unthrottled),
 "budget_window_s", "revisit_at_s" (None: only on a job event), "fill_gaps" (None, or
 {"holdoff_s", "max_inflight"}: opportunistic launches also pass while the production job leaves

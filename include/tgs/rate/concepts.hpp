@@ -85,6 +85,10 @@ struct job_activity {
   /// `synced_blocks` over it is the job's throughput in whole iterations, which is what its user
   /// sees (host and GPU together) and what a launch-count window misreads by an iteration.
   std::optional<duration> synced_span{};
+  /// The time the job blocked in its synchronisation calls between those two synchronisations:
+  /// waiting for its GPU work, which an opportunistic job's kernels lengthen and the job's own
+  /// host side does not (a job whose host work overlaps its GPU work waits less than its GPU time).
+  std::optional<duration> synced_sync_wait{};
 };
 
 /// Everything a rate controller may look at when it is stepped.
