@@ -379,6 +379,187 @@ TEST(PriorityShare, ThePolicyRevisitsEveryPeriodWhileAProductionJobRuns) {
   EXPECT_EQ(c.step({epoch + period, duration::zero(), std::nullopt, opportunistic(1)}).revisit_at, never);
 }
 
+// --- the GPU-wait signal ------------------------------------------------------------------------
+
+/// A host-bound production job: 0.5 ms of GPU time and 3.5 ms of host time per iteration of 500
+/// blocks, its host time drawn afresh every window within ±`host_jitter` (seeded); beside the
+/// opportunistic job each iteration's GPU time grows by `gpu_stretch` times the share of its
+/// uncapped rate the cap lets through. The interposer's sampled busy time is off by up to ±1%.
+/// Its host waits for its GPU work (iteration = host + GPU, wait = GPU) unless `overlapped`: then
+/// it prepares the next iteration while the GPU runs (iteration = the longer of the two, wait =
+/// what the GPU takes beyond the host).
+struct host_bound_feed {
+  static constexpr double gpu_s = 0.5e-3;
+  static constexpr double host_s = 3.5e-3;
+  static constexpr double iteration_blocks = 500;
+  priority_share c;
+  instant now = epoch;
+  rate_decision last{};
+  splitmix64 rng{11};
+  double host_jitter = 0.0;
+  double gpu_stretch = 0.0;
+  int first_cap_window = -1;  ///< the first shared window (counted from 1) that ended capped
+  int shared_windows = 0;
+  int caps_set = 0;           ///< uncapped-to-capped changes while sharing
+  bool overlapped = false;
+  bool marks_wait = true;     ///< an interposer that marks the wait
+
+  explicit host_bound_feed(const cfg_t& cfg) : c(cfg) {}
+
+  double uniform(double spread) { return 1.0 - spread + 2.0 * spread * static_cast<double>(rng.below(10'001)) / 10'000.0; }
+  [[nodiscard]] double opp_rate() const {
+    return last.opportunistic_budget ? std::min(opp_uncapped, static_cast<double>(*last.opportunistic_budget))
+                                     : opp_uncapped;
+  }
+  /// A window of the production job: its synced blocks, span and busy time, and the window's.
+  job_activity window(bool shared) {
+    const double gpu = gpu_s * (1.0 + (shared ? gpu_stretch * opp_rate() / opp_uncapped : 0.0));
+    const double host = host_s * uniform(host_jitter);
+    const double iteration = overlapped ? std::max(host, gpu) : host + gpu;
+    const double wait = overlapped ? std::max(0.0, gpu - host) : gpu;
+    const double iterations = std::floor(to_seconds(period) / iteration);
+    job_activity a;
+    a.blocks_launched = static_cast<std::uint64_t>(iterations * iteration_blocks);
+    a.synced_blocks = a.blocks_launched;
+    a.synced_span = std::chrono::duration_cast<duration>(std::chrono::duration<double>(iterations * iteration));
+    // The node samples the production job only while an opportunistic job shares the GPU.
+    if (shared) {
+      a.synced_gpu_busy = std::chrono::duration_cast<duration>(std::chrono::duration<double>(iterations * gpu * uniform(0.01)));
+      a.gpu_busy = a.synced_gpu_busy;
+    }
+    if (marks_wait) {
+      a.synced_sync_wait = std::chrono::duration_cast<duration>(std::chrono::duration<double>(iterations * wait));
+    }
+    return a;
+  }
+  void alone(int n) {
+    for (int i = 0; i < n; ++i) {
+      now += period;
+      last = c.step({now, period, window(false), std::nullopt});
+    }
+  }
+  void arrive() { last = c.step({now, duration::zero(), window(true), opportunistic(0)}); }
+  void share(int n) {
+    for (int i = 0; i < n; ++i) {
+      const double used = opp_rate();
+      const bool was_capped = last.opportunistic_budget.has_value();
+      now += period;
+      last = c.step({now, period, window(true), opportunistic(used)});
+      ++shared_windows;
+      // A refresh holds the opportunistic job at its floor too: that is no cap.
+      if (last.opportunistic_budget && !was_capped && c.phase() == priority_share_phase::sharing) {
+        ++caps_set;
+        if (first_cap_window < 0) first_cap_window = shared_windows;
+      }
+    }
+  }
+};
+
+cfg_t gpu_wait() {
+  cfg_t c;
+  c.gpu_wait_signal = true;
+  return c;
+}
+
+/// The stretch of the production job's GPU time that costs it `loss` of its speed.
+constexpr double stretch_for(double loss) {
+  return (host_bound_feed::host_s + host_bound_feed::gpu_s) * (1.0 / (1.0 - loss) - 1.0) / host_bound_feed::gpu_s;
+}
+
+TEST(PriorityShare, UnderTheGpuWaitSignalTheReferenceIsTakenBesideTheHeldOpportunisticJob) {
+  // Alone, the node does not sample the production job: no busy time, so no reference; on the
+  // arrival the opportunistic job is held at its floor while the reference is measured.
+  host_bound_feed f{gpu_wait()};
+  f.alone(16);
+  f.arrive();
+  EXPECT_EQ(f.c.phase(), priority_share_phase::reference);
+  ASSERT_TRUE(f.last.opportunistic_budget);
+  EXPECT_EQ(*f.last.opportunistic_budget, cfg_t{}.min_budget_blocks);
+  f.share(cfg_t{}.refresh_windows + 1);
+  EXPECT_EQ(f.c.phase(), priority_share_phase::sharing);
+  EXPECT_FALSE(f.last.opportunistic_budget);
+  const state_report r = f.c.describe();
+  ASSERT_NE(r.find("reference_gpu_ns_per_block"), nullptr);
+  EXPECT_NEAR(std::get<double>(r.find("reference_gpu_ns_per_block")->value), 1e9 * host_bound_feed::gpu_s / 500, 10.0);
+  ASSERT_NE(r.find("reference_wait_ns_per_block"), nullptr);
+  EXPECT_NEAR(std::get<double>(r.find("reference_wait_ns_per_block")->value), 1e9 * host_bound_feed::gpu_s / 500, 1.0);
+  EXPECT_EQ(r.find("reference_blocks_per_s"), nullptr) << "the samples are not blocks per second";
+  f.share(8);
+  const state_report later = f.c.describe();
+  ASSERT_NE(later.find("busy_loss"), nullptr);
+  ASSERT_NE(later.find("wait_loss"), nullptr);
+  EXPECT_NEAR(std::get<double>(later.find("busy_loss")->value), 0.0, 0.01);
+  EXPECT_NEAR(std::get<double>(later.find("wait_loss")->value), 0.0, 0.01);
+}
+
+/// Over 20 seeds: a production job with ±`jitter` host time per window, unhurt for a minute,
+/// then losing `loss` of its speed to the opportunistic job uncapped. Returns the most caps any
+/// seed set in the unhurt minute, and the latest window (after the loss began) at which a seed
+/// first capped (-1: some seed never did within 40 windows).
+struct detection {
+  int most_false_caps = 0;
+  int latest_detection_window = 0;
+};
+detection detect(const cfg_t& cfg, double jitter, double loss, bool overlapped = false, bool marks_wait = true) {
+  detection out;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    host_bound_feed f{cfg};
+    f.rng = splitmix64{seed};
+    f.host_jitter = jitter;
+    f.overlapped = overlapped;
+    f.marks_wait = marks_wait;
+    f.alone(16);
+    f.arrive();
+    f.share(cfg.refresh_windows + 1);  // the reference, where the signal needs one beside
+    const int before = f.caps_set;
+    f.share(120);
+    out.most_false_caps = std::max(out.most_false_caps, f.caps_set - before);
+    // The loss starts with the cap lifted, as after a false alarm has been undone.
+    for (int i = 0; i < 100 && f.last.opportunistic_budget; ++i) f.share(1);
+    f.gpu_stretch = overlapped ? loss : stretch_for(loss);
+    const int from = f.shared_windows;
+    f.first_cap_window = -1;
+    for (int i = 0; i < 40 && f.first_cap_window < 0; ++i) f.share(1);
+    if (f.first_cap_window < 0 || out.latest_detection_window < 0) {
+      out.latest_detection_window = -1;
+    } else {
+      out.latest_detection_window = std::max(out.latest_detection_window, f.first_cap_window - from);
+    }
+  }
+  return out;
+}
+
+TEST(PriorityShare, TheGpuWaitSignalSeesAFivePercentLossUnderFifteenPercentJitterWithinTenSeconds) {
+  // The case: a host-bound job whose speed moves 8-15% a second, a 5% loss to see
+  // within 10 s (20 windows) and no reaction to the noise.
+  const detection d = detect(gpu_wait(), 0.15, 0.05);
+  EXPECT_EQ(d.most_false_caps, 0);
+  EXPECT_GE(d.latest_detection_window, 1);
+  EXPECT_LE(d.latest_detection_window, 20);
+}
+
+TEST(PriorityShare, TheSpeedSignalCannotTellAFivePercentLossFromFifteenPercentJitter) {
+  // The same job under the default signal: its speed's own noise hides the loss (a 4% tolerance
+  // plus 2.33 standard errors of a ±13% speed), so some seed still has not capped after 20 s.
+  const detection d = detect(cfg_t{}, 0.15, 0.05);
+  EXPECT_EQ(d.latest_detection_window, -1);
+}
+
+TEST(PriorityShare, KernelsStretchedUnderAnOverlappedHostCostNothingAndAreNotCapped) {
+  // A job that prepares its next iteration while its kernels run: kernels 1.5 times as long (0.75
+  // of its 3.5 ms host time) keep the GPU busier per block and cost it no time. The busy time
+  // alone would read a loss; the wait, which does not grow, says there is none.
+  const detection d = detect(gpu_wait(), 0.15, 0.5, true);
+  EXPECT_EQ(d.most_false_caps, 0);
+  EXPECT_EQ(d.latest_detection_window, -1) << "a cap on a job that lost nothing";
+}
+
+TEST(PriorityShare, WithoutAMarkedWaitTheBusyTimeAloneIsReadAndErrsTowardsProtecting) {
+  // An older interposer marks no wait: the same stretch then reads as a loss, and the cap closes.
+  const detection d = detect(gpu_wait(), 0.15, 0.5, true, false);
+  EXPECT_GE(d.latest_detection_window, 1);
+}
+
 TEST(PriorityShare, SettingsOutOfRangeAreRefusedByName) {
   const auto refused = [](cfg_t cfg, const std::string& field) {
     try {

@@ -92,6 +92,27 @@ enum class priority_share_phase : std::uint8_t {
 /// GPU together, which is what its user sees. Without synchronisation marks it is the window's
 /// launched blocks over the window.
 ///
+/// **The GPU-wait signal** (`gpu_wait_signal`). A host-bound job's speed moves 8–15% from one
+/// second to the next with its own host side, and a test on that speed cannot tell a 5% loss
+/// from it within seconds. What an opportunistic job takes is GPU time: beside it each of the
+/// production job's blocks keeps the GPU busy longer, whatever its host side does; and the job
+/// loses wall time only where it then waits longer for its GPU work. With this setting a window's
+/// sample is the wall time lost, as a fraction of the window: the lesser of the extra busy time
+/// and the extra wait beyond the reference's per block (blocks × per-block reference subtracted
+/// from the window's busy time and from its wait), between the job's synchronisations
+/// (`synced_gpu_busy`, `synced_sync_wait`); the test runs on 1 − that fraction against the
+/// reference's own. Host jitter moves a window's blocks and wall time, not the busy time or the
+/// wait per block, so the noise left is the GPU's own. The lesser of the two because each alone
+/// misreads one kind of job: a host-bound PyTorch job's kernels run while its host prepares the
+/// next ones, so kernels stretched by a co-runner keep the GPU busier per block without costing
+/// it time (on an H200 the busy time alone read a 7.5–11% loss of a job that ran at 1.07 of
+/// alone, docs/results/noise-detection.md); a GPU-bound job whose host side speeds up waits
+/// longer at the same speed. Without a marked wait (an older interposer) the busy time alone is
+/// read, which overstates and so errs towards protecting the job; without the busy time there is
+/// no sample. A production job is sampled only while an opportunistic job shares its GPU, so the
+/// reference is taken with the opportunistic job held at its floor (`reference` phase) on every
+/// arrival.
+///
 /// ```cpp
 /// tgs::priority_share c{{}};
 /// auto d = c.step({.now = tgs::epoch, .window = {}, .production = {}, .opportunistic = tgs::job_activity{}});
@@ -142,6 +163,10 @@ class priority_share {
     /// the decision says it is unprotected (`rate_decision::production_unprotected`). Our choice:
     /// 2, five seconds at the defaults, so one unlucky test does not move a job.
     int unprotected_tests = 2;
+    /// Read the production job's loss from the GPU time it waits for per block instead of its
+    /// speed (see the class comment). Off by default until real GPUs confirm it
+    /// (docs/results/noise-detection.md).
+    bool gpu_wait_signal = false;
   };
 
   static constexpr std::string_view name = "priority-share";
@@ -178,6 +203,9 @@ class priority_share {
       setting<config>{"unprotected-tests",
                       "tests in a row that find production hurt at the floor before it is unprotected",
                       &config::unprotected_tests},
+      setting<config>{"gpu-wait-signal",
+                      "read production's loss from the GPU time it waits for per block, not its speed",
+                      &config::gpu_wait_signal},
   };
 
   /// Validates `cfg`; throws `tgs::config_error` naming the field.
@@ -195,13 +223,18 @@ class priority_share {
       // No production job: its reference goes with it; the opportunistic job runs free.
       stage_ = stage::inactive;
       reference_.clear();
+      busy_per_block_ = 0.0;
+      wait_per_block_ = -1.0;
       if (timed && obs.opportunistic) note_demand(*obs.opportunistic, obs.window, true);
       return decision(false);
     }
-    const std::optional<double> speed = timed ? speed_of(*obs.production, obs.window) : std::nullopt;
+    const std::optional<window_sample> sample = timed ? sample_of(*obs.production, obs.window) : std::nullopt;
     if (!obs.opportunistic) {
       stage_ = stage::inactive;
-      if (speed) reference_.push(*speed, cfg_.reference_windows);
+      if (sample) {
+        push(reference_, *sample, cfg_.reference_windows);
+        rebase();
+      }
       return decision(true);
     }
     if (stage_ == stage::inactive) {
@@ -221,7 +254,7 @@ class priority_share {
     if (!timed) return decision(true);
     note_demand(*obs.opportunistic, obs.window, !cap_);
     if (stage_ == stage::reference) {
-      if (speed && ++reference_seen_ > 1) fresh_.push(*speed, cfg_.reference_windows);
+      if (sample && ++reference_seen_ > 1) push(fresh_, *sample, cfg_.reference_windows);
       // A production job that stays idle gives no samples: after three times the windows a
       // reference takes, sharing resumes with what was measured (nothing: the previous
       // reference), so an idle production job never holds the opportunistic one at its floor.
@@ -232,7 +265,7 @@ class priority_share {
       return decision(true);
     }
     ++since_refresh_;
-    if (speed) judge(*speed);
+    if (sample) judge(*sample);
     if (cfg_.refresh_every_windows > 0 && since_refresh_ >= cfg_.refresh_every_windows) {
       since_refresh_ = 0;
       start_reference();
@@ -263,12 +296,33 @@ class priority_share {
     r.add("phase", to_string(phase()));
     r.add("budget_blocks", cap_ ? static_cast<std::int64_t>(*cap_) : std::int64_t{-1});
     if (reference_.count > 0) {
-      r.add("reference_blocks_per_s", reference_.mean());
+      // Under the GPU-wait signal the samples are relative speeds (about 1), not blocks/s.
+      if (!cfg_.gpu_wait_signal) r.add("reference_blocks_per_s", reference_.mean());
       r.add("reference_cv", reference_.mean() > 0.0 ? std::sqrt(reference_.variance()) / reference_.mean() : 0.0);
     }
     if (evidence_.count > 0 && reference_.mean() > 0.0) {
       r.add("slowdown", 1.0 - evidence_.mean() / reference_.mean());
       r.add("z", last_z_);
+    }
+    if (cfg_.gpu_wait_signal) {
+      r.add("signal", "gpu-wait");
+      if (busy_per_block_ > 0.0) r.add("reference_gpu_ns_per_block", busy_per_block_ * 1e9);
+      if (wait_per_block_ >= 0.0) r.add("reference_wait_ns_per_block", wait_per_block_ * 1e9);
+      // The two readings the sample is the lesser of, over the latest evidence: what the busy
+      // time alone and the wait alone would say the job lost.
+      if (evidence_.count > 0 && busy_per_block_ > 0.0) {
+        double busy = 0.0;
+        double wait = 0.0;
+        bool waits = wait_per_block_ >= 0.0;
+        for (int i = 0; i < evidence_.count; ++i) {
+          const window_sample& w = evidence_.window[static_cast<std::size_t>(i)];
+          busy += (w.busy - w.blocks * busy_per_block_) / w.span / evidence_.count;
+          wait += (w.wait - w.blocks * wait_per_block_) / w.span / evidence_.count;
+          waits = waits && w.wait >= 0.0;
+        }
+        r.add("busy_loss", busy);
+        if (waits) r.add("wait_loss", wait);
+      }
     }
     if (uncapped_demand_ > 0.0) r.add("uncapped_demand_blocks", uncapped_demand_);
     return r;
@@ -277,14 +331,28 @@ class priority_share {
  private:
   enum class stage : std::uint8_t { inactive, reference, sharing };
 
-  /// Up to `max_samples` speeds: the latest `limit` ones are kept.
+  /// One window of the production job: its speed (blocks per second), and the blocks, GPU busy
+  /// time, wait and wall time the GPU-wait signal reads (seconds; busy 0 and wait -1 when not
+  /// known).
+  struct window_sample {
+    double speed = 0.0;
+    double blocks = 0.0;
+    double busy = 0.0;
+    double wait = -1.0;
+    double span = 0.0;
+  };
+
+  /// Up to `max_samples` samples (each window's value for the test, and the window it came
+  /// from): the latest `limit` ones are kept.
   struct samples {
     std::array<double, max_samples> value{};
+    std::array<window_sample, max_samples> window{};
     int count = 0;
     int next = 0;
     void clear() noexcept { count = next = 0; }
-    void push(double x, int limit) noexcept {
+    void push(double x, const window_sample& w, int limit) noexcept {
       value[static_cast<std::size_t>(next)] = x;
+      window[static_cast<std::size_t>(next)] = w;
       next = (next + 1) % limit;
       count = std::min(count + 1, limit);
     }
@@ -335,14 +403,65 @@ class priority_share {
     return c;
   }
 
-  /// The production job's blocks per second: between its synchronisations where it made two in
-  /// the window, else over the window; empty when it launched nothing.
-  [[nodiscard]] static std::optional<double> speed_of(const job_activity& a, duration window) noexcept {
+  /// The production job's window: between its synchronisations where it made two in the
+  /// window, else over the window; empty when it launched nothing, and under the GPU-wait signal
+  /// when its busy time is not known.
+  [[nodiscard]] std::optional<window_sample> sample_of(const job_activity& a, duration window) const noexcept {
+    window_sample w;
     if (a.synced_blocks && a.synced_span && *a.synced_blocks > 0 && *a.synced_span > duration::zero()) {
-      return static_cast<double>(*a.synced_blocks) / to_seconds(*a.synced_span);
+      w.blocks = static_cast<double>(*a.synced_blocks);
+      w.span = to_seconds(*a.synced_span);
+      if (a.synced_gpu_busy) w.busy = to_seconds(*a.synced_gpu_busy);
+      if (a.synced_sync_wait) w.wait = to_seconds(*a.synced_sync_wait);
     }
-    if (a.blocks_launched == 0) return std::nullopt;
-    return static_cast<double>(a.blocks_launched) / to_seconds(window);
+    if (w.blocks == 0.0 || (cfg_.gpu_wait_signal && !a.synced_gpu_busy)) {
+      // The whole window: its launched blocks, and its busy time where the synced one is missing
+      // (the window's wait does not match its blocks: a window ends mid-iteration).
+      if (a.blocks_launched == 0) return std::nullopt;
+      w.blocks = static_cast<double>(a.blocks_launched);
+      w.span = to_seconds(window);
+      w.busy = a.gpu_busy ? to_seconds(*a.gpu_busy) : 0.0;
+      w.wait = -1.0;
+      if (cfg_.gpu_wait_signal && !a.gpu_busy) return std::nullopt;
+    }
+    w.speed = w.blocks / w.span;
+    return w;
+  }
+
+  /// The value the test compares: the speed, or under the GPU-wait signal 1 minus the fraction
+  /// of the window lost: the lesser of the busy time and the wait beyond the reference's per
+  /// block (the busy time alone where either wait is not known).
+  [[nodiscard]] double value_of(const window_sample& w) const noexcept {
+    if (!cfg_.gpu_wait_signal) return w.speed;
+    double lost = w.busy - w.blocks * busy_per_block_;
+    if (w.wait >= 0.0 && wait_per_block_ >= 0.0) lost = std::min(lost, w.wait - w.blocks * wait_per_block_);
+    return 1.0 - lost / w.span;
+  }
+  void push(samples& to, const window_sample& w, int limit) const noexcept { to.push(value_of(w), w, limit); }
+
+  /// Under the GPU-wait signal, the reference's busy time and wait per block from its windows
+  /// (the wait only when every window has one), and every kept value again against them: called
+  /// whenever the reference changes.
+  void rebase() noexcept {
+    if (!cfg_.gpu_wait_signal) return;
+    double blocks = 0.0;
+    double busy = 0.0;
+    double wait = 0.0;
+    bool waits = reference_.count > 0;
+    for (int i = 0; i < reference_.count; ++i) {
+      const window_sample& w = reference_.window[static_cast<std::size_t>(i)];
+      blocks += w.blocks;
+      busy += w.busy;
+      wait += w.wait;
+      waits = waits && w.wait >= 0.0;
+    }
+    busy_per_block_ = blocks > 0.0 ? busy / blocks : 0.0;
+    wait_per_block_ = waits && blocks > 0.0 ? wait / blocks : -1.0;
+    for (samples* set : {&reference_, &evidence_, &fresh_}) {
+      for (int i = 0; i < set->count; ++i) {
+        set->value[static_cast<std::size_t>(i)] = value_of(set->window[static_cast<std::size_t>(i)]);
+      }
+    }
   }
 
   /// What the opportunistic job launched per budget window; remembered while it ran uncapped.
@@ -377,11 +496,16 @@ class priority_share {
       const double se = std::max(std::sqrt(pooled * (1.0 / reference_.count + 1.0 / fresh_.count)),
                                  1e-6 * reference_.mean());
       if (std::abs(fresh_.mean() - reference_.mean()) / se <= cfg_.confidence_z) {
-        for (int i = 0; i < fresh_.count; ++i) reference_.push(fresh_.value[static_cast<std::size_t>(i)], cfg_.reference_windows);
+        for (int i = 0; i < fresh_.count; ++i) {
+          const auto k = static_cast<std::size_t>(i);
+          reference_.push(fresh_.value[k], fresh_.window[k], cfg_.reference_windows);
+        }
+        rebase();
         return;
       }
     }
     reference_ = fresh_;
+    rebase();
   }
 
   void start_sharing() noexcept {
@@ -391,13 +515,13 @@ class priority_share {
     skip_ = 1;
   }
 
-  /// One window's speed while both run: the test, and what it leads to.
-  void judge(double speed) noexcept {
+  /// One window while both run: the test, and what it leads to.
+  void judge(const window_sample& w) noexcept {
     if (skip_ > 0) {
       --skip_;  // the window a change took effect in shows neither the old cap nor the new one
       return;
     }
-    evidence_.push(speed, cfg_.evidence_windows);
+    push(evidence_, w, cfg_.evidence_windows);
     if (evidence_.count < min_evidence || reference_.count < 2) return;
     const double level = reference_.mean() * (1.0 - cfg_.tolerated_slowdown);
     const int nr = reference_.count;
@@ -420,6 +544,7 @@ class priority_share {
       // becomes the reference, so a job that sped up is protected at its new speed.
       reference_ = evidence_;
       evidence_.clear();
+      rebase();
     } else if (nc >= cfg_.evidence_windows && cap_) {
       // A whole block of windows at or above the tolerated level: probe a looser cap. Asking
       // for significance here too would leave a cap that one unlucky reference caused (a
@@ -513,6 +638,8 @@ class priority_share {
   double point_slowdown_ = 0.0;
   double point_se_ = 0.0;
   double slope_ = 0.0;            // slowdown per block of cap (0: not known yet)
+  double busy_per_block_ = 0.0;   // the reference's GPU busy seconds per block (GPU-wait signal)
+  double wait_per_block_ = -1.0;  // and its wait per block (-1: not known)
   int reference_seen_ = 0;        // windows with a sample in this reference (the first discarded)
   int reference_elapsed_ = 0;     // windows in this reference, with a sample or not
   int skip_ = 0;
