@@ -236,6 +236,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--jitter-period-s", jitter_period_s, "how long one draw of --host-jitter lasts, s")
       ->check(CLI::Range(0.001, 1e3));
+  std::uint64_t jitter_seed = 42;
+  app.add_option("--jitter-seed", jitter_seed, "seed of the --host-jitter draws (a benchmark's runs differ by it)");
   app.add_option("--seconds", seconds, "run time; 0 runs until killed")->check(CLI::Range(0.0, 1e6));
   app.add_option("--report", report_s, "seconds between progress lines")->check(CLI::Range(0.01, 1e3));
   app.add_option("--device", device, "device ordinal");
@@ -379,9 +381,10 @@ int main(int argc, char** argv) {
   auto last_report = start;
   std::uint64_t iterations = 0;
   std::uint64_t last_iterations = 0;
-  // A fixed seed: the same sequence of host speeds on every run and library (mt19937_64's output
-  // is fixed by the standard; the draw in [0, 1) is its top 53 bits, as traces/random.hpp does).
-  std::mt19937_64 jitter_engine{42};
+  // A given seed gives the same sequence of host speeds on every run and library (mt19937_64's
+  // output is fixed by the standard; the draw in [0, 1) is its top 53 bits, as traces/random.hpp
+  // does).
+  std::mt19937_64 jitter_engine{jitter_seed};
   double host_factor = 1.0;
   auto next_draw = start;
   std::signal(SIGUSR1, on_idle);
