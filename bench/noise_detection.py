@@ -237,8 +237,6 @@ class Trial:
         detected = None
         while time.time() - loss_at < DETECT_LIMIT_S:
             ctl, _ = self.controller()
-            if os.environ.get("NOISE_DEBUG"):
-                print("loss %.1f s: %s" % (time.time() - loss_at, ctl), file=sys.stderr)
             if ctl and ctl.get("phase") == "sharing" and ctl.get("budget_blocks", -1) >= 0:
                 detected = time.time() - loss_at
                 break

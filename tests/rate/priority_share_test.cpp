@@ -42,30 +42,39 @@ job_activity opportunistic(double blocks_per_budget_window) {
   return a;
 }
 
-/// A pair on one GPU: `hurt(cap)` is the production job's relative speed when the opportunistic
-/// job launches at most `cap` (empty: uncapped) per budget window; `jitter` spreads each
-/// window's production speed uniformly by ±jitter (seeded).
-struct pair_feed {
+/// What every feed below has: the controller, the clock, its latest decision and seeded draws.
+struct feed_base {
   priority_share c;
   instant now = epoch;
   rate_decision last{};
-  splitmix64 rng{7};
-  double jitter = 0.0;
-  /// The production job's loss at the opportunistic job's full uncapped rate; it scales with
-  /// the share of that rate the cap lets through.
-  double loss_at_full = 0.0;
+  splitmix64 rng;
 
-  explicit pair_feed(const cfg_t& cfg = {}) : c(cfg) {}
+  feed_base(const cfg_t& cfg, std::uint64_t seed) : c(cfg), rng(seed) {}
 
-  double noise() {
-    if (jitter == 0.0) return 1.0;
-    return 1.0 - jitter + 2.0 * jitter * static_cast<double>(rng.below(10'001)) / 10'000.0;
+  /// A draw uniform in [1 - spread, 1 + spread]; 1, without a draw, when `spread` is 0.
+  double uniform(double spread) {
+    if (spread == 0.0) return 1.0;
+    return 1.0 - spread + 2.0 * spread * static_cast<double>(rng.below(10'001)) / 10'000.0;
   }
   /// The opportunistic job's rate this window under the latest decision.
   [[nodiscard]] double opp_rate() const {
     return last.opportunistic_budget ? std::min(opp_uncapped, static_cast<double>(*last.opportunistic_budget))
                                      : opp_uncapped;
   }
+};
+
+/// A pair on one GPU: `hurt(cap)` is the production job's relative speed when the opportunistic
+/// job launches at most `cap` (empty: uncapped) per budget window; `jitter` spreads each
+/// window's production speed uniformly by ±jitter (seeded).
+struct pair_feed : feed_base {
+  double jitter = 0.0;
+  /// The production job's loss at the opportunistic job's full uncapped rate; it scales with
+  /// the share of that rate the cap lets through.
+  double loss_at_full = 0.0;
+
+  explicit pair_feed(const cfg_t& cfg = {}) : feed_base(cfg, 7) {}
+
+  double noise() { return uniform(jitter); }
   /// The production job alone for `n` windows.
   void alone(int n) {
     for (int i = 0; i < n; ++i) {
@@ -388,14 +397,10 @@ TEST(PriorityShare, ThePolicyRevisitsEveryPeriodWhileAProductionJobRuns) {
 /// Its host waits for its GPU work (iteration = host + GPU, wait = GPU) unless `overlapped`: then
 /// it prepares the next iteration while the GPU runs (iteration = the longer of the two, wait =
 /// what the GPU takes beyond the host).
-struct host_bound_feed {
+struct host_bound_feed : feed_base {
   static constexpr double gpu_s = 0.5e-3;
   static constexpr double host_s = 3.5e-3;
   static constexpr double iteration_blocks = 500;
-  priority_share c;
-  instant now = epoch;
-  rate_decision last{};
-  splitmix64 rng{11};
   double host_jitter = 0.0;
   double gpu_stretch = 0.0;
   int first_cap_window = -1;  ///< the first shared window (counted from 1) that ended capped
@@ -404,13 +409,8 @@ struct host_bound_feed {
   bool overlapped = false;
   bool marks_wait = true;     ///< an interposer that marks the wait
 
-  explicit host_bound_feed(const cfg_t& cfg) : c(cfg) {}
+  explicit host_bound_feed(const cfg_t& cfg) : feed_base(cfg, 11) {}
 
-  double uniform(double spread) { return 1.0 - spread + 2.0 * spread * static_cast<double>(rng.below(10'001)) / 10'000.0; }
-  [[nodiscard]] double opp_rate() const {
-    return last.opportunistic_budget ? std::min(opp_uncapped, static_cast<double>(*last.opportunistic_budget))
-                                     : opp_uncapped;
-  }
   /// A window of the production job: its synced blocks, span and busy time, and the window's.
   job_activity window(bool shared) {
     const double gpu = gpu_s * (1.0 + (shared ? gpu_stretch * opp_rate() / opp_uncapped : 0.0));

@@ -226,8 +226,8 @@ class EndToEnd : public ::testing::Test {
     // Unless a test names its policy, tgs, stepping every 200 ms and profiling for 3-6 windows,
     // so a test sees its phases within seconds; other policies have settings of their own.
     if (std::find(extra.begin(), extra.end(), "--policy") == extra.end()) {
-      argv.insert(argv.end(), {"--policy", "tgs", "--tgs.production-window-ms", "200", "--tgs.profile-windows", "3",
-                               "--tgs.max-profile-windows", "6"});
+      const std::vector<std::string> tgs = tgs_policy("200");
+      argv.insert(argv.end(), tgs.begin(), tgs.end());
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
     node_ = std::make_unique<process>(argv, node_env());
@@ -241,11 +241,14 @@ class EndToEnd : public ::testing::Test {
   /// a 4 s span was anywhere from 2 to 56 it/s over six runs on an idle machine. At 1 s the step
   /// is 0.4%; such a test lets the controller settle for `steady_settle` (3 profiling windows and
   /// about 9 control windows) before it measures.
-  void start_steady_node() {
-    start_node({"--policy", "tgs", "--tgs.production-window-ms", "1000", "--tgs.profile-windows", "3",
-                "--tgs.max-profile-windows", "6"});
-  }
+  void start_steady_node() { start_node(tgs_policy("1000")); }
   static constexpr std::chrono::seconds steady_settle{12};
+
+  /// `tgs` stepping every `window_ms` and profiling for 3-6 windows.
+  static std::vector<std::string> tgs_policy(const std::string& window_ms) {
+    return {"--policy", "tgs", "--tgs.production-window-ms", window_ms, "--tgs.profile-windows", "3",
+            "--tgs.max-profile-windows", "6"};
+  }
 
   /// The node's environment: the fake NVML beside the fake driver, on the test's fake device, so
   /// the node sees the jobs' contexts and memory as it sees a real GPU's through NVML.
