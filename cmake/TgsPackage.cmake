@@ -3,7 +3,8 @@
 # install component (cmake/TgsInstall.cmake), split as Debian splits such projects, so that a GPU
 # node installs the daemon without the simulator or Python, and nothing but python3-tgs asks for
 # Python at all:
-#   tgs-node     tgs-node, libtgs-intercept.so, tgs-node.service, tgs-device-plugin, their man pages
+#   tgs-node     tgs-node, libtgs-intercept.so, tgs-node.service, tgs-device-plugin, tgs-dra-plugin,
+#                their man pages
 #   tgs-sim      tgs-sim and its man page
 #   libtgs-dev   the policy headers and the CMake package (find_package(tgs)); architecture all
 #   python3-tgs  the Python module tgs, for the python3 it was built with
@@ -56,8 +57,9 @@ if(node IN_LIST _tgs_components)
   tgs_debian_package(node tgs-node admin "transparent GPU sharing: per-node daemon and interposer"
     "tgs lets a production training job share its GPU with opportunistic jobs, with no change"
     "to their code. This package holds tgs-node (the per-node daemon, with its systemd unit),"
-    "libtgs-intercept.so (the LD_PRELOAD interposer jobs run under) and tgs-device-plugin (the"
-    "kubelet device plugin). It needs no Python.")
+    "libtgs-intercept.so (the LD_PRELOAD interposer jobs run under), tgs-device-plugin (the"
+    "kubelet device plugin) and tgs-dra-plugin (the kubelet plugin of the DRA driver gpu.tgs.io)."
+    "It needs no Python.")
   # Its postinst makes the group tgs-production with addgroup (docs/operator-guide.md).
   set(CPACK_DEBIAN_NODE_PACKAGE_DEPENDS "adduser")
   # Maintainer scripts that make the group and tell systemd about tgs-node.service.

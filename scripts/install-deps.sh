@@ -19,12 +19,13 @@ case "$set_name" in
     packages=(
       "${sim_packages[@]}" build-essential pkg-config libboost-graph-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+      libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcurl4-openssl-dev
       prometheus-cpp-dev libmicrohttpd-dev libsystemd-dev
       help2man python3 python3-yaml
       python3-dev pybind11-dev python3-numpy python3-matplotlib python3-pandas
-      # Tests only: promtool checks tgs-node's metrics; podman and runc run the CDI devices for real.
-      prometheus podman runc
+      # Tests only: promtool checks tgs-node's metrics; podman and runc run the CDI devices for real;
+      # gRPC's Python side plays kubelet to the DRA plugin, jsonschema checks its objects.
+      prometheus podman runc python3-grpcio python3-protobuf python3-jsonschema
     )
     # kubectl checks the Kubernetes manifests (that test skips without it); any kubectl already
     # on the PATH will do, and Debian's conflicts with some others.

@@ -35,7 +35,7 @@ def fresh(path):
 
 # The Debian package of each part, the part's install component (cmake/TgsInstall.cmake).
 PACKAGES = {"node": "tgs-node", "sim": "tgs-sim", "dev": "libtgs-dev", "python": "python3-tgs"}
-TOOL_PART = {"tgs-node": "node", "tgs-device-plugin": "node", "tgs-sim": "sim"}
+TOOL_PART = {"tgs-node": "node", "tgs-device-plugin": "node", "tgs-dra-plugin": "node", "tgs-sim": "sim"}
 
 
 def parts():
@@ -80,6 +80,8 @@ class InstalledTools:
             self.assertIn("--socket", run([self.tool("tgs-node"), "--help"]).stdout)
         if "tgs-device-plugin" in ARGS.tools:
             self.assertIn("--kubelet-dir", run([self.tool("tgs-device-plugin"), "--help"]).stdout)
+        if "tgs-dra-plugin" in ARGS.tools:
+            self.assertIn("--registry-dir", run([self.tool("tgs-dra-plugin"), "--help"]).stdout)
 
     def test_interposer_is_in_its_private_folder(self):
         if not ARGS.interposer:
@@ -306,6 +308,8 @@ class DebianPackage(InstalledTools, unittest.TestCase):
             depends = self.field("tgs-node", "Depends")
             self.assertRegex(depends, r"\blibgrpc\+\+", depends)
             self.assertRegex(depends, r"\blibprotobuf", depends)
+        if "tgs-dra-plugin" in ARGS.tools:
+            self.assertRegex(self.field("tgs-node", "Depends"), r"\blibcurl4\b")
 
     def test_only_the_python_module_asks_for_python(self):
         for package in set(self.debs) - {"python3-tgs"}:

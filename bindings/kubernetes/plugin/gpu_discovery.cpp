@@ -4,6 +4,8 @@
 
 #include <dlfcn.h>
 
+#include <array>
+
 namespace tgs::kubernetes {
 
 namespace {
@@ -81,6 +83,22 @@ std::optional<unsigned> driver_count(std::string& why) {
 }
 
 }  // namespace
+
+std::vector<gpu_description> describe_gpus(unsigned count) {
+  std::vector<gpu_description> out(count);
+  const library cuda("libcuda.so.1");
+  const auto init = cuda.function<int (*)(unsigned)>("cuInit");
+  const auto name = cuda.function<int (*)(char*, int, int)>("cuDeviceGetName");
+  const auto memory = cuda.function<int (*)(std::size_t*, int)>("cuDeviceTotalMem_v2");
+  if (init == nullptr || name == nullptr || memory == nullptr || init(0) != 0) return out;
+  for (unsigned i = 0; i < count; ++i) {
+    std::array<char, 256> text{};
+    if (name(text.data(), static_cast<int>(text.size()), static_cast<int>(i)) == 0) out[i].model = text.data();
+    std::size_t bytes = 0;
+    if (memory(&bytes, static_cast<int>(i)) == 0) out[i].memory_bytes = bytes;
+  }
+  return out;
+}
 
 std::optional<gpu_count> discover_gpus(std::string& why) {
   if (const std::optional<unsigned> n = nvml_count(why)) {

@@ -20,19 +20,20 @@ enum class log_level { error, warn, info, debug };
 /// Lines on stderr, prefixed with the tool's name, at or above a level.
 class logger {
  public:
-  explicit logger(log_level level) : level_(level) {}
+  explicit logger(log_level level, std::string_view tool = "tgs-device-plugin") : level_(level), tool_(tool) {}
 
   template <class... Args>
   void log(log_level level, fmt::format_string<Args...> format, Args&&... args) const {
     if (level > level_) return;
     static constexpr const char* names[] = {"error", "warn", "info", "debug"};
-    fmt::print(stderr, "tgs-device-plugin: {}: {}\n", names[static_cast<int>(level)],
+    fmt::print(stderr, "{}: {}: {}\n", tool_, names[static_cast<int>(level)],
                fmt::format(format, std::forward<Args>(args)...));
     std::fflush(stderr);
   }
 
  private:
   log_level level_;
+  std::string_view tool_;
 };
 
 struct plugin_options {
