@@ -1,37 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // tgs-dra-plugin: the kubelet plugin of the Dynamic Resource Allocation driver gpu.tgs.io.
-#include <signal.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <string>
 
 #include "dra_model.hpp"
 #include "dra_server.hpp"
-#include "gpu_discovery.hpp"
 #include "tgs/version.hpp"
+#include "tool_support.hpp"
 
 namespace {
 
 using namespace tgs::kubernetes;
 using namespace tgs::kubernetes::dra;
 
-bool is_folder(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-int usage_error(const std::string& message) {
-  fmt::print(stderr, "tgs-dra-plugin: error: {}\n", message);
-  return 2;
-}
+int usage_error(const std::string& message) { return tgs::kubernetes::usage_error("tgs-dra-plugin", message); }
 
 }  // namespace
 
@@ -74,18 +61,7 @@ int main(int argc, char** argv) {
   app.add_option("--plugin-dir", plugin_dir,
                  "this plugin's folder, kubelet's plugins/<driver>: its socket dra.sock and checkpoint claims.json")
       ->capture_default_str();
-  app.add_option("--gpus", gpus,
-                 "GPUs on this node, indices 0..N-1 (default: as many as NVML sees, else the CUDA driver)")
-      ->check(CLI::Range(1U, 1024U));
-  app.add_option("--opportunistic-replicas", cfg.opportunistic_replicas,
-                 "opportunistic devices per GPU: how many opportunistic claims may share one GPU")
-      ->check(CLI::Range(1U, 64U))
-      ->capture_default_str();
-  app.add_option("--socket-dir", cfg.paths.socket_dir,
-                 "folder where tgs-node serves one socket per GPU and class (gpu<index>-<class>.sock)")
-      ->capture_default_str();
-  app.add_option("--interposer", cfg.paths.interposer,
-                 "the host's libtgs-intercept.so (default: " TGS_INTERPOSER_FROM_BIN " from this program's folder)");
+  add_device_options(app, gpus, cfg, "claims", TGS_INTERPOSER_FROM_BIN);
   app.add_option("--node-features", options.node_features,
                  "tgs-node's Node Feature Discovery file (its --node-features-file): MPS and policies for the slice");
   app.add_option("--check-period-ms", check_period_ms,
@@ -96,16 +72,10 @@ int main(int argc, char** argv) {
                "publish every GPU even when tgs-node does not serve its class sockets");
   app.add_flag("--print-resourceslice", print_slice,
                "print the ResourceSlice this node would publish now (JSON) and exit, without kubelet or API server");
-  app.add_option("--log-level", level, "error, warn, info or debug")
-      ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
-      ->capture_default_str();
+  add_log_level_option(app, level);
   CLI11_PARSE(app, argc, argv);
 
-  const logger log(level == "error" ? log_level::error
-                   : level == "warn" ? log_level::warn
-                   : level == "debug" ? log_level::debug
-                                      : log_level::info,
-                   "tgs-dra-plugin");
+  const logger log(parse_log_level(level), "tgs-dra-plugin");
   options.registry_dir = registry_dir;
   options.plugin_dir = plugin_dir;
   options.check_period = std::chrono::milliseconds{check_period_ms};
@@ -115,13 +85,10 @@ int main(int argc, char** argv) {
       cfg.paths.socket_dir.front() != '/') {
     return usage_error("--interposer and --socket-dir must be absolute paths (the container runtime mounts them)");
   }
-  if (gpus == 0) {
-    std::string why;
-    const std::optional<gpu_count> found = discover_gpus(why);
-    if (!found) return usage_error("no GPUs found (" + why + "); pass --gpus N");
-    gpus = found->count;
-    if (!print_slice) log.log(log_level::info, "{} GPUs (from {})", gpus, found->source);
-  }
+  std::string why;
+  const std::optional<unsigned> found = gpus_or_discovered(gpus, log, /*quiet=*/print_slice, why);
+  if (!found) return usage_error("no GPUs found (" + why + "); pass --gpus N");
+  gpus = *found;
   cfg.gpus = gpus;
   const inventory devices(cfg);
 
@@ -141,12 +108,7 @@ int main(int argc, char** argv) {
   }
 
   // Signals arrive through a file descriptor the run loop polls, blocked before gRPC starts threads.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
+  const int stop_fd = stop_signal_fd();
   if (stop_fd < 0) return usage_error(std::string("signalfd: ") + std::strerror(errno));
   const api_client client(api);
   const int status = run_dra_plugin(devices, options, client, log, stop_fd);

@@ -17,6 +17,8 @@ import unittest
 
 import yaml
 
+from stand_in_api import JsonHandler
+
 ARGS = None
 
 # What the stand-in API server knows: the group versions and kinds the manifests use.
@@ -129,19 +131,8 @@ class Manifests(unittest.TestCase):
             self.assertIn(".cuda()", script)
 
 
-class StandInApiServer(http.server.BaseHTTPRequestHandler):
+class StandInApiServer(JsonHandler):
     """Discovery for RESOURCES, and 404 for every object (so an apply is a create)."""
-
-    def log_message(self, *args):
-        pass
-
-    def reply(self, code, body):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self):
         path = self.path.split("?", 1)[0]
@@ -159,8 +150,7 @@ class StandInApiServer(http.server.BaseHTTPRequestHandler):
                     "resources": [{"name": n, "singularName": k.lower(), "namespaced": ns, "kind": k,
                                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
                                   for n, k, ns in resources]})
-        return self.reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                                "code": 404, "message": f"{path} not found"})
+        return self.status(404, "NotFound", f"{path} not found")
 
 
 class KubectlDryRun(unittest.TestCase):

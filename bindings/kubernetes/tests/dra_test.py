@@ -23,6 +23,8 @@ import unittest
 
 import yaml
 
+from stand_in_api import JsonHandler
+
 ARGS = None
 NODE = "node-a"
 NODE_UID = "6a1c4b1e-0000-4000-8000-00000000000a"
@@ -62,23 +64,10 @@ class ApiState:
         self.fail_claims = False
 
 
-class StandInApiServer(http.server.BaseHTTPRequestHandler):
+class StandInApiServer(JsonHandler):
+    """The resources the plugin uses (nodes, claims, slices), with a bearer token, from `state`."""
+
     state = None
-
-    def log_message(self, *args):
-        pass
-
-    def reply(self, code, body):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def status(self, code, reason, message):
-        return self.reply(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
-                                 "code": code, "message": message})
 
     def body(self):
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
