@@ -374,7 +374,8 @@ int main(int argc, char** argv) {
       "predict", "Every measured pair beside the simulator's prediction of it (docs/simulator/predictions.md)");
   predict_app->add_option("--gpu", predict.gpu, "Only this GPU type; default: every type");
   predict_app->add_flag("--leave-one-out", predict.leave_one_out,
-                        "Also predict each pair with a fit that left its cells out (one refit per pair)");
+                        "Also show each pair predicted by a fit that left its cells out (one refit per pair), "
+                        "and how often those predictions' 95% intervals held the measured value");
   predict_app->add_flag("--markdown", predict_markdown, "A Markdown table");
 
   std::string profiles_format = "table";

@@ -819,8 +819,10 @@ cluster_result run_cluster(const calibrated_model& model, const cluster_spec& cl
     throw input_error(fmt::format("--cluster: unknown gpu type \"{}\"", cluster.gpu));
   }
   policy_traits(policy);  // an unknown name is bad input, before any work
+  std::string extrapolated;
   try {
-    any_rate_controller check{*options.rate_settings.find(policy)};
+    const any_rate_controller check{*options.rate_settings.find(policy)};
+    extrapolated = extrapolation_of(model.data, cluster.gpu, check);
   } catch (const config_error& e) {
     throw input_error(e.what());
   }
@@ -832,6 +834,7 @@ cluster_result run_cluster(const calibrated_model& model, const cluster_spec& cl
   }
   engine e(model, cluster, jobs, policy, options);
   cluster_result r = e.run();
+  r.extrapolated = std::move(extrapolated);
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     auto& out = r.jobs[i];
     out.id = jobs[i].id;

@@ -39,6 +39,7 @@ std::vector<cluster_summary> summarize_runs(const std::vector<cluster_run>& runs
     x.pairings = r.result.pairings;
     x.preemptions = r.result.preemptions;
     x.wall_seconds = r.wall_seconds;
+    x.extrapolated = r.result.extrapolated;
     out.push_back(x);
   }
   return out;
@@ -48,16 +49,6 @@ namespace {
 
 std::string num(double v) { return fmt::format("{:.4f}", v); }
 
-/// A CSV field, quoted (RFC 4180) when it holds a comma, a quote or a line break.
-std::string csv_field(std::string_view text) {
-  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -88,7 +79,8 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
                          {"events", r.events},
                          {"pairings", r.pairings},
                          {"preemptions", r.preemptions},
-                         {"wall_s", json_number(r.wall_seconds)}});
+                         {"wall_s", json_number(r.wall_seconds)},
+                         {"extrapolated", r.extrapolated.empty() ? json(nullptr) : json(r.extrapolated)}});
     }
     return json_records(records);
   }
@@ -96,9 +88,9 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
     out += "policy,workload,seed,production_jct,opportunistic_jct,production_mean_jct_s,"
            "opportunistic_mean_jct_s,production_p90_jct_s,opportunistic_p90_jct_s,"
            "production_mean_queueing_s,opportunistic_mean_queueing_s,production_jobs,"
-           "opportunistic_jobs,events,pairings,preemptions,wall_s\n";
+           "opportunistic_jobs,events,pairings,preemptions,wall_s,extrapolated\n";
     for (const auto& r : rows) {
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.policy,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.policy,
                          csv_field(workload),
                          seed, r.production_norm ? num(*r.production_norm) : "",
                          r.opportunistic_norm ? num(*r.opportunistic_norm) : "",
@@ -106,7 +98,7 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
                          num(r.production.p90_jct_s), num(r.opportunistic.p90_jct_s),
                          num(r.production.mean_queueing_s), num(r.opportunistic.mean_queueing_s),
                          r.production.jobs, r.opportunistic.jobs, r.events, r.pairings,
-                         r.preemptions, num(r.wall_seconds));
+                         r.preemptions, num(r.wall_seconds), csv_field(r.extrapolated));
     }
     return out;
   }
@@ -114,13 +106,20 @@ std::string render_cluster(const std::vector<cluster_run>& runs, output_format f
   out += fmt::format("{:<16} {:>22} {:>22} {:>18} {:>18} {:>10} {:>9}\n", "policy",
                      "production JCT (norm)", "opportunistic (norm)", "prod. mean JCT", "opp. mean JCT",
                      "events", "wall");
+  std::vector<std::string> notes;
   for (const auto& r : rows) {
-    out += fmt::format("{:<16} {:>22} {:>22} {:>16.0f} s {:>16.0f} s {:>10} {:>7.3f} s\n", r.policy,
+    if (!r.extrapolated.empty()) notes.push_back(r.extrapolated);
+    out += fmt::format("{:<16} {:>22} {:>22} {:>16.0f} s {:>16.0f} s {:>10} {:>7.3f} s\n",
+                       r.extrapolated.empty() ? r.policy : r.policy + " *",
                        r.production_norm ? fmt::format("{:.2f}", *r.production_norm) : "-",
                        r.opportunistic_norm ? fmt::format("{:.2f}", *r.opportunistic_norm) : "-",
                        r.production.mean_jct_s, r.opportunistic.mean_jct_s, r.events, r.wall_seconds);
   }
   out += "\nJCT normalized to exclusive (lower is better for the class).\n";
+  if (!notes.empty()) {
+    out += "* an extrapolation: its pair rates rest on a parameter never measured on this GPU type\n";
+    for (const std::string& n : notes) out += "  " + n + "\n";
+  }
   return out;
 }
 

@@ -126,7 +126,10 @@ predict_outcome run_predict(const calibrated_model& model, const predict_command
   }
   predict_outcome out;
   out.in_sample = predict_measured(model, cmd.gpu, false);
-  if (cmd.leave_one_out) out.left_out = predict_measured(model, cmd.gpu, true);
+  // The left-out predictions are made whether or not they are shown: their residuals are what
+  // calibrates every interval.
+  out.left_out = predict_measured(model, cmd.gpu, true);
+  calibrate_intervals(out.in_sample, out.left_out);
   return out;
 }
 

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// How tgs-sim's JSON outputs are written: records built with nlohmann::json, numbers at the
-/// precision the tables and CSV show, one record per line.
+/// precision the tables and CSV show, one record per line; and its CSV fields, quoted as needed.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tgs::sim {
@@ -27,5 +28,8 @@ std::string json_text(const json& value);
 
 /// Records as a JSON array with one record per line, which `grep` and `jq` read alike.
 std::string json_records(const std::vector<json>& records);
+
+/// A CSV field, quoted (RFC 4180) when it holds a comma, a quote or a line break.
+std::string csv_field(std::string_view text);
 
 }  // namespace tgs::sim

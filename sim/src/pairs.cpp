@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -269,6 +270,7 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
   spec.production_drift = options.production_drift;
 
   pair_result result{r, memory_name, {}, r.target};
+  result.extrapolated = extrapolation_of(c, r.gpu, *controller);
   if (timeline != nullptr) {
     std::string_view phase;
     result.outcome =
@@ -278,6 +280,35 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
     result.outcome = run_pair(spec, std::move(*controller), std::move(*memory));
   }
   return result;
+}
+
+std::string extrapolation_of(const catalog& c, std::string_view gpu, const any_rate_controller& controller) {
+  const std::string_view policy = controller.policy_name();
+  const rate_policy_traits traits = policy_traits(policy);
+  const gpu_profile* g = c.find_gpu(gpu);
+  if (g == nullptr || !traits.co_locates) return {};
+  const state_report state = controller.describe();
+  const state_field* below = state.find("opportunistic_below_normal");
+  const bool below_normal =
+      policy == "priority-share" || (below != nullptr && below->value == state_field{"", std::int64_t{1}}.value);
+  if (traits.mechanism == sharing_mechanism::mps && below_normal && std::isnan(g->contention.mps_priority_loss)) {
+    return fmt::format("{} on {}: MPS priority (mps_priority_loss) was never measured there; the model takes the "
+                       "MPS loss for it",
+                       policy, gpu);
+  }
+  if (policy == "idle-harvest") {
+    return fmt::format("{} on {}: its gap-filling parameters (context_switch_us, gap_exposure) are estimates, "
+                       "measured on no GPU type",
+                       policy, gpu);
+  }
+  const bool measured = std::any_of(c.measurements.begin(), c.measurements.end(), [&](const measured_pair& m) {
+    const std::optional<rate_policy_traits> t = any_rate_controller::traits_of_policy(m.policy);
+    return m.gpu == gpu && !m.opportunistic_model.empty() && t && t->co_locates && t->mechanism == traits.mechanism;
+  });
+  if (!measured) {
+    return fmt::format("{} on {}: no pair was measured there under {}", policy, gpu, to_string(traits.mechanism));
+  }
+  return {};
 }
 
 calibrated_model calibrate(const catalog_sources& sources) {
@@ -360,6 +391,101 @@ std::vector<prediction> predict_measured(const calibrated_model& model, const st
         p.opportunistic_se = se[2 * k + 1];
       }
     }
+  }
+  return out;
+}
+
+namespace {
+
+/// One left-out throughput: its residual, its parameters' standard error and where it belongs.
+struct residual {
+  std::string pair;
+  std::string gpu;
+  std::string policy;
+  double error = 0;
+  double se = 0;
+};
+
+std::vector<residual> residuals_of(const std::vector<prediction>& left_out) {
+  std::vector<residual> out;
+  for (const prediction& p : left_out) {
+    const auto add = [&](const std::optional<double>& measured, const std::optional<double>& predicted,
+                         const std::optional<double>& se) {
+      if (measured && predicted) {
+        out.push_back({p.cell.pair_key(), p.cell.gpu, p.cell.policy, *predicted - *measured, se.value_or(0.0)});
+      }
+    };
+    add(p.cell.production, p.production, p.production_se);
+    add(p.cell.opportunistic, p.opportunistic, p.opportunistic_se);
+  }
+  return out;
+}
+
+/// The model's error for `cell`, from the residuals not of pair `exclude` (empty: all of them):
+/// its GPU type and policy's, else its GPU type's, else everyone's; 0 with no residual at all.
+double model_error(const std::vector<residual>& all, const measured_pair& cell, const std::string& exclude) {
+  const auto estimate = [&](auto&& member) -> std::optional<double> {
+    double squared = 0;
+    double variance = 0;
+    std::size_t n = 0;
+    for (const residual& r : all) {
+      if (r.pair == exclude || !member(r)) continue;
+      squared += r.error * r.error;
+      variance += r.se * r.se;
+      ++n;
+    }
+    if (n < min_calibration_throughputs) return std::nullopt;
+    return std::sqrt(std::max(0.0, (squared - variance) / static_cast<double>(n)));
+  };
+  if (auto e = estimate([&](const residual& r) { return r.gpu == cell.gpu && r.policy == cell.policy; })) return *e;
+  if (auto e = estimate([&](const residual& r) { return r.gpu == cell.gpu; })) return *e;
+  if (auto e = estimate([](const residual&) { return true; })) return *e;
+  return 0.0;
+}
+
+void calibrate_one(prediction& p, const std::vector<residual>& all, const std::string& exclude) {
+  const double model = model_error(all, p.cell, exclude);
+  const auto total = [&](const std::optional<double>& se) { return std::hypot(se.value_or(0.0), model); };
+  if (p.production) p.production_sd = total(p.production_se);
+  if (p.opportunistic) p.opportunistic_sd = total(p.opportunistic_se);
+}
+
+}  // namespace
+
+void calibrate_intervals(std::vector<prediction>& in_sample, std::vector<prediction>& left_out) {
+  const std::vector<residual> all = residuals_of(left_out);
+  for (prediction& p : in_sample) calibrate_one(p, all, "");
+  for (prediction& p : left_out) calibrate_one(p, all, p.cell.pair_key());
+}
+
+std::vector<interval_coverage> coverage_of(const std::vector<prediction>& left_out) {
+  std::vector<interval_coverage> out;
+  std::vector<std::vector<double>> widths;
+  for (const prediction& p : left_out) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const interval_coverage& c) { return c.gpu == p.cell.gpu; });
+    if (it == out.end()) {
+      out.push_back({p.cell.gpu, 0, 0, 0});
+      widths.emplace_back();
+      it = std::prev(out.end());
+    }
+    std::vector<double>& w = widths[static_cast<std::size_t>(it - out.begin())];
+    const auto count = [&](const std::optional<double>& measured, const std::optional<double>& predicted,
+                           const std::optional<double>& sd) {
+      if (!measured || !predicted || !sd) return;
+      const auto [low, high] = interval_of(*predicted, *sd);
+      ++it->throughputs;
+      it->inside += *measured >= low && *measured <= high ? 1U : 0U;
+      w.push_back(interval_z * *sd);
+    };
+    count(p.cell.production, p.production, p.production_sd);
+    count(p.cell.opportunistic, p.opportunistic, p.opportunistic_sd);
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::vector<double>& w = widths[i];
+    if (w.empty()) continue;
+    std::sort(w.begin(), w.end());
+    const std::size_t n = w.size();
+    out[i].median_half_width = n % 2 == 1 ? w[n / 2] : (w[n / 2 - 1] + w[n / 2]) / 2;
   }
   return out;
 }

@@ -57,16 +57,17 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
                            {"production_se", json_number(r.production_se)},
                            {"opportunistic_se", json_number(r.opportunistic_se)},
                            {"evicted_gib", json_number(r.outcome.evicted.gib())},
-                           {"restored_gib", json_number(r.outcome.restored.gib())}});
+                           {"restored_gib", json_number(r.outcome.restored.gib())},
+                           {"extrapolated", r.extrapolated.empty() ? json(nullptr) : json(r.extrapolated)}});
       }
       return json_records(records);
     }
     case output_format::csv: {
       out += "scenario,gpu,production_model,opportunistic_model,policy,memory_policy,production,"
              "opportunistic,opportunistic_refused,measured_production,measured_opportunistic,"
-             "evicted_gib,restored_gib,production_se,opportunistic_se\n";
+             "evicted_gib,restored_gib,production_se,opportunistic_se,extrapolated\n";
       for (const auto& r : results) {
-        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.request.scenario,
+        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.request.scenario,
                            r.request.gpu, r.request.production_model,
                            r.request.opportunistic_model, r.request.policy, r.memory_policy,
                            number(r.outcome.production), number(r.outcome.opportunistic),
@@ -74,12 +75,12 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
                            r.target ? maybe(r.target->production) : "",
                            r.target ? maybe(r.target->opportunistic) : "",
                            number(r.outcome.evicted.gib()), number(r.outcome.restored.gib()),
-                           maybe(r.production_se), maybe(r.opportunistic_se));
+                           maybe(r.production_se), maybe(r.opportunistic_se), csv_field(r.extrapolated));
       }
       return out;
     }
     case output_format::table: {
-      out += fmt::format("{:<31} {:<14} {:>25} {:>13} {}\n", "scenario (production/opp.)",
+      out += fmt::format("{:<31} {:<16} {:>25} {:>13} {}\n", "scenario (production/opp.)",
                          "policy", "production / opp. ± 95%", "measured", "");
       std::string last;
       for (const auto& r : results) {
@@ -92,13 +93,14 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
             r.target ? fmt::format("{} / {}", shown(r.target->production), shown(r.target->opportunistic)) : "";
         const std::string verdict = !r.target ? "" : within(r, tolerance) ? "ok" : "off";
         std::string what = r.request.policy;
+        if (!r.extrapolated.empty()) what += " *";
         if (r.request.production_idle) what += " (production idle)";
         if (!label.empty() && label.size() > 31) out += label + "\n";
         // A prediction with the half-width of its 95% interval, when the run computed one.
         auto predicted = [](double v, const std::optional<double>& se) {
           return se ? fmt::format("{:.3f}±{:.2f}", v, interval_z * *se) : fmt::format("{:.3f}", v);
         };
-        out += fmt::format("{:<31} {:<14} {:>11} / {:<11} {:>13} {}{}{}\n",
+        out += fmt::format("{:<31} {:<16} {:>11} / {:<11} {:>13} {}{}{}\n",
                            label.size() > 31 ? "" : label, what, predicted(r.outcome.production, r.production_se),
                            predicted(r.outcome.opportunistic, r.opportunistic_se), measured, verdict,
                            r.outcome.opportunistic_refused ? " (opportunistic refused)" : "",
@@ -115,6 +117,16 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
         ok += within(r, tolerance) ? 1U : 0U;
       }
       out += "\n±x: the half-width of the prediction's 95% interval from the fitted parameters' covariance\n";
+      std::vector<std::string> notes;
+      for (const auto& r : results) {
+        if (!r.extrapolated.empty() && std::find(notes.begin(), notes.end(), r.extrapolated) == notes.end()) {
+          notes.push_back(r.extrapolated);
+        }
+      }
+      if (!notes.empty()) {
+        out += "* an extrapolation: it rests on a parameter never measured on this GPU type\n";
+        for (const std::string& n : notes) out += "  " + n + "\n";
+      }
       if (with_target > 0) {
         out += fmt::format("{} of {} measured cells within ±{:.2f} of the measurement "
                            "(throughput normalized to the job alone)\n",
@@ -254,14 +266,19 @@ std::string render_predictions(const std::vector<prediction>& predictions,
                                const std::vector<prediction>* left_out, bool markdown) {
   std::string out;
   auto shown = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : std::string("–"); };
-  // A prediction with the half-width of its 95% interval.
-  auto with_interval = [&](const std::optional<double>& v, const std::optional<double>& se) {
+  // A prediction with the half-width of its 95% interval: calibrated where it was, else the
+  // parameters' alone.
+  auto with_interval = [&](const std::optional<double>& v, const std::optional<double>& se,
+                           const std::optional<double>& sd) {
     if (!v) return std::string("–");
-    return se ? fmt::format("{:.2f}{}{:.2f}", *v, markdown ? " ± " : "±", interval_z * *se) : shown(v);
+    const std::optional<double> spread = sd ? sd : se;
+    return spread ? fmt::format("{:.2f}{}{:.2f}", *v, markdown ? " ± " : "±", interval_z * *spread) : shown(v);
   };
   auto predicted_of = [&](const prediction& p) {
-    return with_interval(p.production, p.production_se) + " / " + with_interval(p.opportunistic, p.opportunistic_se);
+    return with_interval(p.production, p.production_se, p.production_sd) + " / " +
+           with_interval(p.opportunistic, p.opportunistic_se, p.opportunistic_sd);
   };
+  const bool calibrated = !predictions.empty() && (predictions.front().production_sd || predictions.front().opportunistic_sd);
   auto error = [](const std::optional<double>& measured, const std::optional<double>& predicted) {
     return measured && predicted ? std::optional<double>(*predicted - *measured) : std::nullopt;
   };
@@ -327,8 +344,14 @@ std::string render_predictions(const std::vector<prediction>& predictions,
                          signed_error(ep) + " / " + signed_error(eo), ok(ep, eo) ? "   " : " off", loo, settings);
     }
   }
-  out += fmt::format("\npredicted ± x: the 95% interval of the prediction from the fitted parameters' covariance "
-                     "(the delta method)\n");
+  out += calibrated
+             ? fmt::format("\npredicted ± x: the 95% interval of a measurement of the cell: the fitted parameters' "
+                           "covariance (the delta method) and the model's error beside it, from the residuals of "
+                           "pairs left out of the fit (same GPU type and policy where {} or more, else the GPU "
+                           "type's; a left-out prediction's from the other pairs only)\n",
+                           min_calibration_throughputs)
+             : fmt::format("\npredicted ± x: the 95% interval of the prediction from the fitted parameters' "
+                           "covariance (the delta method)\n");
   out += fmt::format("{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs "
                      "(one fit over all pairs)\n",
                      all.within, predictions.size(), all.rms(), all.throughputs);
@@ -336,6 +359,18 @@ std::string render_predictions(const std::vector<prediction>& predictions,
     out += fmt::format("{} of {} cells within ±0.10 on each throughput; rms error {:.3f} over {} throughputs "
                        "(each pair predicted by a fit without it)\n",
                        out_of_sample.within, predictions.size(), out_of_sample.rms(), out_of_sample.throughputs);
+    if (calibrated) {
+      out += markdown ? "\n| GPU | left-out throughputs | inside their 95% interval | coverage | median half-width |\n"
+                        "|---|---|---|---|---|\n"
+                      : "\ncoverage of the left-out predictions' 95% intervals:\n";
+      for (const interval_coverage& c : coverage_of(*left_out)) {
+        const double share = c.throughputs > 0 ? static_cast<double>(c.inside) / static_cast<double>(c.throughputs) : 0;
+        out += markdown ? fmt::format("| {} | {} | {} | {:.0f}% | {:.2f} |\n", c.gpu, c.throughputs, c.inside,
+                                      100 * share, c.median_half_width)
+                        : fmt::format("{:<11} {} of {} throughputs inside ({:.0f}%), median half-width {:.2f}\n",
+                                      c.gpu, c.inside, c.throughputs, 100 * share, c.median_half_width);
+      }
+    }
   }
   return out;
 }

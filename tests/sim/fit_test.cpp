@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sim_test_support.hpp"
+#include "tgs/sim/commands.hpp"
 #include "tgs/sim/pairs.hpp"
 
 namespace tgs::sim {
@@ -194,6 +195,85 @@ TEST(Predictions, EveryPredictionHasAnInterval) {
   EXPECT_NEAR(lo, 0.5 - interval_z * 0.1, 1e-12);
   EXPECT_NEAR(hi, 0.5 + interval_z * 0.1, 1e-12);
   EXPECT_EQ(interval_of(0.05, 0.1).first, 0.0);
+}
+
+/// A left-out prediction of one throughput (production), measured 0.5, predicted 0.5 + error.
+prediction synthetic(const std::string& pair, const std::string& gpu, const std::string& policy, double error,
+                     double se = 0.0) {
+  prediction p;
+  p.cell.gpu = gpu;
+  p.cell.production_model = pair;
+  p.cell.opportunistic_model = "x";
+  p.cell.policy = policy;
+  p.cell.production = 0.5;
+  p.production = 0.5 + error;
+  p.production_se = se;
+  p.left_out = true;
+  return p;
+}
+
+TEST(Predictions, TheModelErrorOfALeftOutPredictionComesFromTheOtherPairs) {
+  // Eight co-execution pairs on g1 that miss by ±0.1 (se 0.06), and one that misses by 0.9.
+  std::vector<prediction> out;
+  for (int i = 0; i < 8; ++i) out.push_back(synthetic("p" + std::to_string(i), "g1", "co-execution", i % 2 ? 0.1 : -0.1, 0.06));
+  out.push_back(synthetic("bad", "g1", "co-execution", 0.9));
+  std::vector<prediction> in = out;
+  calibrate_intervals(in, out);
+  // Without its own residual the bad pair sees eight residuals of 0.1 beyond se 0.06: 0.08.
+  EXPECT_NEAR(*out.back().production_sd, std::sqrt(0.1 * 0.1 - 0.06 * 0.06), 1e-12);
+  // Another pair's estimate holds the bad one's residual (and leaves out its own).
+  const double with_bad = std::sqrt((7 * 0.01 + 0.81) / 8 - (7 * 0.0036) / 8);
+  EXPECT_NEAR(*out.front().production_sd, std::hypot(0.06, with_bad), 1e-12);
+  // In sample every residual counts.
+  const double all = std::sqrt((8 * 0.01 + 0.81) / 9 - (8 * 0.0036) / 9);
+  EXPECT_NEAR(*in.back().production_sd, all, 1e-12);
+  EXPECT_FALSE(in.back().opportunistic_sd) << "no prediction, no interval";
+}
+
+TEST(Predictions, ASmallGroupTakesItsGpuTypesModelErrorThenEveryones) {
+  std::vector<prediction> out;
+  for (int i = 0; i < 8; ++i) out.push_back(synthetic("c" + std::to_string(i), "g1", "co-execution", 0.2));
+  out.push_back(synthetic("m", "g1", "mps", 0.0));   // one MPS pair: g1's estimate, without it
+  out.push_back(synthetic("h", "g2", "mps", 0.0));   // alone on g2: everyone's, without it
+  std::vector<prediction> in = out;
+  calibrate_intervals(in, out);
+  EXPECT_NEAR(*out[8].production_sd, 0.2, 1e-12);
+  EXPECT_NEAR(*out[9].production_sd, std::sqrt((8 * 0.04) / 9), 1e-12);
+  // Fewer than eight residuals in all: no estimate, the parameters' se alone.
+  std::vector<prediction> few{synthetic("a", "g1", "mps", 0.3, 0.01)};
+  std::vector<prediction> few_in = few;
+  calibrate_intervals(few_in, few);
+  EXPECT_NEAR(*few.front().production_sd, 0.01, 1e-12);
+}
+
+TEST(Predictions, CalibratedIntervalsCoverWhatTheDocsSay) {
+  // docs/simulator/predictions.md: coverage of the left-out 95% intervals, per GPU type.
+  const predict_outcome o = run_predict(default_model(), {});
+  ASSERT_EQ(o.in_sample.size(), o.left_out.size());
+  for (const auto* list : {&o.in_sample, &o.left_out}) {
+    for (const prediction& p : *list) {
+      EXPECT_EQ(p.production.has_value(), p.production_sd.has_value());
+      EXPECT_EQ(p.opportunistic.has_value(), p.opportunistic_sd.has_value());
+      EXPECT_GE(p.production_sd.value_or(0), p.production_se.value_or(0));
+      EXPECT_GE(p.opportunistic_sd.value_or(0), p.opportunistic_se.value_or(0));
+    }
+  }
+  struct expected {
+    const char* gpu;
+    std::size_t throughputs;
+    std::size_t inside;
+    double half_width;
+  };
+  const std::vector<interval_coverage> got = coverage_of(o.left_out);
+  const std::vector<expected> want{{"a100-40gb", 32, 29, 0.59}, {"h100-80gb", 211, 196, 0.15}, {"h200-141gb", 47, 42, 0.19}};
+  ASSERT_EQ(got.size(), want.size());
+  for (const expected& e : want) {
+    const auto c = std::find_if(got.begin(), got.end(), [&](const interval_coverage& x) { return x.gpu == e.gpu; });
+    ASSERT_NE(c, got.end()) << e.gpu;
+    EXPECT_EQ(c->throughputs, e.throughputs) << e.gpu;
+    EXPECT_EQ(c->inside, e.inside) << e.gpu;
+    EXPECT_NEAR(c->median_half_width, e.half_width, 0.005) << e.gpu;
+  }
 }
 
 /// Cells within ±0.10 on each measured throughput.

@@ -10,7 +10,10 @@
 
 #include "sim_test_support.hpp"
 #include "tgs/memory/transparent_unified_memory.hpp"
+#include "tgs/sim/report.hpp"
+#include "tgs/rate/any_rate_controller.hpp"
 #include "tgs/rate/exclusive.hpp"
+#include "tgs/rate/mps.hpp"
 #include "tgs/rate/tgs_rate_control.hpp"
 
 namespace tgs::sim {
@@ -310,6 +313,55 @@ TEST(PairSimulator, PairsNeverMeasuredStayPhysical) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace tgs::sim
+
+namespace tgs::sim {
+namespace {
+
+std::string extrapolation(const std::string& gpu, const any_rate_controller& c) {
+  return extrapolation_of(testing::default_model().data, gpu, c);
+}
+
+TEST(Extrapolation, APolicyRestingOnAnUnmeasuredParameterSaysWhich) {
+  const any_rate_controller priority = *make_rate_controller("priority-share");
+  // No MPS priority cell on the A100 (the paper's cells); some on the H100 and H200.
+  EXPECT_NE(extrapolation("a100-40gb", priority).find("MPS priority (mps_priority_loss) was never measured there"),
+            std::string::npos);
+  EXPECT_EQ(extrapolation("h100-80gb", priority), "");
+  EXPECT_EQ(extrapolation("h200-141gb", priority), "");
+  // MPS at below-normal priority is the same mechanism; plain MPS was measured on the A100.
+  EXPECT_NE(extrapolation("a100-40gb", any_rate_controller{mps::config{.opportunistic_below_normal = true}}), "");
+  EXPECT_EQ(extrapolation("a100-40gb", *make_rate_controller("mps")), "");
+  // Gap filling's parameters are estimates everywhere.
+  for (const char* gpu : {"a100-40gb", "h100-80gb", "h200-141gb"}) {
+    EXPECT_NE(extrapolation(gpu, *make_rate_controller("idle-harvest")).find("estimates"), std::string::npos) << gpu;
+    EXPECT_EQ(extrapolation(gpu, *make_rate_controller("tgs")), "") << gpu;
+    EXPECT_EQ(extrapolation(gpu, *make_rate_controller("exclusive")), "") << gpu << ": nothing shared";
+  }
+  // MIG was measured on the A100 (the paper) and nowhere else.
+  EXPECT_EQ(extrapolation("a100-40gb", *make_rate_controller("mig")), "");
+  EXPECT_EQ(extrapolation("h100-80gb", *make_rate_controller("mig")), "mig on h100-80gb: no pair was measured there under mig");
+}
+
+TEST(Extrapolation, PairResultsAndTheirOutputsCarryIt) {
+  const auto& m = testing::default_model();
+  const pair_result r = run_pair_request(m.data, {"custom", "a100-40gb", "resnet50", "shufflenet", "priority-share"},
+                                         steady_state_options());
+  EXPECT_NE(r.extrapolated, "");
+  const std::string csv = render_pairs({r}, output_format::csv, 0.1);
+  EXPECT_NE(csv.find(",extrapolated\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",,,priority-share on a100-40gb: MPS priority"), std::string::npos) << csv;
+  EXPECT_NE(render_pairs({r}, output_format::json, 0.1).find("\"extrapolated\":\"priority-share on a100-40gb"),
+            std::string::npos);
+  EXPECT_NE(render_pairs({r}, output_format::table, 0.1).find("priority-share *"), std::string::npos);
+  const pair_result measured = run_pair_request(m.data, {"custom", "h100-80gb", "resnet50-b256", "shufflenet-b128",
+                                                         "priority-share"},
+                                                steady_state_options());
+  EXPECT_EQ(measured.extrapolated, "");
+  EXPECT_NE(render_pairs({measured}, output_format::json, 0.1).find("\"extrapolated\":null"), std::string::npos);
 }
 
 }  // namespace

@@ -97,6 +97,7 @@ py::dict pair_record(const sim::pair_result& r) {
   d["opportunistic_se"] = or_none(r.opportunistic_se);
   d["evicted_gib"] = r.outcome.evicted.gib();
   d["restored_gib"] = r.outcome.restored.gib();
+  d["extrapolated"] = r.extrapolated.empty() ? py::object(py::none()) : py::object(py::str(r.extrapolated));
   return d;
 }
 
@@ -119,10 +120,11 @@ py::dict prediction_record(const sim::prediction& p, const sim::prediction* left
   d["measured_production"] = or_none(c.production);
   d["measured_opportunistic"] = or_none(c.opportunistic);
   d["measured_source"] = c.source;
-  // Each prediction's standard error from the fit's covariance and its 95% interval [low, high].
-  auto interval = [](const std::optional<double>& v, const std::optional<double>& se) {
-    if (!v || !se) return py::object(py::none());
-    const auto [low, high] = sim::interval_of(*v, *se);
+  // Each prediction's standard error from the fit's covariance, its calibrated standard deviation
+  // (with the model's error) and the calibrated 95% interval [low, high].
+  auto interval = [](const std::optional<double>& v, const std::optional<double>& sd) {
+    if (!v || !sd) return py::object(py::none());
+    const auto [low, high] = sim::interval_of(*v, *sd);
     return py::object(py::make_tuple(low, high));
   };
   auto add = [&](const std::string& prefix, const sim::prediction& q) {
@@ -130,8 +132,10 @@ py::dict prediction_record(const sim::prediction& p, const sim::prediction* left
     d[py::str(prefix + "opportunistic")] = or_none(q.opportunistic);
     d[py::str(prefix + "production_se")] = or_none(q.production_se);
     d[py::str(prefix + "opportunistic_se")] = or_none(q.opportunistic_se);
-    d[py::str(prefix + "production_interval")] = interval(q.production, q.production_se);
-    d[py::str(prefix + "opportunistic_interval")] = interval(q.opportunistic, q.opportunistic_se);
+    d[py::str(prefix + "production_sd")] = or_none(q.production_sd);
+    d[py::str(prefix + "opportunistic_sd")] = or_none(q.opportunistic_sd);
+    d[py::str(prefix + "production_interval")] = interval(q.production, q.production_sd);
+    d[py::str(prefix + "opportunistic_interval")] = interval(q.opportunistic, q.opportunistic_sd);
   };
   add("", p);
   if (left_out != nullptr) add("left_out_", *left_out);
@@ -189,6 +193,7 @@ py::dict summary_record(const sim::cluster_summary& r, const sim::cluster_worklo
   d["pairings"] = r.pairings;
   d["preemptions"] = r.preemptions;
   d["wall_s"] = r.wall_seconds;
+  d["extrapolated"] = r.extrapolated.empty() ? py::object(py::none()) : py::object(py::str(r.extrapolated));
   return d;
 }
 
@@ -394,8 +399,10 @@ model itself keeps its fit.)")
 left its cells out (one refit per pair). Returns one dict per measured cell (gpu, scenario,
 models, policy, memory_policy, memory_budget_gib, production_idle, settings, measured_production,
 measured_opportunistic, measured_source, production, opportunistic, their standard errors
-production_se, opportunistic_se from the fit's covariance and 95% intervals production_interval,
-opportunistic_interval as (low, high), and with leave_one_out the same of the fit without the pair,
+production_se, opportunistic_se from the fit's covariance, their calibrated standard deviations
+production_sd, opportunistic_sd (the model's error beside the parameters', from left-out
+residuals) and calibrated 95% intervals production_interval, opportunistic_interval as
+(low, high), and with leave_one_out the same of the fit without the pair,
 prefixed left_out_; None where the cell has no such throughput), or with
 format="table" or "markdown" (--markdown) the text tgs-sim prints.)");
 

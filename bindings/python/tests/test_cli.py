@@ -135,15 +135,17 @@ class SameResults(unittest.TestCase):
                 measured = r[f"measured_{side}"] is not None
                 self.assertEqual(r[side] is not None, measured, r)
                 self.assertEqual(r[f"left_out_{side}"] is not None, measured, r)
-                # Each with its 95% interval from the fit's covariance (the table's "±").
+                # Each with its calibrated 95% interval (the table's "±"): the fit's covariance and
+                # the model's error, so at least as wide as the covariance alone.
                 for prefix in ("", "left_out_"):
-                    value, se, interval = (r[f"{prefix}{side}"], r[f"{prefix}{side}_se"],
-                                           r[f"{prefix}{side}_interval"])
+                    value, se, sd, interval = (r[f"{prefix}{side}"], r[f"{prefix}{side}_se"],
+                                               r[f"{prefix}{side}_sd"], r[f"{prefix}{side}_interval"])
                     self.assertEqual(interval is not None, measured, r)
                     if measured:
+                        self.assertGreaterEqual(sd, se)
                         self.assertGreaterEqual(se, 0)
-                        self.assertAlmostEqual(interval[1], value + 1.959964 * se)
-                        self.assertAlmostEqual(interval[0], max(0.0, value - 1.959964 * se))
+                        self.assertAlmostEqual(interval[1], value + 1.959964 * sd)
+                        self.assertAlmostEqual(interval[0], max(0.0, value - 1.959964 * sd))
 
 
 class SameMessages(unittest.TestCase):

@@ -96,6 +96,9 @@ struct cluster_result {
   std::uint64_t events = 0;
   std::uint64_t pairings = 0;  ///< (production, opportunistic) co-locations started
   std::uint64_t preemptions = 0;  ///< opportunistic jobs suspended for a production job (exclusive)
+  /// Why its pair rates rest on a parameter never measured on the cluster's GPU type
+  /// (`extrapolation_of`); empty when they do not.
+  std::string extrapolated{};
 };
 
 /// Runs `jobs` (sorted by submission) on `cluster` under `policy` (a rate-controller registry

@@ -90,12 +90,14 @@ struct run_settings {
 struct predict_command {
   /// Only this GPU type; empty: every type.
   std::string gpu;
-  /// Also predict each pair with a fit that left its cells out (one refit per pair).
+  /// Also show each pair predicted by a fit that left its cells out (one refit per pair), and how
+  /// often the intervals of those held what was measured. They are computed either way: their
+  /// residuals calibrate every interval.
   bool leave_one_out = false;
 };
 
-/// What `predict` computed: the calibrated model's predictions and, with `leave_one_out`, those
-/// of the fits without each pair, in the same order.
+/// What `predict` computed: the calibrated model's predictions and those of the fits without each
+/// pair, in the same order, all with calibrated intervals (`calibrate_intervals`).
 struct predict_outcome {
   std::vector<prediction> in_sample;
   std::vector<prediction> left_out;

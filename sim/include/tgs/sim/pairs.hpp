@@ -86,7 +86,20 @@ struct pair_result {
   /// `propagate_fit_error`), when the run computed it (`tgs-sim pairs` does).
   std::optional<double> production_se{};
   std::optional<double> opportunistic_se{};
+  /// Why the prediction rests on a parameter never measured on its GPU type
+  /// (`extrapolation_of`); empty when it does not.
+  std::string extrapolated{};
 };
+
+/// Why a prediction of `controller`'s policy on GPU type `gpu` rests on a parameter never measured
+/// there, or empty when it rests on measured ones:
+/// - an opportunistic MPS client at below-normal priority (priority-share, or MPS with
+///   `opportunistic-below-normal`) where the GPU type's MPS priority loss was never measured (the
+///   model takes the MPS loss for it);
+/// - idle-harvest, whose gap-filling parameters (`context_switch_us`, `gap_exposure`) are
+///   estimates on every GPU type;
+/// - any other policy that shares the GPU where no pair was measured under its mechanism.
+[[nodiscard]] std::string extrapolation_of(const catalog& c, std::string_view gpu, const any_rate_controller& controller);
 
 /// A timeline sample (one segment of constant rates).
 struct timeline_row {
@@ -144,7 +157,36 @@ struct prediction {
   std::optional<double> opportunistic_se{};
   /// The prediction came from a fit that left this cell's pair out.
   bool left_out = false;
+  /// The standard deviation of a measurement around the prediction: the parameters' standard
+  /// error and, beside it, the model's own error and the measurement's noise, estimated from
+  /// the residuals of pairs left out of the fit (`calibrate_intervals`). Empty until calibrated.
+  std::optional<double> production_sd{};
+  std::optional<double> opportunistic_sd{};
 };
+
+/// A calibration group (GPU type and policy) needs this many left-out throughputs for its own
+/// estimate of the model's error; with fewer the GPU type's is taken, then every GPU type's.
+inline constexpr std::size_t min_calibration_throughputs = 8;
+
+/// Sets the standard deviations of both lists (aligned: the same cells in the same order, as
+/// `predict_measured` returns them without and with `leave_one_out`). The model's error of a
+/// group is the root of mean(residual²) − mean(parameter se²) over its left-out throughputs (not
+/// below 0): what the left-out residuals spread beyond what the parameters explain, which holds
+/// the measurement's noise too. A left-out prediction takes it from the other pairs' residuals
+/// only, so its interval's coverage is a test, not a fit; an in-sample one from all of them.
+void calibrate_intervals(std::vector<prediction>& in_sample, std::vector<prediction>& left_out);
+
+/// How the calibrated 95% intervals of left-out predictions did on one GPU type.
+struct interval_coverage {
+  std::string gpu;
+  std::size_t throughputs = 0;
+  std::size_t inside = 0;  ///< measured throughputs inside their interval
+  double median_half_width = 0;
+};
+
+/// Per GPU type, in the order they first appear: coverage and median half-width of the
+/// calibrated intervals of `left_out`.
+[[nodiscard]] std::vector<interval_coverage> coverage_of(const std::vector<prediction>& left_out);
 
 /// The 95% interval of a prediction with standard error `se`: value ± `interval_z`·se, not below 0
 /// (a throughput).

@@ -67,6 +67,8 @@ struct cluster_summary {
   std::uint64_t pairings = 0;
   std::uint64_t preemptions = 0;
   double wall_seconds = 0;
+  /// The run's `cluster_result::extrapolated`.
+  std::string extrapolated;
 };
 
 /// The runs summarized, in order, normalized to the first baseline run among them.
