@@ -13,6 +13,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "tgs/core/units.hpp"
 
@@ -65,6 +68,10 @@ class job_profiles {
   job_profile& at(const profile_key& key);
   [[nodiscard]] std::size_t size() const noexcept { return profiles_.size(); }
 
+  /// Every profile, the least recently used first: the order that, read back through `at`,
+  /// gives the same recency.
+  [[nodiscard]] std::vector<std::pair<profile_key, job_profile>> by_use() const;
+
  private:
   void evict_one(std::optional<uid_t> of_user);
   std::size_t capacity_;
@@ -72,5 +79,19 @@ class job_profiles {
   std::uint64_t clock_ = 0;
   std::map<profile_key, job_profile> profiles_;
 };
+
+/// The largest profiles file a node reads: 4096 profiles of at most about 200 bytes.
+inline constexpr std::size_t profiles_max_bytes = std::size_t{1} << 20;
+
+/// The profiles as the node keeps them across its restarts (`<socket>.profiles`, under
+/// `--opportunistic-mechanism auto`): a header line, then one line per profile, the least
+/// recently used first: `uid place exe_device exe_inode command_hash longest_kernel_ns peak_bytes
+/// hurt_as_mps_client hurt_time_sliced runs`, `-` for a place or a value that is not there.
+[[nodiscard]] std::string format_profiles(const job_profiles& profiles);
+
+/// The profiles `text` holds, in a store of the default bounds (a file of more keeps its most
+/// recently used). Nothing, with `why` naming the line and what is wrong in it, for a text that is
+/// not such a file: a node then starts with none rather than trust part of it.
+[[nodiscard]] std::optional<job_profiles> parse_profiles(std::string_view text, std::string& why);
 
 }  // namespace tgs::cuda::node

@@ -279,7 +279,10 @@ void node_server::remove_job(std::uint32_t id, const char* why) {
   log(log_level::info, "job {} (pid {}, {}) left: {}", id, j.pid, to_string(j.cls), why);
   // What its run measured stays in its profile for its next start.
   note_profile(j);
-  if (j.cls == job_class::opportunistic && j.profile) ++profiles_.at(*j.profile).runs;
+  if (j.cls == job_class::opportunistic && j.profile) {
+    ++profiles_.at(*j.profile).runs;
+    profiles_changed_ = true;
+  }
   if (auto g = gpus_.find(j.gpu); g != gpus_.end() && j.in_control) g->second->remove_job(id, now());
   // The page's writer gone, its samples no longer stand: no gap is open on them, and the next
   // production job to register writes the page.

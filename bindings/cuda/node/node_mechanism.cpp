@@ -5,6 +5,7 @@
 // held, and its profile says so for its next start.
 #include <algorithm>
 
+#include "own_file.hpp"
 #include "server_parts.hpp"
 
 namespace tgs::cuda::node {
@@ -76,6 +77,7 @@ void node_server::choose_mechanism(job& j) {
 void node_server::note_profile(const job& j) {
   if (j.cls != job_class::opportunistic || !j.profile) return;
   job_profile& p = profiles_.at(*j.profile);
+  const job_profile before = p;
   const abi::job_segment& seg = *j.segment;
   // Short kernels count once enough were timed; one long kernel counts at once (the safe side).
   const duration longest{static_cast<std::int64_t>(
@@ -85,6 +87,38 @@ void node_server::note_profile(const job& j) {
   }
   const std::uint64_t held = seg.device_bytes.load(std::memory_order_relaxed) + seg.managed_bytes.load(std::memory_order_relaxed);
   if (held > 0) p.peak_bytes = std::max(p.peak_bytes.value_or(bytes{}), bytes{held});
+  profiles_changed_ = profiles_changed_ || p.longest_kernel != before.longest_kernel || p.peak_bytes != before.peak_bytes;
+}
+
+void node_server::load_profiles() {
+  if (options_.opportunistic_mechanism != mechanism_preference::automatic) return;
+  const std::string path = profiles_path();
+  std::string why;
+  const std::optional<std::string> text = read_own_file(path, profiles_max_bytes, why);
+  std::optional<job_profiles> read;
+  if (text) read = parse_profiles(*text, why);
+  if (read) {
+    profiles_ = std::move(*read);
+    log(log_level::info, "{} job profile(s) read from {}", profiles_.size(), path);
+  } else if (!why.empty()) {
+    // Started without them: each job's next start is chosen as a first one (the safe side).
+    log(log_level::warn, "the job profiles {} are {}: ignored, and replaced at the next change", path, why);
+  }
+}
+
+void node_server::sync_profiles(bool now) {
+  if (options_.opportunistic_mechanism != mechanism_preference::automatic || !profiles_changed_) return;
+  const clock::time_point t = clock::now();
+  if (!now && t - profiles_written_ < std::chrono::seconds{1}) return;
+  profiles_written_ = t;
+  const std::string path = profiles_path();
+  if (const std::string why = replace_own_file(path, format_profiles(profiles_)); !why.empty()) {
+    if (why != profiles_trouble_) log(log_level::error, "cannot write the job profiles {}: {}", path, why);
+    profiles_trouble_ = why;
+    return;
+  }
+  profiles_trouble_.clear();
+  profiles_changed_ = false;
 }
 
 void node_server::correct_mechanisms() {
@@ -114,6 +148,7 @@ void node_server::correct_mechanisms() {
       if (j->profile) {
         job_profile& p = profiles_.at(*j->profile);
         (was == opportunistic_mechanism::mps_client ? p.hurt_as_mps_client : p.hurt_time_sliced) = true;
+        profiles_changed_ = true;
       }
       log(log_level::info, "job {} (pid {}): production recovered while it was held; its next start is chosen "
           "knowing this", id, j->pid);

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "held_record.hpp"
+#include "own_file.hpp"
 #include "safe_dir.hpp"
 #include "server_parts.hpp"
 
@@ -370,17 +371,8 @@ bool node_server::write_held_record(const held_set& held) {
   if (held.empty()) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return trouble(std::string("unlink: ") + std::strerror(errno));
   } else {
-    const std::string text = format_held_record(held);
-    // Through the socket's folder, opened here: a temporary file with a random name made
-    // exclusively in it, then renamed over the record (safe_dir.hpp). No name another user of a
-    // shared socket folder could pre-create stands in the way, and a reader sees the old record
-    // or the new one, never a part.
-    const auto [folder_path, name] = containers::split_path(path);
-    const containers::unique_fd folder(::open(folder_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (folder.get() < 0) return trouble("cannot open its folder: " + std::string(std::strerror(errno)));
-    if (const std::string why = containers::replace_file_at(folder.get(), name, text, 0600); !why.empty()) {
-      return trouble(why);
-    }
+    // A reader sees the old record or the new one, never a part (own_file.hpp).
+    if (const std::string why = replace_own_file(path, format_held_record(held)); !why.empty()) return trouble(why);
   }
   if (!held_record_trouble_.empty()) log(log_level::info, "the record of held processes {} is written again", path);
   held_record_trouble_.clear();
@@ -402,45 +394,14 @@ void node_server::continue_recorded() {
     }
   } const thaw_on_return{*this};
   const std::string path = held_record_path();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) return;
-  const auto ignored = [&](const std::string& why) {
-    log(log_level::warn, "the record of held processes {} is {}: ignored, nothing it lists is continued", path, why);
-  };
-  if (fd < 0) {
-    ignored(errno == ELOOP ? std::string("a symbolic link") : std::string("unreadable (") + std::strerror(errno) + ")");
-    return;
-  }
-  struct stat st{};
-  std::string text;
   std::string why;
-  if (::fstat(fd, &st) != 0) {
-    why = std::string("unreadable (") + std::strerror(errno) + ")";
-  } else if (!S_ISREG(st.st_mode)) {
-    why = "not a regular file";
-  } else if (st.st_uid != ::geteuid()) {
-    why = fmt::format("owned by uid {}, not by the node's user ({})", st.st_uid, ::geteuid());
-  } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    why = fmt::format("writable by others (mode {:04o})", st.st_mode & 07777);
-  } else if (static_cast<std::uint64_t>(st.st_size) > held_record_max_bytes) {
-    why = fmt::format("larger than {} bytes", held_record_max_bytes);
-  } else {
-    text.resize(held_record_max_bytes + 1);
-    std::size_t got = 0;
-    for (;;) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) why = std::string("unreadable (") + std::strerror(errno) + ")";
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-      if (got == text.size()) break;
-    }
-    text.resize(got);
-    if (why.empty() && got > held_record_max_bytes) why = fmt::format("larger than {} bytes", held_record_max_bytes);
-  }
-  ::close(fd);
+  const std::optional<std::string> text = read_own_file(path, held_record_max_bytes, why);
+  if (!text && why.empty()) return;  // no record: nothing was held
+  const auto ignored = [&](const std::string& what) {
+    log(log_level::warn, "the record of held processes {} is {}: ignored, nothing it lists is continued", path, what);
+  };
   std::optional<held_set> listed;
-  if (why.empty()) listed = parse_held_record(text, why);
+  if (text) listed = parse_held_record(*text, why);
   if (!listed) {
     ignored(why);
     return;

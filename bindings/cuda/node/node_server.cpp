@@ -159,6 +159,7 @@ void node_server::bind() {
   // The lock is this node's: what a predecessor that died holding processes left is continued.
   open_holds();
   continue_recorded();
+  load_profiles();
   bind_class_sockets();
   if (options_.observe_gpus) observer_ = gpu_observer::nvml();
   start_mps();  // may change the policy in force (the default's fallback), or refuse a named one
@@ -305,6 +306,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
     const std::uint64_t heartbeat = abi::monotonic_ns();
     for (auto& [gpu, l] : gpus_) next = std::min(next, l->run(t, heartbeat));
     correct_mechanisms();
+    sync_profiles(false);
     // Jobs not (yet) in a control loop still need the heartbeat: their waits watch it.
     for (auto& [id, j] : jobs_) {
       if (!j->in_control) j->segment->heartbeat_ns.store(heartbeat, std::memory_order_release);
@@ -390,6 +392,7 @@ void node_server::run(const std::atomic<bool>& stop_flag) {
   continue_paused();
   log(log_level::info, "stopping; {} job(s) keep running unthrottled until a node is back", jobs_.size());
   remove_node_features();  // what it says is not offered without the node
+  sync_profiles(true);      // what the jobs measured, for the next node
   if (mps_) mps_->stop();
   metrics_.reset();
 }

@@ -375,6 +375,12 @@ class node_server {
   /// job; remembers it in their profiles once production recovers while they are held, and lets
   /// them go again when it does not within `correction_patience`.
   void correct_mechanisms();
+  /// Under auto, the profiles outlive the node in `<socket>.profiles`, read at start (a file that
+  /// is not the node's own, or not a profiles file, is ignored and said) and written whole when
+  /// they changed, at most once a second and when the node stops.
+  [[nodiscard]] std::string profiles_path() const { return options_.socket_path + ".profiles"; }
+  void load_profiles();
+  void sync_profiles(bool now);
   static constexpr std::chrono::seconds correction_patience{15};
   // node_features.cpp: the Node Feature Discovery feature file.
   [[nodiscard]] std::uint32_t mps_gpus_available() const;
@@ -454,6 +460,9 @@ class node_server {
   std::vector<pending_reply> pending_;
   /// The opportunistic jobs' profiles across their runs, and the choice that reads them.
   job_profiles profiles_;
+  bool profiles_changed_ = false;
+  clock::time_point profiles_written_{};
+  std::string profiles_trouble_;
   mechanism_choice chooser_;
   std::uint32_t next_job_id_ = 1;
   clock::time_point next_liveness_;

@@ -632,6 +632,63 @@ TEST_F(Mps, AJobSeenWithALongKernelStaysTimeSlicedAtItsNextStart) {
   EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "long-kernels");
 }
 
+// What a job measured outlives the node: a node killed after the job's long kernel was timed,
+// and another started in its place, still makes the job's next start time-sliced for its kernels.
+TEST_F(Mps, AJobsProfileOutlivesACrashOfTheNode) {
+  const std::vector<std::string> node_args{"--opportunistic-mechanism", "auto"};
+  start_managed_node(1, node_args);
+  process& production = start_gpu_bound_production();
+  const std::vector<std::string> long_kernels{"--kernels", "1", "--blocks", "150000", "--host-ms", "0"};  // 150 ms
+  process& first = start_job(long_kernels, "opportunistic", true);
+  // Written within a second of the change: a line whose longest kernel is 150 ms or more.
+  const std::string profiles = socket_ + ".profiles";
+  wait_until(
+      [&] {
+        std::ifstream in(profiles);
+        std::string line;
+        std::getline(in, line);
+        if (line != "tgs-node job profiles 1") return false;
+        while (std::getline(in, line)) {
+          std::istringstream fields(line);
+          std::string f;
+          for (int i = 0; i < 6 && fields >> f; ++i) {}
+          if (f != "-" && std::stoull(f) >= 150'000'000ULL) return true;
+        }
+        return false;
+      },
+      15s, "the long kernel in the profiles file");
+  struct stat st{};
+  ASSERT_EQ(::stat(profiles.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U) << "the node's own";
+  first.kill(SIGTERM);
+  (void)first.wait();
+  node_->kill(SIGKILL);
+  (void)node_->wait();
+  start_managed_node(1, node_args);
+  EXPECT_NE(node_->stderr_text().find("job profile(s) read from " + profiles), std::string::npos) << node_->stderr_text();
+  // The production job registers again with the new node; the choice needs it there.
+  wait_until([&] { return job_line(production.pid()).value("class", "") == "production"; }, 10s,
+             "the production job back");
+  process& second = start_job(long_kernels, "opportunistic", true);
+  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 10s, "the job in the status");
+  EXPECT_EQ(job_line(second.pid())["mechanism"], "time-sliced") << job_line(second.pid());
+  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "long-kernels") << "remembered across the crash";
+}
+
+// A profiles file that is not the node's own is ignored and said; the node starts all the same.
+TEST_F(Mps, AProfilesFileOthersCanWriteIsIgnored) {
+  const std::string profiles = socket_ + ".profiles";
+  {
+    std::ofstream out(profiles);
+    out << "tgs-node job profiles 1\n";
+  }
+  ::chmod(profiles.c_str(), 0666);
+  start_managed_node(1, {"--opportunistic-mechanism", "auto"});
+  EXPECT_NE(node_->stderr_text().find("the job profiles " + profiles + " are writable by others (mode 0666): ignored"),
+            std::string::npos)
+      << node_->stderr_text();
+}
+
 // A co-runner beside which the production job stays below its target with the cap at its floor
 // is held within seconds (the controller cannot protect production any other way), and its
 // profile says so: its next start shares the other way, here as an MPS client, its kernels short.
