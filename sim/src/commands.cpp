@@ -198,6 +198,7 @@ pairs_outcome run_pairs(const calibrated_model& model, const pairs_command& cmd)
   for (const auto& r : requests) {
     out.results.push_back(
         run_pair_request(model.data, r, options, cmd.timeline ? &out.timeline : nullptr));
+    out.results.back().extrapolated = extrapolation_of(model.data, r, options);
   }
   // Each prediction's standard error from the fitted parameters' covariance, per GPU type (the
   // intervals `predict` prints): the same runs again on catalogs with one parameter moved.

@@ -150,6 +150,19 @@ void apply_setting(any_rate_controller::configs& rate, any_memory_policy::config
   }
 }
 
+/// A request's policy settings: the options', then the request's own, as tgs-node builds its
+/// controller.
+struct request_settings {
+  any_rate_controller::configs rate;
+  any_memory_policy::configs memory;
+};
+
+request_settings settings_of(const pair_request& r, const pair_options& options) {
+  request_settings out{options.rate_settings, options.memory_settings};
+  for (const auto& [key, value] : r.settings) apply_setting(out.rate, out.memory, key, value);
+  return out;
+}
+
 rate_policy_traits policy_traits(std::string_view policy) {
   if (const auto t = any_rate_controller::traits_of_policy(policy)) return *t;
   throw input_error(fmt::format("unknown policy \"{}\" (known: {})", policy, rate_controller_list()));
@@ -232,12 +245,11 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
   // The policy's settings as the command line gave them, then the cell's own, as tgs-node
   // builds its controller: validation errors are bad input.
   const rate_policy_traits traits = policy_traits(r.policy);
-  any_rate_controller::configs rate_settings = options.rate_settings;
-  any_memory_policy::configs memory_settings = options.memory_settings;
-  for (const auto& [key, value] : r.settings) apply_setting(rate_settings, memory_settings, key, value);
+  const request_settings settings = settings_of(r, options);
+  const any_memory_policy::configs& memory_settings = settings.memory;
   std::optional<any_rate_controller> controller;
   try {
-    controller.emplace(*rate_settings.find(r.policy));
+    controller.emplace(*settings.rate.find(r.policy));
   } catch (const config_error& e) {
     throw input_error(e.what());
   }
@@ -270,7 +282,6 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
   spec.production_drift = options.production_drift;
 
   pair_result result{r, memory_name, {}, r.target};
-  result.extrapolated = extrapolation_of(c, r.gpu, *controller);
   if (timeline != nullptr) {
     std::string_view phase;
     result.outcome =
@@ -280,6 +291,14 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
     result.outcome = run_pair(spec, std::move(*controller), std::move(*memory));
   }
   return result;
+}
+
+std::string extrapolation_of(const catalog& c, const pair_request& r, const pair_options& options) {
+  try {
+    return extrapolation_of(c, r.gpu, any_rate_controller{*settings_of(r, options).rate.find(r.policy)});
+  } catch (const config_error& e) {
+    throw input_error(e.what());
+  }
 }
 
 std::string extrapolation_of(const catalog& c, std::string_view gpu, const any_rate_controller& controller) {

@@ -10,6 +10,7 @@
 
 #include "sim_test_support.hpp"
 #include "tgs/memory/transparent_unified_memory.hpp"
+#include "tgs/sim/commands.hpp"
 #include "tgs/sim/report.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
 #include "tgs/rate/exclusive.hpp"
@@ -346,20 +347,29 @@ TEST(Extrapolation, APolicyRestingOnAnUnmeasuredParameterSaysWhich) {
   EXPECT_EQ(extrapolation("h100-80gb", *make_rate_controller("mig")), "mig on h100-80gb: no pair was measured there under mig");
 }
 
+/// `tgs-sim pairs --gpu GPU --production P --opportunistic O --policies priority-share`.
+pair_result priority_share_pair(const std::string& gpu, const std::string& production, const std::string& opportunistic) {
+  pairs_command cmd;
+  cmd.gpu = gpu;
+  cmd.production = production;
+  cmd.opportunistic = opportunistic;
+  cmd.policies = {"priority-share"};
+  return run_pairs(testing::default_model(), cmd).results.at(0);
+}
+
 TEST(Extrapolation, PairResultsAndTheirOutputsCarryIt) {
-  const auto& m = testing::default_model();
-  const pair_result r = run_pair_request(m.data, {"custom", "a100-40gb", "resnet50", "shufflenet", "priority-share"},
-                                         steady_state_options());
+  const pair_result r = priority_share_pair("a100-40gb", "resnet50", "shufflenet");
   EXPECT_NE(r.extrapolated, "");
   const std::string csv = render_pairs({r}, output_format::csv, 0.1);
   EXPECT_NE(csv.find(",extrapolated\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find(",,,priority-share on a100-40gb: MPS priority"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",priority-share on a100-40gb: MPS priority (mps_priority_loss) was never measured there; the "
+                     "model takes the MPS loss for it\n"),
+            std::string::npos)
+      << csv;
   EXPECT_NE(render_pairs({r}, output_format::json, 0.1).find("\"extrapolated\":\"priority-share on a100-40gb"),
             std::string::npos);
   EXPECT_NE(render_pairs({r}, output_format::table, 0.1).find("priority-share *"), std::string::npos);
-  const pair_result measured = run_pair_request(m.data, {"custom", "h100-80gb", "resnet50-b256", "shufflenet-b128",
-                                                         "priority-share"},
-                                                steady_state_options());
+  const pair_result measured = priority_share_pair("h100-80gb", "resnet50-b256", "shufflenet-b128");
   EXPECT_EQ(measured.extrapolated, "");
   EXPECT_NE(render_pairs({measured}, output_format::json, 0.1).find("\"extrapolated\":null"), std::string::npos);
 }

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -20,6 +19,7 @@
 #include "gpu_discovery.hpp"
 #include "pluginregistration/v1/api.grpc.pb.h"
 #include "safe_dir.hpp"
+#include "socket_file.hpp"
 
 namespace tgs::kubernetes::dra {
 
@@ -32,11 +32,6 @@ using nlohmann::json;
 
 constexpr std::string_view service_socket_name = "dra.sock";
 constexpr std::string_view checkpoint_name = "claims.json";
-
-bool socket_at(const std::filesystem::path& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
-}
 
 std::optional<std::string> read_file(const std::string& path) {
   std::ifstream in(path);
@@ -216,7 +211,7 @@ class socket_server {
     builder.RegisterService(&service);
     server_ = builder.BuildAndStart();
     if (!server_) throw std::runtime_error("cannot serve on " + path_.string());
-    inode_ = inode();
+    identity_ = identity_of(path_);
   }
 
   void stop() {
@@ -224,22 +219,18 @@ class socket_server {
     server_->Shutdown(std::chrono::system_clock::now() + 2s);
     server_->Wait();
     server_.reset();
-    if (inode() == inode_) ::unlink(path_.c_str());
+    if (identity_ && identity_of(path_) == identity_) ::unlink(path_.c_str());
+    identity_.reset();
   }
 
   /// Serving, and the socket file is still the one it made.
-  [[nodiscard]] bool intact() const { return server_ && inode() == inode_ && socket_at(path_); }
+  [[nodiscard]] bool intact() const { return server_ && identity_ && identity_of(path_) == identity_; }
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
-  [[nodiscard]] ino_t inode() const {
-    struct stat st{};
-    return ::stat(path_.c_str(), &st) == 0 ? st.st_ino : 0;
-  }
-
   std::filesystem::path path_;
   std::unique_ptr<grpc::Server> server_;
-  ino_t inode_ = 0;
+  std::optional<file_identity> identity_;
 };
 
 /// The node's slice as the API server holds it, kept equal to what the node offers.
@@ -342,8 +333,8 @@ json current_slice(const inventory& devices, const dra_options& options,
   }
   for (unsigned gpu = 0; gpu < cfg.gpus; ++gpu) {
     const std::filesystem::path dir = cfg.paths.socket_dir;
-    const bool served = socket_at(dir / containers::node_socket_name(gpu, job_class::production)) &&
-                        socket_at(dir / containers::node_socket_name(gpu, job_class::opportunistic));
+    const bool served = kubernetes::is_socket(dir / containers::node_socket_name(gpu, job_class::production)) &&
+                        kubernetes::is_socket(dir / containers::node_socket_name(gpu, job_class::opportunistic));
     if (!served && !options.always_healthy) continue;
     const gpu_description about = gpu < described.size() ? described[gpu] : gpu_description{};
     facts.gpus.push_back({gpu, about.model, about.memory_bytes});

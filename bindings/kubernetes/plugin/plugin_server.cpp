@@ -6,7 +6,6 @@
 #include <grpcpp/grpcpp.h>
 #include <poll.h>
 #include <sys/inotify.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "socket_file.hpp"
 
 namespace tgs::kubernetes {
 
@@ -30,29 +30,6 @@ namespace api = ::v1beta1;
 
 constexpr std::array<job_class, 2> classes{job_class::production, job_class::opportunistic};
 constexpr std::string_view kubelet_socket_name = "kubelet.sock";
-
-/// Which file a path names now, to tell a file made anew from the one seen before.
-struct file_identity {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  friend bool operator==(const file_identity&, const file_identity&) = default;
-};
-
-std::optional<file_identity> identity_of(const std::filesystem::path& p) {
-  struct stat st{};
-  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
-  return file_identity{st.st_dev, st.st_ino};
-}
-
-bool is_socket(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
-bool is_file(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 /// The health of every (GPU, class), with a generation that moves on each change, so that each
 /// ListAndWatch stream sends the list again exactly when something changed.

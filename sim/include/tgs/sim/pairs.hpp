@@ -87,7 +87,7 @@ struct pair_result {
   std::optional<double> production_se{};
   std::optional<double> opportunistic_se{};
   /// Why the prediction rests on a parameter never measured on its GPU type
-  /// (`extrapolation_of`); empty when it does not.
+  /// (`extrapolation_of`); empty when it does not, or when the caller did not ask (`run_pairs` does).
   std::string extrapolated{};
 };
 
@@ -100,6 +100,11 @@ struct pair_result {
 ///   estimates on every GPU type;
 /// - any other policy that shares the GPU where no pair was measured under its mechanism.
 [[nodiscard]] std::string extrapolation_of(const catalog& c, std::string_view gpu, const any_rate_controller& controller);
+
+/// The same for a pair request, with the controller it runs (the options' settings, then its
+/// own). Kept out of `run_pair_request`, which the fit and the delta method run thousands of
+/// times: callers that report a result (`run_pairs`) ask once per result.
+[[nodiscard]] std::string extrapolation_of(const catalog& c, const pair_request& r, const pair_options& options);
 
 /// A timeline sample (one segment of constant rates).
 struct timeline_row {
