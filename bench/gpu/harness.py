@@ -15,6 +15,7 @@ import datetime
 import json
 import math
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -29,7 +30,9 @@ import tomllib
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CLASSES = ("production", "opportunistic")
-METRICS = ("production", "opportunistic", "convergence_s", "recovery_s")
+# production_own: the production job's rate over its own before its co-runner started in the same
+# run (the windows that found it steady), which leaves out a host-bound job's drift between runs.
+METRICS = ("production", "opportunistic", "convergence_s", "recovery_s", "production_own")
 CALL_KEYS = ("device", "driver", "date", "command", "complete", "cpus", "budgets", "skipped")
 CELL_KEY = ("scenario", "production_model", "opportunistic_model", "mode", "setting")
 
@@ -213,6 +216,12 @@ def job_results(run: dict, windows: dict, samples: list) -> dict:
             res["convergence_s"] = convergence(until, min(reg, default=j["started"]), rate, run["convergence_target"],
                                                run["steady_windows"])
         res["recovery_s"] = recovery(w, j["resume"], rate, run["recovery_target"]) if "resume" in j else None
+    other, prod = run["jobs"].get("opportunistic", {}).get("started"), run["jobs"].get("production", {})
+    if other and out.get("production", {}).get("rate") is not None and other < prod["measure"][0]:  # both ran
+        before = [r for t, r in windows.get((run["run"], "production"), []) if t <= other]
+        before = before[-2 * run.get("steady_windows", 3):]
+        own = statistics.median(before) if before else None
+        out["production"]["own"] = out["production"]["rate"] / own if own else None
     return out
 
 
@@ -246,6 +255,7 @@ def summarize(out_dir: str, print_table: bool = True) -> dict:
                     warnings.append(f"{key[0]}/{key[1]}: no {call['baseline']} run of {jobs[cls]} to normalize to")
             per_run["convergence_s"].append(res.get("opportunistic", {}).get("convergence_s"))
             per_run["recovery_s"].append(res["production"]["recovery_s"])
+            per_run["production_own"].append(res["production"].get("own"))
         cells.append({"scenario": key[0], "production_model": jobs["production"],
                       "opportunistic_model": jobs["opportunistic"] if call["modes"][key[1]] != "production" else None,
                       "mode": key[1], "setting": key[2], **{k: call[k] for k in CALL_KEYS[:4]},
@@ -284,21 +294,31 @@ def table(summary: dict) -> None:
         print(f"WARNING: {w}")
 
 
-def pool(paths: list) -> dict:
+def pool(paths: list, device: str = None) -> dict:
     """The cells of several summaries (or pools) with the same scenario, jobs, mode and setting,
-    pooled run by run (each run stays normalized to its own call's alone runs)."""
+    pooled run by run (each run stays normalized to its own call's alone runs); with DEVICE, only
+    the cells measured on that device alone."""
     groups = {}
     for path in paths:
-        s = read_json(path)
+        if not os.path.exists(path) and ":" in path:  # FILE:KEY, a pool kept inside a results JSON
+            file, _, key = path.rpartition(":")
+            s = read_json(file)
+            if not isinstance(s, dict) or key not in s:
+                raise HarnessError(f"{file}: no key '{key}'")
+            s = s[key]
+        else:
+            s = read_json(path)
         if not isinstance(s, dict) or not isinstance(s.get("cells"), list):
             raise HarnessError(f"{path}: no 'cells' list: not a harness summary or pool")
         for c in s["cells"]:
             if not isinstance(c, dict) or not isinstance(c.get("per_run"), dict):
                 raise HarnessError(f"{path}: a cell without per_run values")
+            if device and set(c["device"] if isinstance(c.get("device"), list) else [c.get("device")]) != {device}:
+                continue
             groups.setdefault(tuple(c.get(k) for k in CELL_KEY), []).append(c)
     cells = []
     for key, cs in groups.items():
-        per_run = {m: [x for c in cs for x in c["per_run"].get(m, [])] for m in METRICS}
+        per_run = {m: [x for c in cs for x in c["per_run"].get(m, [None] * c["runs"])] for m in METRICS}
         joined = lambda k: sorted({str(x) for c in cs for x in (c[k] if isinstance(c[k], list) else [c[k]]) if x})
         cells.append({**dict(zip(CELL_KEY, key)), "device": joined("device"), "driver": joined("driver"),
                       "date": max(c["date"] for c in cs), "command": joined("command"),
@@ -325,6 +345,81 @@ def targets(cells: list, production: float, opportunistic: float) -> list:
     return out
 
 
+def bootstrap_ci(values: list, level: float = 0.95, draws: int = 4000):
+    """The percentile bootstrap interval of the median over VALUES (runs drawn with replacement, a
+    fixed seed so that a table is reproducible), or None with fewer than two values."""
+    xs = [x for x in values if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    if len(xs) < 2:
+        return None
+    rng = random.Random(0)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(draws))
+    tail = (1.0 - level) / 2.0
+    return {"low": meds[int(tail * (draws - 1))], "high": meds[math.ceil((1.0 - tail) * (draws - 1))]}
+
+
+def dominance(cells: list, default: str, targets: dict, least: dict) -> list:
+    """Per pair of CELLS (pooled runs; one mode's cells with other settings, such as a memory
+    budget that followed the measured footprints, are pooled too): each mode's medians and
+    bootstrap intervals, and the verdict on the DEFAULT mode: the modes that beat it on both jobs
+    beyond the intervals, whether its medians meet TARGETS, and whether every cell has the runs of
+    LEAST (the default's and co-execution's, and the others')."""
+    pairs = {}
+    for c in cells:
+        if c["mode"] == "alone":
+            continue
+        m = pairs.setdefault(c["scenario"], {}).setdefault(c["mode"], {"per_run": {k: [] for k in CLASSES},
+                                                                            "settings": [], "runs": 0})
+        m["runs"] += c["runs"]
+        m["settings"] += [c["setting"]] * (c["setting"] not in m["settings"])
+        for k in CLASSES:
+            m["per_run"][k] += [x for x in c["per_run"].get(k, []) if x is not None]
+    out = []
+    for scenario, modes in pairs.items():
+        for m in modes.values():
+            for k in CLASSES:
+                m[k] = {"median": statistics.median(m["per_run"][k]) if m["per_run"][k] else None,
+                        "ci": bootstrap_ci(m["per_run"][k])}
+        d = modes.get(default)
+        beats = lambda m: all(m[k]["ci"] and d[k]["ci"] and m[k]["ci"]["low"] > d[k]["ci"]["high"]  # noqa: E731
+                              for k in CLASSES)
+        want = targets["opportunistic"].get(scenario)
+        few = sorted(name for name, m in modes.items()
+                     if m["runs"] < least["default" if name in (default, "co-execution") else "others"])
+        few += [f"co-execution (none)"] * ("co-execution" not in modes)
+        met = None
+        if d and d["production"]["median"] is not None and d["opportunistic"]["median"] is not None:
+            low = (d["production"]["ci"] or {}).get("low")
+            met = (d["production"]["median"] >= targets["production"] and low is not None
+                   and low >= targets["production_low"] and (want is None or d["opportunistic"]["median"] >= want))
+        out.append({"scenario": scenario, "default": default, "opportunistic_target": want, "modes": modes,
+                    "beaten_by": sorted(n for n, m in modes.items() if d and n != default and beats(m)),
+                    "default_measured": d is not None, "targets_met": met, "too_few_runs": few})
+    return out
+
+
+def dominance_table(rows: list, markdown: bool) -> None:
+    """The dominance verdicts, one line per pair and mode (a Markdown table with MARKDOWN)."""
+    shown = lambda x: "-" if x["median"] is None else (  # noqa: E731
+        f"{x['median']:.2f}" + (f" ({x['ci']['low']:.2f}-{x['ci']['high']:.2f})" if x["ci"] else ""))
+    lines = [("pair", "mode", "production", "opportunistic", "runs", "verdict")]
+    for r in rows:
+        verdict = ("default not measured" if not r["default_measured"] else
+                   ("beaten by " + ", ".join(r["beaten_by"]) if r["beaten_by"] else "not beaten")
+                   + ("; targets met" if r["targets_met"] else "; targets not met")
+                   + (f"; too few runs: {', '.join(r['too_few_runs'])}" if r["too_few_runs"] else ""))
+        order = sorted(r["modes"], key=lambda n: (n != r["default"], n))
+        for i, name in enumerate(order):
+            m = r["modes"][name]
+            lines.append((r["scenario"] if i == 0 else "", name + " (default)" * (name == r["default"]),
+                          shown(m["production"]), shown(m["opportunistic"]), str(m["runs"]), verdict if i == 0 else ""))
+    if markdown:
+        print("| " + " | ".join(lines[0]) + " |\n|" + "---|" * len(lines[0]))
+        for x in lines[1:]:
+            print("| " + " | ".join(x) + " |")
+    else:
+        print_rows(lines)
+
+
 def phases(samples: list) -> list:
     """tgs-node status samples per run and controller phase (the phase "production-alone" while
     only the production job is registered): medians of the budget, both jobs' blocks/s, the
@@ -333,9 +428,10 @@ def phases(samples: list) -> list:
     idle-harvest), and how the node had the opportunistic job share (its mechanism and reason)."""
     groups, mechanisms = {}, {}
     for n, s in enumerate(samples, 1):
-        try:
-            jobs = {j["class"]: j for j in s["jobs"] if j.get("gpu", 0) == 0}
-            gpu = next((g for g in s["gpus"] if g.get("gpu", 0) == 0), {})
+        try:  # the GPU of the production job (a call on another GPU than 0: run --gpu)
+            on = next((j.get("gpu", 0) for j in s["jobs"] if j["class"] == "production"), 0)
+            jobs = {j["class"]: j for j in s["jobs"] if j.get("gpu", 0) == on}
+            gpu = next((g for g in s["gpus"] if g.get("gpu", 0) == on), {})
             run = str(s["run"])
         except (KeyError, TypeError, AttributeError) as e:
             raise HarnessError(f"status sample {n}: not a status sample ({type(e).__name__}: {e})") from None
@@ -363,11 +459,12 @@ def phases(samples: list) -> list:
 
 # ------------------------------------------------------------------ the machine
 
-def nvidia_smi(fields: list):
-    """GPU 0's answers to an nvidia-smi query (a query: it changes nothing), or None without one."""
+def nvidia_smi(fields: list, gpu: int = 0):
+    """GPU GPU's answers to an nvidia-smi query (a query: it changes nothing), or None without one.
+    GPU is nvidia-smi's index, which CUDA_VISIBLE_DEVICES does not renumber."""
     try:
         r = subprocess.run(["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits",
-                            "-i", "0"], capture_output=True, text=True, timeout=30)
+                            "-i", str(gpu)], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     values = [v.strip() for v in r.stdout.splitlines()[0].split(",")] if r.returncode == 0 and r.stdout.strip() else []
@@ -391,10 +488,11 @@ def read_cpulist(path: str) -> list:
         return []
 
 
-def halves(cpus: list, siblings_of) -> tuple:
-    """CPUS in two halves of whole cores (a core's hardware threads share its units and caches, so
-    halves that split one would let one job's host side slow the other's), the first half the
-    smaller; in order where SIBLINGS_OF does not place every CPU or there is one core."""
+def parts(cpus: list, siblings_of, n: int) -> list:
+    """CPUS in N parts of whole cores (a core's hardware threads share its units and caches, so
+    parts that split one would let one job's host side slow another's), the earlier parts no
+    larger than the later; in order where SIBLINGS_OF does not place every CPU or there are fewer
+    cores than parts."""
     cores = {}
     for c in cpus:
         sib = [x for x in siblings_of(c) if x in cpus]
@@ -402,21 +500,35 @@ def halves(cpus: list, siblings_of) -> tuple:
             cores = {}
             break
         cores.setdefault(min(sib), []).append(c)
-    if len(cores) < 2:
-        return cpus[:len(cpus) // 2], cpus[len(cpus) // 2:]
-    groups = [cores[k] for k in sorted(cores)]
-    return sorted(sum(groups[:len(groups) // 2], [])), sorted(sum(groups[len(groups) // 2:], []))
+    units = [cores[k] for k in sorted(cores)] if len(cores) >= n else [[c] for c in cpus]
+    ends = [len(units) * i // n for i in range(n + 1)]
+    return [sorted(sum(units[a:b], [])) for a, b in zip(ends, ends[1:])]
 
 
-def gpu_cpu_halves(bus_id):
-    """The CPUs local to the GPU (sysfs local_cpulist of its PCI device; else every CPU this process
-    may use) in two halves, one per job, or None with fewer than two."""
+def halves(cpus: list, siblings_of) -> tuple:
+    """CPUS in two halves of whole cores, the first the smaller (parts)."""
+    return tuple(parts(cpus, siblings_of, 2))
+
+
+def siblings(cpu: int) -> list:
+    return read_cpulist(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+
+
+def gpu_local_cpus(bus_id) -> list:
+    """The CPUs local to the GPU of BUS_ID that this process may use (sysfs local_cpulist of its PCI
+    device; else every CPU this process may use)."""
     allowed, local = os.sched_getaffinity(0), []
     if bus_id:  # nvidia-smi prints an 8-digit PCI domain in upper case; sysfs names use 4, lower case
         domain, _, rest = bus_id.lower().partition(":")
         local = read_cpulist(f"/sys/bus/pci/devices/{domain[-4:]}:{rest}/local_cpulist")
-    cpus = [c for c in local if c in allowed] or sorted(allowed)
-    a, b = halves(cpus, lambda c: read_cpulist(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list"))
+    return [c for c in local if c in allowed] or sorted(allowed)
+
+
+def gpu_cpu_halves(bus_id, part: tuple = (1, 1)):
+    """The CPUs local to the GPU, or the PART = (i, n)-th of n parts of them where n calls share
+    them (run --gpus), in two halves, one per job; None with fewer than two."""
+    cpus = parts(gpu_local_cpus(bus_id), siblings, part[1])[part[0] - 1]
+    a, b = halves(cpus, siblings)
     return {"production": ",".join(map(str, a)), "opportunistic": ",".join(map(str, b))} if len(cpus) > 1 else None
 
 
@@ -509,7 +621,7 @@ class Job:
 class Node:
     """A tgs-node for one run, and a thread that appends its status to SINK once a second."""
 
-    def __init__(self, argv: list, status: list, socket: str, log, sink: Sink, run: str, gpu_util: bool) -> None:
+    def __init__(self, argv: list, status: list, socket: str, log, sink: Sink, run: str, gpu_util) -> None:
         print(f"==== {run}: {shlex.join(argv)}", file=log, flush=True)
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         self.done, deadline = threading.Event(), time.time() + 10
@@ -521,7 +633,8 @@ class Node:
         self.thread = threading.Thread(target=self.sample, args=(status, sink, run, gpu_util), daemon=True)
         self.thread.start()
 
-    def sample(self, status: list, sink: Sink, run: str, gpu_util: bool) -> None:
+    def sample(self, status: list, sink: Sink, run: str, gpu_util) -> None:
+        """GPU_UTIL: the nvidia-smi index of the GPU whose utilization each sample adds, or None."""
         while not self.done.is_set():
             t = time.time()
             with contextlib.suppress(OSError, subprocess.SubprocessError, json.JSONDecodeError):
@@ -530,8 +643,8 @@ class Node:
                 if lines:
                     s = {"run": run, "t": t, "gpus": [x for x in lines if "gpu" in x and "job" not in x],
                          "jobs": [x for x in lines if "job" in x]}
-                    if gpu_util:
-                        s["gpu_utilization"] = (nvidia_smi(["utilization.gpu"]) or {}).get("utilization.gpu")
+                    if gpu_util is not None:
+                        s["gpu_utilization"] = (nvidia_smi(["utilization.gpu"], gpu_util) or {}).get("utilization.gpu")
                     sink.write(s)
             self.done.wait(max(0.05, 1.0 - (time.time() - t)))
 
@@ -576,6 +689,7 @@ class Call:
 
     def __init__(self, args, data: dict) -> None:
         self.args, self.data, self.t0, self.nodes = args, data, time.time(), 0
+        self.gpu = args.gpu if args.gpu is not None else 0  # nvidia-smi's index
         self.sets = parse_sets(args.set or [], data["settings"])
         self.out = os.path.abspath(args.out)
         self.skipped, self.warnings, self.budgets, self.footprints, self.longest = [], [], {}, {}, {}
@@ -589,10 +703,15 @@ class Call:
         self.runs, self.windows, self.samples = (Sink(os.path.join(self.out, n))
                                                  for n in ("runs.jsonl", "windows.jsonl", "status-samples.jsonl"))
         self.node_log, self.job_log = (open(os.path.join(self.out, n), "w") for n in ("node.log", "jobs.log"))
-        facts = nvidia_smi(["name", "driver_version", "memory.free", "pci.bus_id"]) or {}
+        facts = nvidia_smi(["name", "driver_version", "memory.free", "pci.bus_id"], self.gpu) or {}
+        if self.args.gpu is not None:
+            # Everything the call starts sees that GPU alone. By its index, in PCI order as nvidia-smi
+            # and NVML count: the interposer registers a job on the GPU its CUDA_VISIBLE_DEVICES
+            # names by index, and tgs-node finds that GPU's processes and MPS daemon through NVML.
+            os.environ.update(CUDA_VISIBLE_DEVICES=str(self.args.gpu), CUDA_DEVICE_ORDER="PCI_BUS_ID")
         self.free_mib = self.args.free_mib or float(facts.get("memory.free") or 0) or None
         self.device, self.driver = facts.get("name", "no GPU (nvidia-smi not found)"), facts.get("driver_version")
-        self.cpus = None if self.args.no_pin else gpu_cpu_halves(facts.get("pci.bus_id"))
+        self.cpus = None if self.args.no_pin else gpu_cpu_halves(facts.get("pci.bus_id"), self.args.cpu_part)
         if not self.args.no_pin and self.cpus is None:
             self.warnings.append("fewer than two CPUs to split: the jobs ran unpinned")
 
@@ -687,7 +806,7 @@ class Call:
                 if flags is not None:
                     argv = fill([self.data["node"]["binary"]] + self.data["node"]["flags"], ctx, "[node]") + flags
                     node = Node(argv, [argv[0]] + fill(self.data["node"]["status"], ctx, "[node] status"), socket,
-                                self.node_log, self.samples, run, spec.get("gpu_util", False))
+                                self.node_log, self.samples, run, spec.get("gpu_util"))
                     stack.callback(node.stop)
                     nodes.append(node)
                 # Each job alone one after the other, or the production job and then the other.
@@ -719,6 +838,7 @@ class Call:
             "device": self.device, "driver": self.driver, "command": self.args.command, "complete": complete,
             "date": datetime.datetime.fromtimestamp(self.t0, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "cpus": self.cpus, "budgets": self.budgets, "baseline": self.data["settings"]["baseline"],
+            "gpu": self.gpu, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "pairs": {sp["pair"]: {c: self.data["pairs"][sp["pair"]][c] for c in CLASSES} for sp in specs},
             "modes": {sp["mode"]: self.data["modes"][sp["mode"]]["jobs"] for sp in specs},
             "skipped": self.skipped, "warnings": self.warnings, "data": self.data})
@@ -743,6 +863,18 @@ def plan(args, data: dict) -> list:
     rounds = int(parse_sets(args.set or [], data["settings"]).get("rounds", data["settings"]["rounds"]))
     return [{"run": f"{r}/{p}/{m}", "round": r, "pair": p, "mode": m} for r in range(1, rounds + 1)
             for p in pairs for m in (wanted or data["pairs"][p].get("modes", []))]
+
+
+def cpu_part(text: str) -> tuple:
+    """--cpu-part I/N as (I, N), 1 <= I <= N."""
+    i, _, n = text.partition("/")
+    try:
+        part = (int(i), int(n))
+    except ValueError:
+        part = (0, 0)
+    if not 1 <= part[0] <= part[1]:
+        raise argparse.ArgumentTypeError(f"'{text}' is not I/N with 1 <= I <= N")
+    return part
 
 
 def interrupt(signum, frame):
@@ -784,7 +916,7 @@ def cmd_run(args, data: dict, specs: list, profile: bool = False) -> int:
                 call.skipped.append({"run": sp["run"], "why": f"~{need:.0f} s would end past --max-s {args.max_s:g}"})
             else:
                 print(f"== [{time.time() - call.t0:4.0f} s] {sp['run']}", flush=True)
-                rec = call.execute({**sp, "gpu_util": profile})
+                rec = call.execute({**sp, "gpu_util": call.gpu if profile else None})
                 call.longest[sp["mode"]] = max(call.longest.get(sp["mode"], 0), rec["ended"] - rec["started"])
                 if rec["failed"]:
                     print(f"   failed: {rec['failed']}", flush=True)
@@ -799,6 +931,79 @@ def cmd_run(args, data: dict, specs: list, profile: bool = False) -> int:
         return profile_row(call, summary)
     print(f"summary: {os.path.join(call.out, 'summary.json')} ({time.time() - call.t0:.0f} s)")
     return 0 if complete and not summary["failed"] else 1
+
+
+def gpu_shares(args, gpus: list) -> list:
+    """Per GPU of GPUS (nvidia-smi indexes): its pairs (those of --pairs dealt out in turn) and its
+    part of its local CPUs, shared with the other GPUs whose local CPUs are the same."""
+    pairs = args.pairs.split(",") if args.pairs else ["high"]
+    if len(set(gpus)) != len(gpus) or len(pairs) < len(gpus):
+        raise HarnessError(f"--gpus {args.gpus}: each GPU once, and at least one pair per GPU ({len(pairs)} given)")
+    local = [tuple(gpu_local_cpus((nvidia_smi(["pci.bus_id"], g) or {}).get("pci.bus_id"))) for g in gpus]
+    return [{"gpu": g, "pairs": pairs[k::len(gpus)],
+             "cpu_part": (local[:k + 1].count(local[k]), local.count(local[k]))} for k, g in enumerate(gpus)]
+
+
+def cmd_run_gpus(args, data: dict, argv: list) -> int:
+    """run --gpus: one call per GPU at once, each a child harness on its GPU and its own CPUs with
+    its share of the pairs, writing to OUT/gpu<N> (each normalized to its own alone runs); the
+    binaries are built once, here. A SIGTERM or SIGINT reaches every child, which cleans up."""
+    try:
+        gpus = [int(g) for g in args.gpus.split(",")]
+    except ValueError:
+        raise HarnessError(f"--gpus {args.gpus}: not a comma-separated list of GPU indexes") from None
+    shares, out, t0 = gpu_shares(args, gpus), os.path.abspath(args.out), time.time()
+    rest = []  # the call's own options, less those each child gets its own value of
+    skip = {"--gpus": 1, "--pairs": 1, "--out": 1, "--max-s": 1, "--no-build": 0, "--build": 1}
+    it = iter(argv[1:])
+    for a in it:
+        name = a.split("=", 1)[0]
+        if name in skip:
+            if skip[name] and "=" not in a:
+                next(it, None)
+        else:
+            rest.append(a)
+    ones = [argparse.Namespace(**{**vars(args), "pairs": ",".join(sh["pairs"])}) for sh in shares]
+    specs = [plan(one, data) for one in ones]  # unknown pairs and modes are refused before anything starts
+    for sh, one, sp in zip(shares, ones, specs):
+        print(f"== GPU {sh['gpu']}: pairs {one.pairs}, CPU part {sh['cpu_part'][0]}/{sh['cpu_part'][1]}", flush=True)
+        if args.plan:
+            cmd_run(one, data, sp)
+    if args.plan:
+        return 0
+    os.makedirs(out, exist_ok=True)
+    if not args.no_build:
+        print(f"== build into {args.build}", flush=True)
+        build_backend(args.build, os.path.join(out, "build.log"))
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    children = []
+    try:
+        for sh in shares:
+            child_out = os.path.join(out, f"gpu{sh['gpu']}")
+            os.makedirs(child_out, exist_ok=True)
+            cmd = [sys.executable, os.path.abspath(__file__), "run", "--gpu", str(sh["gpu"]), "--cpu-part",
+                   "{}/{}".format(*sh["cpu_part"]), "--pairs", ",".join(sh["pairs"]), "--out", child_out, "--no-build",
+                   "--build", args.build, "--max-s", f"{max(0.0, args.max_s - (time.time() - t0)):.0f}"] + rest
+            with open(os.path.join(out, f"gpu{sh['gpu']}.log"), "w") as log:
+                children.append((sh, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
+        codes = [proc.wait() for _, proc in children]
+    except KeyboardInterrupt:
+        for _, proc in children:
+            with contextlib.suppress(OSError):
+                proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait() for _, proc in children]
+    for (sh, _), rc in zip(children, codes):
+        path = os.path.join(out, f"gpu{sh['gpu']}", "summary.json")
+        print(f"\n== GPU {sh['gpu']} (exit {rc}; its output: gpu{sh['gpu']}.log)")
+        if os.path.exists(path):
+            table(read_json(path))
+    paths = [p for p in (os.path.join(out, f"gpu{sh['gpu']}", "summary.json") for sh, _ in children)
+             if os.path.exists(p)]
+    if paths:  # the GPUs' cells in one file (each run normalized to its own GPU's alone runs)
+        write_json(os.path.join(out, "summary.json"), pool(paths))
+    print(f"summaries: {' '.join(paths)}, pooled in {os.path.join(out, 'summary.json')} ({time.time() - t0:.0f} s)")
+    return max(codes, default=0)
 
 
 def profile_row(call: Call, summary: dict) -> int:
@@ -846,9 +1051,15 @@ def main(argv: list) -> int:
     runner.add_argument("--max-s", type=float, default=540, help="no run starts that would end later than this (540)")
     runner.add_argument("--free-mib", type=float, help="the card's free memory where nvidia-smi cannot tell")
     runner.add_argument("--no-pin", action="store_true", help="do not pin the jobs to halves of the GPU's local CPUs")
+    runner.add_argument("--gpu", type=int, help="the GPU to run on (nvidia-smi's index; default 0): what the call "
+                        "starts sees it alone")
+    runner.add_argument("--cpu-part", type=cpu_part, default=(1, 1), metavar="I/N",
+                        help="use the I-th of N parts (whole cores) of the GPU's local CPUs (run --gpus sets it)")
     r = sub.add_parser("run", parents=[runner], help="pairs under sharing modes (--plan: list the runs, run nothing)")
     r.add_argument("--pairs", help="comma-separated pairs (default high)")
     r.add_argument("--modes", help="comma-separated modes instead of each pair's own list")
+    r.add_argument("--gpus", help="comma-separated GPUs (nvidia-smi indexes): one call per GPU at once, the pairs "
+                   "dealt out among them in turn, each writing to OUT/gpu<N>")
     p = sub.add_parser("profile", parents=[runner], help="one job alone under the interposer + tgs-node: a profile row")
     p.add_argument("job", help="a job of the data's [jobs]")
     p.add_argument("--mode", default="interposer", help="the mode to profile it in (interposer)")
@@ -860,6 +1071,14 @@ def main(argv: list) -> int:
     t.add_argument("files", nargs="+", help="summaries or pools")
     t.add_argument("--production", type=float, default=0.95, help="the production target (0.95)")
     t.add_argument("--opportunistic", type=float, default=0.5, help="the opportunistic target (0.5)")
+    dm = sub.add_parser("dominance", help="per pair, whether any mode beats the default on both jobs beyond the "
+                        "intervals, and whether the default meets its targets")
+    dm.add_argument("files", nargs="+", help="summaries or pools (FILE:KEY: the pool under KEY of a results JSON)")
+    dm.add_argument("--default", default="priority-share", help="the default's mode (priority-share)")
+    dm.add_argument("--data", action="append", help="data files with [targets] (default: scenarios.toml here)")
+    dm.add_argument("--device", help="only the cells measured on this device (as nvidia-smi names it)")
+    dm.add_argument("--json", help="write the pooled cells and the verdicts here")
+    dm.add_argument("--markdown", action="store_true", help="print a Markdown table")
     b = sub.add_parser("build", help="only the build a run or profile call makes (what CI checks)")
     b.add_argument("--build", default="/tmp/tgs-gpu-build", help="build folder of tgs-node and the interposer")
     b.add_argument("--log", help="the build's output (default: BUILD/harness-build.log)")
@@ -869,7 +1088,12 @@ def main(argv: list) -> int:
     args = ap.parse_args(argv)
     args.command = "python3 bench/gpu/harness.py " + shlex.join(argv)
     try:
-        data = load_data(args.data or [os.path.join(HERE, "scenarios.toml")]) if args.cmd in ("run", "profile") else {}
+        data = (load_data(args.data or [os.path.join(HERE, "scenarios.toml")])
+                if args.cmd in ("run", "profile", "dominance") else {})
+        if args.cmd == "run" and args.gpus:
+            if args.gpu is not None:
+                raise HarnessError("--gpu and --gpus: give one of them")
+            return cmd_run_gpus(args, data, argv)
         if args.cmd == "run":
             return cmd_run(args, data, plan(args, data))
         if args.cmd == "profile":
@@ -895,6 +1119,24 @@ def main(argv: list) -> int:
             if args.json:
                 write_json(args.json, pooled)
             table(pooled)
+        elif args.cmd == "dominance":
+            t = data.get("targets")
+            if not isinstance(t, dict) or not all(isinstance(t.get(k), (int, float)) for k in ("production",
+                                                                                             "production_low")):
+                raise HarnessError("dominance: the data has no [targets] with production and production_low")
+            t = {**t, "opportunistic": t.get("opportunistic", {})}
+            pooled = pool(args.files, args.device)
+            if "," in pooled["device"]:
+                raise HarnessError(f"dominance: cells of several devices ({pooled['device']}): choose one with --device")
+            rows = dominance(pooled["cells"], args.default, t, {"default": t.get("runs_default", 3),
+                                                                "others": t.get("runs_others", 2)})
+            if not rows:
+                raise HarnessError("dominance: no cell but alone runs in " + " ".join(args.files))
+            if args.json:
+                write_json(args.json, {**pooled, "command": args.command, "targets": t, "verdicts": rows})
+            print(f"{pooled['device']}, driver {pooled['driver'] or '-'}: each job's rate over its alone rate, median "
+                  "(95% bootstrap interval over runs); the default beaten: another mode above both its intervals")
+            dominance_table(rows, args.markdown)
         elif args.cmd == "targets":
             rows = targets(pool(args.files)["cells"], args.production, args.opportunistic)
             print_rows([("scenario", "mode", "production", "opportunistic", "met", "both_in_run", "setting")] + [

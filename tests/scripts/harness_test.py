@@ -2,6 +2,7 @@
 """bench/gpu/harness.py: its analysis on made-up inputs (run by name: Analysis Data TrainWindows),
 and FakeGpu, whole calls against the fake driver (TGS_BUILD_DIR: a build with tgs-node, the
 interposer and tgs-fake-train)."""
+import argparse
 import io
 import json
 import os
@@ -95,7 +96,10 @@ class Analysis(unittest.TestCase):
         self.assertEqual(cells["alone"]["production"]["median"], 1.0)
         self.assertEqual(set(tgs) - {"unsteady_runs", "per_run"}, {
             "scenario", "production_model", "opportunistic_model", "mode", "setting", "device", "driver", "date",
-            "command", "runs", "production", "opportunistic", "convergence_s", "recovery_s"})
+            "command", "runs", "production", "opportunistic", "convergence_s", "recovery_s", "production_own"})
+        # Its own rate before the opportunistic job started at 100 s: the window of 11 at t = 100.
+        self.assertEqual(tgs["per_run"]["production_own"], [1.0])
+        self.assertEqual(cells["alone"]["per_run"]["production_own"], [None, None])  # the two jobs never met
         self.assertRegex(out.getvalue(), r"p\s+tgs\s+1\.00 \(1\.00-1\.00\)\s+0\.50 \(0\.50-0\.50\)")
 
     def test_pools_and_targets(self):
@@ -148,6 +152,58 @@ class Analysis(unittest.TestCase):
         self.assertEqual(harness.halves([0, 1, 2, 4, 5, 6], siblings.get), ([0, 4], [1, 2, 5, 6]))
         self.assertEqual(harness.halves([0, 1, 2, 3], lambda c: []), ([0, 1], [2, 3]))  # topology unknown
         self.assertEqual(harness.parse_cpulist("0-2,8\n"), [0, 1, 2, 8])
+
+    def test_gpus_share_their_local_cpus_in_parts_of_whole_cores(self):
+        eight = {c: [c % 8, c % 8 + 8] for c in range(16)}  # 8 cores of two threads
+        parts = harness.parts(list(range(16)), eight.get, 4)
+        self.assertEqual(parts, [[0, 1, 8, 9], [2, 3, 10, 11], [4, 5, 12, 13], [6, 7, 14, 15]])
+        self.assertEqual(harness.parts([0, 1, 2], lambda c: [], 2), [[0], [1, 2]])  # the earlier part no larger
+        self.assertEqual(harness.parts([0, 8], eight.get, 2), [[0], [8]])  # one core, two parts: its threads
+        self.assertEqual(harness.cpu_part("2/3"), (2, 3))
+        for bad in ("0/2", "3/2", "x", "1"):
+            with self.assertRaises(argparse.ArgumentTypeError):
+                harness.cpu_part(bad)
+        args = argparse.Namespace(pairs="a,b,c", gpus="0,1")
+        shares = harness.gpu_shares(args, [0, 1])  # no nvidia-smi here: both GPUs see the same CPUs
+        self.assertEqual([(s["pairs"], s["cpu_part"]) for s in shares], [(["a", "c"], (1, 2)), (["b"], (2, 2))])
+        for gpus in ([0, 0], [0, 1, 2, 3]):
+            with self.assertRaisesRegex(harness.HarnessError, "each GPU once, and at least one pair per GPU"):
+                harness.gpu_shares(args, gpus)
+
+    def test_dominance_verdicts(self):
+        def cell(pair, mode, prod, opp, device="GPU X"):
+            return {"scenario": pair, "production_model": "a", "opportunistic_model": "b", "mode": mode,
+                    "setting": "-", "device": device, "driver": "1", "date": "d", "command": "c", "runs": len(prod),
+                    "per_run": {"production": prod, "opportunistic": opp}}
+        cells = [cell("p", "alone", [1.0, 1.0], [1.0, 1.0]),
+                 cell("p", "default", [0.96, 0.97, 0.95], [0.30, 0.32, 0.31]),
+                 cell("p", "co-execution", [0.98, 0.99, 0.985], [0.50, 0.52, 0.51]),  # above both intervals
+                 cell("p", "other", [0.99, 0.60], [0.9, 0.9]),  # its production interval reaches below
+                 cell("q", "default", [0.96, 0.90, 0.97], [0.95, 0.93, 0.90]),
+                 cell("q", "co-execution", [0.99], [0.99])]
+        targets = {"production": 0.95, "production_low": 0.92, "opportunistic": {"p": 0.25, "q": 0.80}}
+        rows = {r["scenario"]: r for r in harness.dominance(cells, "default", targets, {"default": 3, "others": 2})}
+        self.assertEqual(rows["p"]["beaten_by"], ["co-execution"])
+        self.assertTrue(rows["p"]["targets_met"])
+        self.assertEqual(rows["p"]["too_few_runs"], [])
+        self.assertEqual(rows["q"]["beaten_by"], [], "one run has no interval: it beats nothing")
+        self.assertFalse(rows["q"]["targets_met"], "production's interval reaches 0.90, below 0.92")
+        self.assertEqual(rows["q"]["too_few_runs"], ["co-execution"])
+        ci = harness.bootstrap_ci([0.96, 0.97, 0.95])
+        self.assertEqual((ci["low"], ci["high"]), (0.95, 0.97))
+        self.assertIsNone(harness.bootstrap_ci([0.9]))
+        with tempfile.TemporaryDirectory() as t:  # FILE:KEY and one device at a time
+            harness.write_json(os.path.join(t, "r.json"), {"gpu": {"cells": cells + [cell("p", "default", [0.1],
+                                                                                          [0.1], "GPU Y")]}})
+            with redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(harness.main(["dominance", os.path.join(t, "r.json:gpu"), "--default", "default"]), 2)
+                self.assertEqual(harness.main(["dominance", os.path.join(t, "r.json:gpu"), "--default", "default",
+                                               "--device", "GPU X", "--markdown", "--json", f"{t}/d.json"]), 0)
+            self.assertIn("| p | default (default) | 0.96 (0.95-0.97) | 0.31 (0.30-0.32) | 3 | beaten by "
+                          "co-execution; targets met |", out.getvalue())
+            self.assertEqual([r["scenario"] for r in harness.read_json(f"{t}/d.json")["verdicts"]], ["p", "q"])
+            with self.assertRaisesRegex(harness.HarnessError, "r.json: no key 'cpu'"):
+                harness.pool([os.path.join(t, "r.json:cpu")])
 
 
 class Data(unittest.TestCase):
@@ -264,6 +320,17 @@ class FakeGpu(unittest.TestCase):
             self.assertRegex(r.stdout, r"failed 1/fake-dying/mps: the opportunistic job \(dying\) exited with status")
             with open(log) as f:
                 self.assertEqual(f.read().split(), ["start", "quit"] * 3)  # two fake/mps runs and the failed one
+
+            # One call per GPU at once (run --gpus): the pairs dealt out, each call on its own GPU.
+            r = call("d", "run", "--gpus", "0,1", "--pairs", "fake,fake-memory", "--modes", "alone",
+                     "--set", "rounds=1", "--set", "window_s=0.25")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for gpu, pair in ((0, "fake"), (1, "fake-memory")):
+                c = harness.read_json(f"{t}/d/gpu{gpu}/call.json")
+                self.assertEqual((c["gpu"], c["cuda_visible_devices"], list(c["pairs"])), (gpu, str(gpu), [pair]))
+                self.assertRegex(c["command"], rf"--gpu {gpu} --cpu-part {gpu + 1}/2 ")
+            pooled = harness.read_json(f"{t}/d/summary.json")
+            self.assertEqual(sorted(x["scenario"] for x in pooled["cells"]), ["fake", "fake-memory"])
 
             r = call("c", "profile", "fake_production", "--set", "window_s=0.25", "--set", "windows=12")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
