@@ -357,26 +357,29 @@ def bootstrap_ci(values: list, level: float = 0.95, draws: int = 4000):
     return {"low": meds[int(tail * (draws - 1))], "high": meds[math.ceil((1.0 - tail) * (draws - 1))]}
 
 
+SHARES = CLASSES + ("production_own",)
+
+
 def dominance(cells: list, default: str, targets: dict, least: dict) -> list:
     """Per pair of CELLS (pooled runs; one mode's cells with other settings, such as a memory
     budget that followed the measured footprints, are pooled too): each mode's medians and
     bootstrap intervals, and the verdict on the DEFAULT mode: the modes that beat it on both jobs
     beyond the intervals, whether its medians meet TARGETS, and whether every cell has the runs of
-    LEAST (the default's and co-execution's, and the others')."""
+    LEAST (the default's and co-execution's, the others', and how many other modes)."""
     pairs = {}
     for c in cells:
         if c["mode"] == "alone":
             continue
-        m = pairs.setdefault(c["scenario"], {}).setdefault(c["mode"], {"per_run": {k: [] for k in CLASSES},
+        m = pairs.setdefault(c["scenario"], {}).setdefault(c["mode"], {"per_run": {k: [] for k in SHARES},
                                                                             "settings": [], "runs": 0})
         m["runs"] += c["runs"]
         m["settings"] += [c["setting"]] * (c["setting"] not in m["settings"])
-        for k in CLASSES:
+        for k in SHARES:
             m["per_run"][k] += [x for x in c["per_run"].get(k, []) if x is not None]
     out = []
     for scenario, modes in pairs.items():
         for m in modes.values():
-            for k in CLASSES:
+            for k in SHARES:
                 m[k] = {"median": statistics.median(m["per_run"][k]) if m["per_run"][k] else None,
                         "ci": bootstrap_ci(m["per_run"][k])}
         d = modes.get(default)
@@ -385,7 +388,9 @@ def dominance(cells: list, default: str, targets: dict, least: dict) -> list:
         want = targets["opportunistic"].get(scenario)
         few = sorted(name for name, m in modes.items()
                      if m["runs"] < least["default" if name in (default, "co-execution") else "others"])
-        few += [f"co-execution (none)"] * ("co-execution" not in modes)
+        few += ["co-execution (none)"] * ("co-execution" not in modes)
+        others = sum(m["runs"] >= least["others"] for n, m in modes.items() if n not in (default, "co-execution"))
+        few += [f"{least['modes'] - others} more mode(s) beside co-execution"] * (others < least["modes"])
         met = None
         if d and d["production"]["median"] is not None and d["opportunistic"]["median"] is not None:
             low = (d["production"]["ci"] or {}).get("low")
@@ -401,7 +406,7 @@ def dominance_table(rows: list, markdown: bool) -> None:
     """The dominance verdicts, one line per pair and mode (a Markdown table with MARKDOWN)."""
     shown = lambda x: "-" if x["median"] is None else (  # noqa: E731
         f"{x['median']:.2f}" + (f" ({x['ci']['low']:.2f}-{x['ci']['high']:.2f})" if x["ci"] else ""))
-    lines = [("pair", "mode", "production", "opportunistic", "runs", "verdict")]
+    lines = [("pair", "mode", "production", "opportunistic", "runs", "production over its own start", "verdict")]
     for r in rows:
         verdict = ("default not measured" if not r["default_measured"] else
                    ("beaten by " + ", ".join(r["beaten_by"]) if r["beaten_by"] else "not beaten")
@@ -411,7 +416,8 @@ def dominance_table(rows: list, markdown: bool) -> None:
         for i, name in enumerate(order):
             m = r["modes"][name]
             lines.append((r["scenario"] if i == 0 else "", name + " (default)" * (name == r["default"]),
-                          shown(m["production"]), shown(m["opportunistic"]), str(m["runs"]), verdict if i == 0 else ""))
+                          shown(m["production"]), shown(m["opportunistic"]), str(m["runs"]), shown(m["production_own"]),
+                          verdict if i == 0 else ""))
     if markdown:
         print("| " + " | ".join(lines[0]) + " |\n|" + "---|" * len(lines[0]))
         for x in lines[1:]:
@@ -1129,7 +1135,8 @@ def main(argv: list) -> int:
             if "," in pooled["device"]:
                 raise HarnessError(f"dominance: cells of several devices ({pooled['device']}): choose one with --device")
             rows = dominance(pooled["cells"], args.default, t, {"default": t.get("runs_default", 3),
-                                                                "others": t.get("runs_others", 2)})
+                                                                "others": t.get("runs_others", 2),
+                                                                "modes": t.get("modes_others", 2)})
             if not rows:
                 raise HarnessError("dominance: no cell but alone runs in " + " ".join(args.files))
             if args.json:

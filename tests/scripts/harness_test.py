@@ -182,13 +182,14 @@ class Analysis(unittest.TestCase):
                  cell("q", "default", [0.96, 0.90, 0.97], [0.95, 0.93, 0.90]),
                  cell("q", "co-execution", [0.99], [0.99])]
         targets = {"production": 0.95, "production_low": 0.92, "opportunistic": {"p": 0.25, "q": 0.80}}
-        rows = {r["scenario"]: r for r in harness.dominance(cells, "default", targets, {"default": 3, "others": 2})}
+        rows = {r["scenario"]: r for r in harness.dominance(cells, "default", targets,
+                                                             {"default": 3, "others": 2, "modes": 1})}
         self.assertEqual(rows["p"]["beaten_by"], ["co-execution"])
         self.assertTrue(rows["p"]["targets_met"])
-        self.assertEqual(rows["p"]["too_few_runs"], [])
+        self.assertEqual(rows["p"]["too_few_runs"], [], "other has 2 runs, one mode is asked for")
         self.assertEqual(rows["q"]["beaten_by"], [], "one run has no interval: it beats nothing")
         self.assertFalse(rows["q"]["targets_met"], "production's interval reaches 0.90, below 0.92")
-        self.assertEqual(rows["q"]["too_few_runs"], ["co-execution"])
+        self.assertEqual(rows["q"]["too_few_runs"], ["co-execution", "1 more mode(s) beside co-execution"])
         ci = harness.bootstrap_ci([0.96, 0.97, 0.95])
         self.assertEqual((ci["low"], ci["high"]), (0.95, 0.97))
         self.assertIsNone(harness.bootstrap_ci([0.9]))
@@ -199,8 +200,9 @@ class Analysis(unittest.TestCase):
                 self.assertEqual(harness.main(["dominance", os.path.join(t, "r.json:gpu"), "--default", "default"]), 2)
                 self.assertEqual(harness.main(["dominance", os.path.join(t, "r.json:gpu"), "--default", "default",
                                                "--device", "GPU X", "--markdown", "--json", f"{t}/d.json"]), 0)
-            self.assertIn("| p | default (default) | 0.96 (0.95-0.97) | 0.31 (0.30-0.32) | 3 | beaten by "
-                          "co-execution; targets met |", out.getvalue())
+            self.assertIn("| p | default (default) | 0.96 (0.95-0.97) | 0.31 (0.30-0.32) | 3 | - | beaten by "
+                          "co-execution; targets met; too few runs: 1 more mode(s) beside co-execution |",
+                          out.getvalue())
             self.assertEqual([r["scenario"] for r in harness.read_json(f"{t}/d.json")["verdicts"]], ["p", "q"])
             with self.assertRaisesRegex(harness.HarnessError, "r.json: no key 'cpu'"):
                 harness.pool([os.path.join(t, "r.json:cpu")])
