@@ -112,8 +112,7 @@ class Trial:
         args = [self.build + "/bin/tgs-node", "--socket", self.sock, "--liveness-ms", "100", "--log-level", "info",
                 "--mps-control", self.build + "/fake-mps/nvidia-cuda-mps-control", "--gpus", "1",
                 "--policy", "priority-share", "--opportunistic-mechanism", "mps"]
-        if self.sig == "gpu-wait":
-            args.append("--priority-share.gpu-wait-signal")
+        args.append("--priority-share.gpu-wait-signal=" + ("true" if self.sig == "gpu-wait" else "false"))
         log = open(os.path.join(self.work, "node.log"), "w")
         # No MPS control program on PATH: the node runs the one named above.
         env = self.env(LD_LIBRARY_PATH=self.build + "/fake-driver", PATH=os.path.join(self.work, "no-programs"))

@@ -21,6 +21,14 @@ namespace tgs::test {
 namespace {
 
 using cfg_t = priority_share::config;
+
+/// The speed signal (the default before the GPU-wait signal), which the tests up to the GPU-wait
+/// signal's own read.
+cfg_t speed_signal() {
+  cfg_t c;
+  c.gpu_wait_signal = false;
+  return c;
+}
 constexpr duration period = 500ms;
 /// The production job's speed alone, blocks per second.
 constexpr double alone_speed = 1e6;
@@ -72,7 +80,7 @@ struct pair_feed : feed_base {
   /// the share of that rate the cap lets through.
   double loss_at_full = 0.0;
 
-  explicit pair_feed(const cfg_t& cfg = {}) : feed_base(cfg, 7) {}
+  explicit pair_feed(const cfg_t& cfg = speed_signal()) : feed_base(cfg, 7) {}
 
   double noise() { return uniform(jitter); }
   /// The production job alone for `n` windows.
@@ -98,7 +106,7 @@ struct pair_feed : feed_base {
 };
 
 TEST(PriorityShare, EveryDecisionMakesTheOpportunisticJobABelowNormalMpsClient) {
-  priority_share c{{}};
+  priority_share c{speed_signal()};
   for (const rate_decision& d : {c.step({}), c.step({epoch, period, production(alone_speed), std::nullopt}),
                                  c.step({epoch + period, period, production(alone_speed), opportunistic(1)})}) {
     const auto* share = std::get_if<mps_partition>(&d.share);
@@ -241,7 +249,7 @@ TEST(PriorityShare, TheCapLoosensOnceTheProductionJobRecovers) {
 }
 
 TEST(PriorityShare, TheCapNeverFallsBelowTheFloor) {
-  cfg_t cfg;
+  cfg_t cfg = speed_signal();
   cfg.floor_fraction = 0.1;
   pair_feed f{cfg};
   f.loss_at_full = 0.9;  // hurt whatever the opportunistic job gets
@@ -254,7 +262,7 @@ TEST(PriorityShare, TheCapNeverFallsBelowTheFloor) {
 }
 
 TEST(PriorityShare, AProductionJobStillHurtAtTheFloorIsSaidToBeUnprotected) {
-  cfg_t cfg;
+  cfg_t cfg = speed_signal();
   cfg.floor_fraction = 0.1;
   pair_feed f{cfg};
   f.loss_at_full = 0.9;  // 9% lost even at the floor: more than the 4% tolerated
@@ -273,7 +281,7 @@ TEST(PriorityShare, AProductionJobStillHurtAtTheFloorIsSaidToBeUnprotected) {
 }
 
 TEST(PriorityShare, AProductionJobTheFloorProtectsIsNeverSaidToBeUnprotected) {
-  cfg_t cfg;
+  cfg_t cfg = speed_signal();
   cfg.floor_fraction = 0.1;
   pair_feed f{cfg};
   f.loss_at_full = 0.3;  // 3% at the floor: within the tolerance
@@ -302,7 +310,7 @@ TEST(PriorityShare, AnIdleProductionJobChangesNothingAndResumesUnderTheSameCap) 
 }
 
 TEST(PriorityShare, AProductionJobThatArrivesSecondIsMeasuredWithTheOpportunisticJobAtItsFloor) {
-  priority_share c{{}};
+  priority_share c{speed_signal()};
   instant now = epoch;
   // The opportunistic job alone, uncapped.
   for (int i = 0; i < 4; ++i) {
@@ -325,7 +333,7 @@ TEST(PriorityShare, AProductionJobThatArrivesSecondIsMeasuredWithTheOpportunisti
 }
 
 TEST(PriorityShare, ARefreshHoldsTheOpportunisticJobBrieflyAndKeepsItsCap) {
-  cfg_t cfg;
+  cfg_t cfg = speed_signal();
   cfg.refresh_every_windows = 40;
   pair_feed f{cfg};
   f.loss_at_full = 0.2;
@@ -360,7 +368,7 @@ TEST(PriorityShare, AProductionJobThatSpedUpGetsANewReference) {
 }
 
 TEST(PriorityShare, WithoutSyncMarksTheWindowsLaunchedBlocksAreTheSpeed) {
-  priority_share c{{}};
+  priority_share c{speed_signal()};
   instant now = epoch;
   for (int i = 0; i < 8; ++i) {
     now += period;
@@ -370,7 +378,7 @@ TEST(PriorityShare, WithoutSyncMarksTheWindowsLaunchedBlocksAreTheSpeed) {
 }
 
 TEST(PriorityShare, ShortEventWindowsAreNotSamples) {
-  priority_share c{{}};
+  priority_share c{speed_signal()};
   instant now = epoch;
   for (int i = 0; i < 8; ++i) {
     now += period;
@@ -382,7 +390,7 @@ TEST(PriorityShare, ShortEventWindowsAreNotSamples) {
 }
 
 TEST(PriorityShare, ThePolicyRevisitsEveryPeriodWhileAProductionJobRuns) {
-  priority_share c{{}};
+  priority_share c{speed_signal()};
   EXPECT_EQ(c.step({epoch, duration::zero(), production(0), std::nullopt}).revisit_at, epoch + period);
   EXPECT_EQ(c.step({epoch + period, period, production(alone_speed), std::nullopt}).revisit_at, epoch + 2 * period);
   EXPECT_EQ(c.step({epoch + period, duration::zero(), std::nullopt, opportunistic(1)}).revisit_at, never);
@@ -455,10 +463,11 @@ struct host_bound_feed : feed_base {
   }
 };
 
-cfg_t gpu_wait() {
-  cfg_t c;
-  c.gpu_wait_signal = true;
-  return c;
+cfg_t gpu_wait() { return cfg_t{}; }
+
+TEST(PriorityShare, TheDefaultReadsTheGpuWaitSignal) {
+  // Chosen from the H200's dominance table (docs/results/dominance.md).
+  EXPECT_TRUE(cfg_t{}.gpu_wait_signal);
 }
 
 /// The stretch of the production job's GPU time that costs it `loss` of its speed.
@@ -539,9 +548,9 @@ TEST(PriorityShare, TheGpuWaitSignalSeesAFivePercentLossUnderFifteenPercentJitte
 }
 
 TEST(PriorityShare, TheSpeedSignalCannotTellAFivePercentLossFromFifteenPercentJitter) {
-  // The same job under the default signal: its speed's own noise hides the loss (a 4% tolerance
+  // The same job under the speed signal: its speed's own noise hides the loss (a 4% tolerance
   // plus 2.33 standard errors of a ±13% speed), so some seed still has not capped after 20 s.
-  const detection d = detect(cfg_t{}, 0.15, 0.05);
+  const detection d = detect(speed_signal(), 0.15, 0.05);
   EXPECT_EQ(d.latest_detection_window, -1);
 }
 

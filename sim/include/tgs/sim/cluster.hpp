@@ -83,7 +83,7 @@ struct cluster_options {
   /// Called with the fraction of events done, at most every 1%.
   std::function<void(double)> progress;
   /// Every rate controller's settings; a run's controller is built from its policy's entry.
-  any_rate_controller::configs rate_settings{};
+  any_rate_controller::configs rate_settings = simulated_rate_settings();
   /// Every memory policy's settings; a co-location runs its policy's default memory policy.
   any_memory_policy::configs memory_settings{};
 };

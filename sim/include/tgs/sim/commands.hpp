@@ -18,6 +18,7 @@
 #include "tgs/rate/any_rate_controller.hpp"
 #include "tgs/sim/cluster.hpp"
 #include "tgs/sim/pairs.hpp"
+#include "tgs/sim/rate_settings.hpp"
 #include "tgs/sim/report.hpp"
 #include "tgs/sim/workloads.hpp"
 #include "tgs/traces/trace.hpp"
@@ -64,7 +65,7 @@ struct given_setting {
 
 /// Every policy's settings for a run (defaults until set) and the ones that were given.
 struct run_settings {
-  any_rate_controller::configs rate{};
+  any_rate_controller::configs rate = simulated_rate_settings();
   any_memory_policy::configs memory{};
   std::vector<given_setting> rate_given;
   std::vector<given_setting> memory_given;

@@ -16,6 +16,7 @@
 #include "tgs/sim/catalog.hpp"
 #include "tgs/sim/fit.hpp"
 #include "tgs/sim/gpu_pair.hpp"
+#include "tgs/sim/rate_settings.hpp"
 
 namespace tgs::sim {
 
@@ -61,7 +62,7 @@ struct pair_options {
   double production_drift = 0;
   /// Every rate controller's settings (defaults until a command line sets them); each pair's
   /// controller is built from its policy's entry.
-  any_rate_controller::configs rate_settings{};
+  any_rate_controller::configs rate_settings = simulated_rate_settings();
   /// Every memory policy's settings, likewise.
   any_memory_policy::configs memory_settings{};
 };
