@@ -15,6 +15,7 @@
 #include "tgs/core/settings_flags.hpp"
 #include "tgs/memory/any_memory_policy.hpp"
 #include "tgs/rate/any_rate_controller.hpp"
+#include "tgs/sharing/mechanism_choice.hpp"
 #include "tgs/sim/commands.hpp"
 #include "tgs/traces/readers.hpp"
 #include "tgs/version.hpp"
@@ -97,7 +98,9 @@ struct pairs_cli {
   pairs_command cmd;
   std::string format = "table";
   std::string timeline;
+  bool node_choices = false;
   settings_flags flags;
+  std::vector<tgs::policy_flag<CLI::Option>> choice_flags;
 
   void add_to(CLI::App& app) {
     app.add_option("--production", cmd.production,
@@ -143,10 +146,21 @@ struct pairs_cli {
         ->check(range_of(pairs_command::production_drift_range))
         ->capture_default_str();
     flags.add_to(app, cmd.settings);
+    // The node's choice of mechanism, from the settings table tgs-node takes its flags from:
+    // `--mechanism-choice.long-kernel-ms`, `--mechanism-choice.gpu-bound-wait`.
+    tgs::add_setting_flags<tgs::mechanism_choice, CLI::App, CLI::Option>(app, cmd.choice, "", choice_flags);
+    app.add_flag("--node-choices", node_choices,
+                 "Print only tgs-node's choice of mechanism for each pair (under --opportunistic-mechanism auto "
+                 "and mps) and the cell that follows, as a Markdown table (docs/simulator/predictions.md); the "
+                 "table, JSON and CSV outputs carry the same beside every cell");
   }
 
   int run(const data_options& data) {
     const output_format out_format = parse_format(format);
+    if (node_choices && out_format != output_format::table) {
+      throw input_error("--node-choices prints a Markdown table: leave out --format (JSON and CSV carry the "
+                        "choices in every record)");
+    }
     flags.note_given(cmd.settings);
     cmd.timeline = !timeline.empty();
     check(cmd);
@@ -157,7 +171,7 @@ struct pairs_cli {
       file << render_timeline(out.timeline);
       if (!file) throw input_error(fmt::format("--timeline: cannot write \"{}\"", timeline));
     }
-    fmt::print("{}", render_pairs(out.results, out_format));
+    fmt::print("{}", node_choices ? render_node_choices(out.results) : render_pairs(out.results, out_format));
     return 0;
   }
 };

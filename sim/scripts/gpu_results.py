@@ -18,9 +18,12 @@ each job's throughput over its alone runs) and the profile rows of `bench/gpu/ha
              (sim/data/gpu_profiles.csv), the others from the alone rates and stated rules
   profile    profile.json rows (or a profile table) as models.csv rows, each field marked measured;
              --update TABLE records them in the profile table instead
+  facts      sim/data/job_facts.csv: what tgs-node measured of each job that its mechanism choice
+             reads (docs/results/mechanism-choice.json), each value with where it came from
 
 Standard library only. `python3 sim/scripts/gpu_results.py pairs > sim/data/measured_pairs.csv`
-rebuilds the committed table; tests/scripts/gpu_results_test.py checks that it does.
+and `gpu_results.py facts > sim/data/job_facts.csv` rebuild the committed tables;
+tests/scripts/gpu_results_test.py checks that they do.
 """
 import argparse
 import csv
@@ -726,6 +729,92 @@ def update_profile_table(table, paths):
     return len(records)
 
 
+# The columns of sim/data/job_facts.csv: the two facts of tgs::choice_facts that no profile has, each
+# beside where it came from.
+FACTS_HEADER = ["model", "gpu", "production_gpu_wait", "production_gpu_wait_source", "opportunistic_longest_span_ms",
+                "opportunistic_longest_span_source"]
+
+
+def job_facts(results_dir):
+    """The job_facts.csv rows from docs/results/mechanism-choice.json: per job and GPU type, its host's
+    wait for its GPU as a production job alone (the median of its runs: tgs-node reads the live value,
+    and every run's is on the same side of the choice's threshold) and its longest kernel span as an
+    opportunistic job (the longest of its runs, as tgs-node's job profile keeps it), each with its
+    source. A job the file has neither fact of has no row: the simulator passes both empty."""
+    path = os.path.join(results_dir, "mechanism-choice.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ResultsError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
+    cells = data.get("cells") if isinstance(data, dict) else None
+    devices = {c.get("device") for c in cells or [] if isinstance(c, dict)}
+    if len(devices) != 1 or next(iter(devices)) not in DEVICES:
+        raise ResultsError(f"{path}: expected the cells of one GPU type of {', '.join(DEVICES)}, got {sorted(map(str, devices))}")
+    gpu = DEVICES[devices.pop()]
+
+    def numbers(values, what):
+        if not isinstance(values, list) or not values or not all(isinstance(v, (int, float)) for v in values):
+            raise ResultsError(f"{path}: {what}: expected a list of numbers, got {values!r}")
+        return values
+
+    def job_model(job, what):
+        if job not in HARNESS_JOBS:
+            raise ResultsError(f"{path}: {what}: job {job!r} has no simulator name (known: {', '.join(HARNESS_JOBS)})")
+        return HARNESS_JOBS[job]
+
+    rows = {}
+
+    def row(model):
+        return rows.setdefault(model, {k: "" for k in FACTS_HEADER} | {"model": model, "gpu": gpu})
+
+    wait = data.get("production_host_wait_alone")
+    if not isinstance(wait, dict):
+        raise ResultsError(f"{path}: no 'production_host_wait_alone' object")
+    for job, values in wait.items():
+        if job == "what":
+            continue
+        values = numbers(values, f"production_host_wait_alone.{job}")
+        r = row(job_model(job, "production_host_wait_alone"))
+        r["production_gpu_wait"] = f"{statistics.median(values):.4g}"
+        r["production_gpu_wait_source"] = (f"docs/results/mechanism-choice.json production_host_wait_alone: median of "
+                                           f"{len(values)} runs ({min(values):g} to {max(values):g})")
+    span = data.get("opportunistic_longest_span_ms")
+    if not isinstance(span, dict):
+        raise ResultsError(f"{path}: no 'opportunistic_longest_span_ms' object")
+    # The spans as tgs-node's timer counts them now, from the launch call's return: the file's first
+    # call counted from its entry, which adds the call's own time.
+    spans = numbers(span.get("from_the_launch_calls_return"), "opportunistic_longest_span_ms.from_the_launch_calls_return")
+    # The spans are the opportunistic jobs' of the cells tgs-node ran (its modes priority-share-*),
+    # not told apart by job in the file: each job gets the longest, the safe side.
+    jobs = sorted({c.get("opportunistic_model") for c in cells
+                   if str(c.get("mode", "")).startswith("priority-share") and c.get("opportunistic_model")})
+    if not jobs:
+        raise ResultsError(f"{path}: no cell of tgs-node (mode priority-share-*) names an opportunistic job")
+    for job in jobs:
+        r = row(job_model(job, "cells"))
+        r["opportunistic_longest_span_ms"] = f"{max(spans):.4g}"
+        r["opportunistic_longest_span_source"] = (
+            f"docs/results/mechanism-choice.json opportunistic_longest_span_ms: the longest of {len(spans)} runs "
+            f"({min(spans):g} to {max(spans):g} ms from the launch call's return; runs of {' and '.join(jobs)} "
+            f"not told apart)")
+    return [rows[m] for m in sorted(rows)]
+
+
+def write_facts(rows, out):
+    out.write("# What tgs-node measured of each job on a GPU type that its choice of mechanism reads\n"
+              "# (tgs::choice_facts) and no profile has. Generated by `python3 sim/scripts/gpu_results.py facts`\n"
+              "# from docs/results/mechanism-choice.json; do not edit by hand.\n"
+              "# production_gpu_wait: the fraction of its time the job's host waits for its GPU, as a production\n"
+              "# job alone; opportunistic_longest_span_ms: its longest kernel span as an opportunistic job. Each\n"
+              "# value's *_source says where it came from; empty: not measured, and `tgs-sim pairs` passes it\n"
+              "# empty as tgs-node would.\n")
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(FACTS_HEADER)
+    for r in rows:
+        w.writerow([r[k] for k in FACTS_HEADER])
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=os.path.join(REPO, "docs", "results"), help="the result summaries")
@@ -751,9 +840,12 @@ def main(argv):
     pr.add_argument("--update", metavar="TABLE",
                     help="add the rows to this profile table (sim/data/gpu_profiles.csv) instead, each replacing "
                          "the row of its job and device")
+    sub.add_parser("facts", help="job_facts.csv on stdout: what tgs-node measured of each job for its mechanism choice")
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "pairs":
+        if args.cmd == "facts":
+            write_facts(job_facts(args.results), sys.stdout)
+        elif args.cmd == "pairs":
             rows, skipped = measured_pairs(args.results)
             write_pairs(rows, sys.stdout)
             text = io.StringIO()

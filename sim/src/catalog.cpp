@@ -287,6 +287,45 @@ std::vector<measured_pair> parse_measurements(std::string_view text, std::string
   return out;
 }
 
+std::vector<job_facts> parse_job_facts(std::string_view text, std::string_view origin) {
+  const auto t = read_table(text, origin,
+                            {"model", "gpu", "production_gpu_wait", "production_gpu_wait_source",
+                             "opportunistic_longest_span_ms", "opportunistic_longest_span_source"});
+  std::vector<job_facts> out;
+  // A value and its source come together: a number nobody can trace is not a measurement.
+  auto paired = [&](const csv_row& r, std::size_t value, std::size_t source) {
+    if (r.fields[value].empty() != r.fields[source].empty()) {
+      bad_field(t, r, r.fields[value].empty() ? value : source, "a value and its source, or neither");
+    }
+    return !r.fields[value].empty();
+  };
+  for (const auto& r : t.rows) {
+    job_facts f;
+    f.model = name(t, r, 0);
+    f.gpu = name(t, r, 1);
+    if (paired(r, 2, 3)) {
+      f.production_gpu_wait = number(t, r, 2, 0, 1, false, "a fraction in [0, 1], or nothing");
+      f.production_gpu_wait_source = std::string(r.fields[3]);
+    }
+    if (paired(r, 4, 5)) {
+      f.opportunistic_longest_span =
+          from_seconds(number(t, r, 4, 0, 3.6e6, true, "milliseconds above 0, at most an hour, or nothing") / 1e3);
+      f.opportunistic_longest_span_source = std::string(r.fields[5]);
+    }
+    if (!f.production_gpu_wait && !f.opportunistic_longest_span) {
+      bad_field(t, r, 2, "at least one measured fact");
+    }
+    for (const auto& seen : out) {
+      if (seen.model == f.model && seen.gpu == f.gpu) {
+        throw input_error(fmt::format("{}:{}: model \"{}\" on \"{}\" appears twice", origin, r.line, f.model, f.gpu));
+      }
+    }
+    f.origin = fmt::format("{}:{}", origin, r.line);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 std::uint64_t catalog_inputs::hash() const noexcept {
   std::uint64_t h = 14695981039346656037ULL;
   for (const std::string* text : {&gpus, &models, &measurements}) {
@@ -335,6 +374,16 @@ catalog load_catalog(const catalog_sources& sources, catalog_inputs* inputs) {
     if (c.find_gpu(m.gpu) == nullptr) {
       throw input_error(fmt::format("model \"{}\" names unknown gpu \"{}\"", m.model, m.gpu));
     }
+  }
+  // The facts are not fitted and not in `inputs`: the fit cache stays valid when they change.
+  for (const job_facts& f : parse_job_facts(embedded::job_facts_csv, "job_facts.csv")) {
+    const auto it = std::find_if(c.models.begin(), c.models.end(),
+                                 [&](const model_profile& m) { return m.model == f.model && m.gpu == f.gpu; });
+    if (it == c.models.end()) continue;
+    it->production_gpu_wait = f.production_gpu_wait;
+    it->production_gpu_wait_source = f.production_gpu_wait_source;
+    it->opportunistic_longest_span = f.opportunistic_longest_span;
+    it->opportunistic_longest_span_source = f.opportunistic_longest_span_source;
   }
   for (const auto& p : c.measurements) {
     if (c.find_gpu(p.gpu) == nullptr) {

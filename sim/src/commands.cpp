@@ -135,6 +135,62 @@ predict_outcome run_predict(const calibrated_model& model, const predict_command
 
 // --- pairs -----------------------------------------------------------------------------------
 
+namespace {
+
+/// The cells the node's choices lead to, each run once, and which of them each result's choices
+/// took.
+struct choice_cells {
+  std::vector<pair_request> requests;
+  /// Per result, per choice (`pair_choices::choices`' order): its cell's index in `requests`.
+  std::vector<std::vector<std::size_t>> cell_of;
+};
+
+/// Fills `pair_result::node` of every result with an opportunistic job: the node's own
+/// `tgs::mechanism_choice` on the facts of the pair (`choices_for`), and the cell each choice
+/// leads to, run once per pair, memory budget and mechanism.
+choice_cells choose_mechanisms(const catalog& c, const pairs_command& cmd, const pair_options& options,
+                               std::vector<pair_result>& results) {
+  std::optional<mechanism_choice> chooser;
+  try {
+    chooser.emplace(cmd.choice);
+  } catch (const config_error& e) {
+    throw input_error(e.what());
+  }
+  choice_cells out;
+  std::vector<pair_result> runs;  // the runs of out.requests
+  for (pair_result& r : results) {
+    std::vector<std::size_t>& taken = out.cell_of.emplace_back();
+    const pair_request& q = r.request;
+    const model_profile* production = c.find_model(q.production_model, q.gpu);
+    const model_profile* opportunistic = c.find_model(q.opportunistic_model, q.gpu);
+    if (q.opportunistic_model.empty() || production == nullptr || opportunistic == nullptr) continue;
+    const bytes capacity = memory_budget_of(c, q, options);
+    r.node = choices_for(*chooser, *production, *opportunistic, capacity);
+    for (node_choice& choice : r.node->choices) {
+      const pair_request cell = request_under(q, choice.verdict.mechanism, capacity);
+      // The same pair, budget and mechanism under another scenario's name is the same cell.
+      const auto it = std::find_if(out.requests.begin(), out.requests.end(), [&](const pair_request& o) {
+        return o.gpu == cell.gpu && o.production_model == cell.production_model &&
+               o.opportunistic_model == cell.opportunistic_model && o.memory_budget == cell.memory_budget &&
+               o.opportunistic_time_sliced == cell.opportunistic_time_sliced;
+      });
+      const auto i = static_cast<std::size_t>(it - out.requests.begin());
+      if (it == out.requests.end()) {
+        out.requests.push_back(cell);
+        runs.push_back(run_pair_request(c, cell, options));
+        runs.back().extrapolated = extrapolation_of(c, cell, options);
+      }
+      choice.production = runs[i].outcome.production;
+      choice.opportunistic = runs[i].outcome.opportunistic;
+      choice.extrapolated = runs[i].extrapolated;
+      taken.push_back(i);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> pairs_command::chosen_policies() const {
   return policies.empty() ? default_pair_policies() : policies;
 }
@@ -200,29 +256,46 @@ pairs_outcome run_pairs(const calibrated_model& model, const pairs_command& cmd)
         run_pair_request(model.data, r, options, cmd.timeline ? &out.timeline : nullptr));
     out.results.back().extrapolated = extrapolation_of(model.data, r, options);
   }
+  const choice_cells choices = choose_mechanisms(model.data, cmd, options, out.results);
+  const std::vector<pair_request>& cells = choices.requests;
   // Each prediction's standard error from the fitted parameters' covariance, per GPU type (the
-  // intervals `predict` prints): the same runs again on catalogs with one parameter moved.
+  // intervals `predict` prints): the same runs again on catalogs with one parameter moved. The
+  // cells of the node's choices are among them; they are not on the timeline.
+  std::vector<const pair_request*> runs;
+  for (const auto& r : requests) runs.push_back(&r);
+  for (const auto& r : cells) runs.push_back(&r);
+  std::vector<std::pair<double, double>> se_of(runs.size());
   std::vector<std::string> gpus;
-  for (const auto& r : requests) {
-    if (std::find(gpus.begin(), gpus.end(), r.gpu) == gpus.end()) gpus.push_back(r.gpu);
+  for (const pair_request* r : runs) {
+    if (std::find(gpus.begin(), gpus.end(), r->gpu) == gpus.end()) gpus.push_back(r->gpu);
   }
   for (const auto& gpu : gpus) {
     std::vector<std::size_t> members;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (requests[i].gpu == gpu) members.push_back(i);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i]->gpu == gpu) members.push_back(i);
     }
     const std::vector<double> se = propagate_fit_error(model.data, model.fit, gpu, [&](const catalog& moved) {
       std::vector<double> values;
       for (const std::size_t i : members) {
-        const pair_result r = run_pair_request(moved, requests[i], options);
+        const pair_result r = run_pair_request(moved, *runs[i], options);
         values.push_back(r.outcome.production);
         values.push_back(r.outcome.opportunistic);
       }
       return values;
     });
-    for (std::size_t k = 0; k < members.size(); ++k) {
-      out.results[members[k]].production_se = se[2 * k];
-      out.results[members[k]].opportunistic_se = se[2 * k + 1];
+    for (std::size_t k = 0; k < members.size(); ++k) se_of[members[k]] = {se[2 * k], se[2 * k + 1]};
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    out.results[i].production_se = se_of[i].first;
+    out.results[i].opportunistic_se = se_of[i].second;
+  }
+  for (std::size_t i = 0; i < out.results.size(); ++i) {
+    if (!out.results[i].node) continue;
+    std::vector<node_choice>& taken = out.results[i].node->choices;
+    for (std::size_t k = 0; k < taken.size(); ++k) {
+      const std::size_t cell = requests.size() + choices.cell_of[i][k];
+      taken[k].production_se = se_of[cell].first;
+      taken[k].opportunistic_se = se_of[cell].second;
     }
   }
   return out;

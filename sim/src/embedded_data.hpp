@@ -11,4 +11,5 @@ extern const std::string_view models_csv;
 extern const std::string_view paper_pairs_csv;
 extern const std::string_view measured_pairs_csv;
 extern const std::string_view fit_csv;
+extern const std::string_view job_facts_csv;
 }  // namespace tgs::sim::embedded

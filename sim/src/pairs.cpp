@@ -36,19 +36,29 @@ const model_profile& model_or_throw(const catalog& c, const std::string& model,
                                 join(c.model_names(gpu))));
 }
 
-/// The run's controller, which also tells the timeline the phase it reports after each step:
-/// a pair run hands its observer segments, not the controller.
-class phase_reporting_controller {
+const gpu_profile& gpu_or_throw(const catalog& c, const std::string& gpu) {
+  if (const gpu_profile* g = c.find_gpu(gpu)) return *g;
+  std::vector<std::string> names;
+  for (const auto& g : c.gpus) names.push_back(g.name);
+  throw input_error(fmt::format("unknown gpu \"{}\" (known: {})", gpu, join(names)));
+}
+
+/// The run's controller as a driver carries its decisions out: it tells the timeline the phase it
+/// reports after each step (a pair run hands its observer segments, not the controller), and with
+/// the opportunistic job in a context of its own (tgs-node's time-sliced mechanism) the jobs share
+/// by time slicing whatever share the policy asks for, under the policy's cap.
+class driver_controller {
  public:
   using config = any_rate_controller::config;
-  static constexpr std::string_view name = "phase-reporting";
+  static constexpr std::string_view name = "driver";
 
-  explicit phase_reporting_controller(const config& cfg) : inner_(cfg) {}
-  phase_reporting_controller(any_rate_controller inner, std::string_view* phase)
-      : inner_(std::move(inner)), phase_(phase) {}
+  explicit driver_controller(const config& cfg) : inner_(cfg) {}
+  driver_controller(any_rate_controller inner, std::string_view* phase, bool own_context)
+      : inner_(std::move(inner)), phase_(phase), own_context_(own_context) {}
 
   [[nodiscard]] rate_decision step(const rate_observation& obs) noexcept {
-    const rate_decision d = inner_.step(obs);
+    rate_decision d = inner_.step(obs);
+    if (own_context_) d.share = time_sliced{};
     if (phase_ != nullptr) {
       const state_report report = inner_.describe();
       const state_field* f = report.find("phase");
@@ -63,8 +73,9 @@ class phase_reporting_controller {
  private:
   any_rate_controller inner_;
   std::string_view* phase_ = nullptr;
+  bool own_context_ = false;
 };
-static_assert(RateController<phase_reporting_controller>);
+static_assert(RateController<driver_controller>);
 
 struct timeline_recorder {
   std::vector<timeline_row>* rows;
@@ -219,14 +230,21 @@ std::vector<pair_request> measured_pair_requests(const catalog& c, const std::st
   return out;
 }
 
+bytes memory_budget_of(const catalog& c, const pair_request& r, const pair_options& options) {
+  return r.memory_budget.value_or(options.memory_budget.value_or(gpu_or_throw(c, r.gpu).memory));
+}
+
+pair_request request_under(const pair_request& r, opportunistic_mechanism m, bytes capacity) {
+  pair_request out{r.scenario, r.gpu, r.production_model, r.opportunistic_model, std::string(node_choice_policy)};
+  out.memory_budget = capacity;
+  out.opportunistic_time_sliced = m == opportunistic_mechanism::time_sliced;
+  if (m == opportunistic_mechanism::held) out.opportunistic_model.clear();
+  return out;
+}
+
 pair_result run_pair_request(const catalog& c, const pair_request& r, const pair_options& options,
                              std::vector<timeline_row>* timeline) {
-  const gpu_profile* gpu = c.find_gpu(r.gpu);
-  if (gpu == nullptr) {
-    std::vector<std::string> names;
-    for (const auto& g : c.gpus) names.push_back(g.name);
-    throw input_error(fmt::format("unknown gpu \"{}\" (known: {})", r.gpu, join(names)));
-  }
+  const gpu_profile* gpu = &gpu_or_throw(c, r.gpu);
   // Each job at the host speed of the call that measured the cell, where it is recorded; the
   // catalog's profile as it is otherwise (no copy: the fit runs requests in its inner loop).
   std::optional<model_profile> prod_at_host;
@@ -273,7 +291,7 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
   if (r.production_idle) spec.production.idle = {{epoch, never}};
   spec.opportunistic = {opp, epoch, std::nullopt, {}};
   spec.gpu = *gpu;
-  spec.memory_budget = r.memory_budget.value_or(options.memory_budget.value_or(gpu->memory));
+  spec.memory_budget = memory_budget_of(c, r, options);
   spec.interposed = traits.enforced_by == enforcement::interposer;
   spec.run_for = options.run_for;
   spec.warmup = options.warmup;
@@ -284,18 +302,54 @@ pair_result run_pair_request(const catalog& c, const pair_request& r, const pair
   pair_result result{r, memory_name, {}, r.target};
   if (timeline != nullptr) {
     std::string_view phase;
+    result.outcome = run_pair(spec, driver_controller{std::move(*controller), &phase, r.opportunistic_time_sliced},
+                              std::move(*memory), timeline_recorder{timeline, &r, &phase});
+  } else if (r.opportunistic_time_sliced) {
     result.outcome =
-        run_pair(spec, phase_reporting_controller{std::move(*controller), &phase},
-                 std::move(*memory), timeline_recorder{timeline, &r, &phase});
+        run_pair(spec, driver_controller{std::move(*controller), nullptr, true}, std::move(*memory));
   } else {
     result.outcome = run_pair(spec, std::move(*controller), std::move(*memory));
   }
   return result;
 }
 
+namespace {
+
+/// `extrapolation_of` for a policy named `policy` (`label` in the message) sharing by `mechanism`,
+/// with the opportunistic MPS client at below-normal priority or not.
+std::string extrapolation_for(const catalog& c, std::string_view gpu, std::string_view policy, std::string_view label,
+                              sharing_mechanism mechanism, bool below_normal) {
+  const rate_policy_traits traits = policy_traits(policy);
+  const gpu_profile* g = c.find_gpu(gpu);
+  if (g == nullptr || !traits.co_locates) return {};
+  if (mechanism == sharing_mechanism::mps && below_normal && std::isnan(g->contention.mps_priority_loss)) {
+    return fmt::format("{} on {}: MPS priority (mps_priority_loss) was never measured there; the model takes the "
+                       "MPS loss for it",
+                       label, gpu);
+  }
+  if (policy == "idle-harvest") {
+    return fmt::format("{} on {}: its gap-filling parameters (context_switch_us, gap_exposure) are estimates, "
+                       "measured on no GPU type",
+                       label, gpu);
+  }
+  const bool measured = std::any_of(c.measurements.begin(), c.measurements.end(), [&](const measured_pair& m) {
+    const std::optional<rate_policy_traits> t = any_rate_controller::traits_of_policy(m.policy);
+    return m.gpu == gpu && !m.opportunistic_model.empty() && t && t->co_locates && t->mechanism == mechanism;
+  });
+  if (!measured) {
+    return fmt::format("{} on {}: no pair was measured there under {}", label, gpu, to_string(mechanism));
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string extrapolation_of(const catalog& c, const pair_request& r, const pair_options& options) {
   try {
-    return extrapolation_of(c, r.gpu, any_rate_controller{*settings_of(r, options).rate.find(r.policy)});
+    const any_rate_controller controller{*settings_of(r, options).rate.find(r.policy)};
+    if (!r.opportunistic_time_sliced) return extrapolation_of(c, r.gpu, controller);
+    // A context of its own: time slicing under the policy's cap, no MPS priority.
+    return extrapolation_for(c, r.gpu, r.policy, r.policy + " (time-sliced)", sharing_mechanism::time_slicing, false);
   } catch (const config_error& e) {
     throw input_error(e.what());
   }
@@ -303,31 +357,11 @@ std::string extrapolation_of(const catalog& c, const pair_request& r, const pair
 
 std::string extrapolation_of(const catalog& c, std::string_view gpu, const any_rate_controller& controller) {
   const std::string_view policy = controller.policy_name();
-  const rate_policy_traits traits = policy_traits(policy);
-  const gpu_profile* g = c.find_gpu(gpu);
-  if (g == nullptr || !traits.co_locates) return {};
   const state_report state = controller.describe();
   const state_field* below = state.find("opportunistic_below_normal");
   const bool below_normal =
       policy == "priority-share" || (below != nullptr && below->value == state_field{"", std::int64_t{1}}.value);
-  if (traits.mechanism == sharing_mechanism::mps && below_normal && std::isnan(g->contention.mps_priority_loss)) {
-    return fmt::format("{} on {}: MPS priority (mps_priority_loss) was never measured there; the model takes the "
-                       "MPS loss for it",
-                       policy, gpu);
-  }
-  if (policy == "idle-harvest") {
-    return fmt::format("{} on {}: its gap-filling parameters (context_switch_us, gap_exposure) are estimates, "
-                       "measured on no GPU type",
-                       policy, gpu);
-  }
-  const bool measured = std::any_of(c.measurements.begin(), c.measurements.end(), [&](const measured_pair& m) {
-    const std::optional<rate_policy_traits> t = any_rate_controller::traits_of_policy(m.policy);
-    return m.gpu == gpu && !m.opportunistic_model.empty() && t && t->co_locates && t->mechanism == traits.mechanism;
-  });
-  if (!measured) {
-    return fmt::format("{} on {}: no pair was measured there under {}", policy, gpu, to_string(traits.mechanism));
-  }
-  return {};
+  return extrapolation_for(c, gpu, policy, policy, policy_traits(policy).mechanism, below_normal);
 }
 
 calibrated_model calibrate(const catalog_sources& sources) {

@@ -29,6 +29,12 @@ class Tables(unittest.TestCase):
         with open(os.path.join(REPO, "sim", "data", "measured_pairs.csv"), encoding="utf-8") as f:
             self.assertEqual(out.getvalue(), f.read())
 
+    def test_job_facts_are_the_scripts_output(self):
+        out = io.StringIO()
+        gpu_results.write_facts(gpu_results.job_facts(os.path.join(REPO, "docs", "results")), out)
+        with open(os.path.join(REPO, "sim", "data", "job_facts.csv"), encoding="utf-8") as f:
+            self.assertEqual(out.getvalue(), f.read())
+
     def test_h100_and_h200_profiles_are_the_scripts_output(self):
         have = subprocess.run(["git", "-C", REPO, "cat-file", "-e", "5dbc452^{commit}"], capture_output=True)
         if have.returncode != 0:
@@ -36,6 +42,42 @@ class Tables(unittest.TestCase):
         expected = [[str(x) for x in r] for r in gpu_results.model_rows(os.path.join(REPO, "docs", "results"), "5dbc452")]
         committed = [r for r in data_rows(os.path.join(REPO, "sim", "data", "models.csv")) if r[1] != "a100-40gb"]
         self.assertEqual(committed[1:], expected)  # the header first
+
+
+class Facts(unittest.TestCase):
+    def facts(self, **kw):
+        data = {"cells": [{"device": "NVIDIA H200", "mode": "priority-share-auto", "production_model": "resnet50_b256",
+                           "opportunistic_model": "shufflenet_b128"},
+                          {"device": "NVIDIA H200", "mode": "co-execution", "production_model": "mobilenet_v2_b64",
+                           "opportunistic_model": "resnet50_b32"}],
+                "production_host_wait_alone": {"what": "x", "resnet50_b256": [0.44, 0.6, 0.5], "mobilenet_v2_b64": [0.1]},
+                "opportunistic_longest_span_ms": {"what": "x", "from_the_launch_calls_entry": [900.0],
+                                                  "from_the_launch_calls_return": [120.0, 150.5]}}
+        data.update(kw)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "mechanism-choice.json"), "w", encoding="utf-8") as f:
+                json.dump(data, f)
+            return gpu_results.job_facts(d)
+
+    def test_a_wait_is_the_median_of_its_runs_and_a_span_the_longest_of_the_nodes_runs(self):
+        rows = {r["model"]: r for r in self.facts()}
+        self.assertEqual(sorted(rows), ["mobilenet", "resnet50-b256", "shufflenet-b128"])
+        self.assertEqual(rows["resnet50-b256"]["production_gpu_wait"], "0.5")
+        self.assertIn("median of 3 runs (0.44 to 0.6)", rows["resnet50-b256"]["production_gpu_wait_source"])
+        # The spans of tgs-node's runs, timed from the launch call's return; not a job it did not run.
+        self.assertEqual(rows["shufflenet-b128"]["opportunistic_longest_span_ms"], "150.5")
+        self.assertEqual(rows["shufflenet-b128"]["production_gpu_wait"], "")
+        self.assertNotIn("resnet50-b32", rows)
+        for r in rows.values():
+            self.assertEqual(r["gpu"], "h200-141gb")
+            # tgs-sim's tables have no quoted fields: a source holds no comma.
+            self.assertNotIn(",", r["production_gpu_wait_source"] + r["opportunistic_longest_span_source"])
+
+    def test_an_unknown_job_or_device_is_refused_by_name(self):
+        with self.assertRaisesRegex(gpu_results.ResultsError, "job 'alexnet' has no simulator name"):
+            self.facts(production_host_wait_alone={"alexnet": [0.5]})
+        with self.assertRaisesRegex(gpu_results.ResultsError, "expected the cells of one GPU type"):
+            self.facts(cells=[{"device": "NVIDIA A100", "mode": "priority-share-auto", "opportunistic_model": "x"}])
 
 
 class Cells(unittest.TestCase):

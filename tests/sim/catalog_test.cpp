@@ -178,7 +178,7 @@ TEST(Catalog, FuzzSeedsParseOrFailWithAnInputError) {
   const std::filesystem::path root = std::filesystem::path{TGS_SOURCE_DIR} / "sim" / "fuzz" / "corpus";
   std::size_t files = 0;
   std::size_t parsed = 0;
-  for (const char* folder : {"gpus", "models", "pairs"}) {
+  for (const char* folder : {"gpus", "models", "pairs", "facts"}) {
     ASSERT_TRUE(std::filesystem::is_directory(root / folder)) << folder;
     for (const auto& entry : std::filesystem::directory_iterator{root / folder}) {
       std::ifstream in{entry.path(), std::ios::binary};
@@ -191,14 +191,15 @@ TEST(Catalog, FuzzSeedsParseOrFailWithAnInputError) {
         if (f == "gpus") (void)parse_gpus(text, "seed.csv");
         if (f == "models") (void)parse_models(text, "seed.csv");
         if (f == "pairs") (void)parse_measurements(text, "seed.csv");
+        if (f == "facts") (void)parse_job_facts(text, "seed.csv");
         ++parsed;
       } catch (const input_error& e) {
         EXPECT_THAT(e.what(), HasSubstr("seed.csv")) << entry.path();
       }
     }
   }
-  EXPECT_GE(files, 6U);
-  EXPECT_GE(parsed, 3U) << "each table's seed should parse";
+  EXPECT_GE(files, 8U);
+  EXPECT_GE(parsed, 4U) << "each table's seed should parse";
 }
 
 TEST(Catalog, InputsHashFollowsEveryTable) {
@@ -236,6 +237,59 @@ TEST(Catalog, BadNamesAndIntegersAreErrors) {
                 (void)parse_measurements(std::string(pairs_header) + "s,g,a,b,tgs,,,0,,-0.1,0.5,1,x\n", "p.csv");
               }),
               HasSubstr("p.csv:2: production: expected a normalized throughput"));
+}
+
+TEST(Catalog, TheNodesMeasuredFactsOfAJobAreInItsProfileWithTheirSources) {
+  const catalog c = load_catalog();
+  const model_profile* resnet = c.find_model("resnet50-b256", "h200-141gb");
+  ASSERT_NE(resnet, nullptr);
+  ASSERT_TRUE(resnet->production_gpu_wait);
+  EXPECT_DOUBLE_EQ(*resnet->production_gpu_wait, 0.514);
+  EXPECT_THAT(resnet->production_gpu_wait_source, HasSubstr("docs/results/mechanism-choice.json"));
+  EXPECT_FALSE(resnet->opportunistic_longest_span);
+  EXPECT_EQ(resnet->opportunistic_longest_span_source, "");
+  const model_profile* shufflenet = c.find_model("shufflenet", "h200-141gb");
+  ASSERT_NE(shufflenet, nullptr);
+  ASSERT_TRUE(shufflenet->opportunistic_longest_span);
+  EXPECT_NEAR(to_seconds(*shufflenet->opportunistic_longest_span), 0.2587, 1e-9);
+  EXPECT_THAT(shufflenet->opportunistic_longest_span_source, HasSubstr("opportunistic_longest_span_ms"));
+  // Measured on the H200 only: the H100's and the A100's profiles have neither fact.
+  for (const char* gpu : {"a100-40gb", "h100-80gb"}) {
+    for (const model_profile& m : c.models) {
+      if (m.gpu != gpu) continue;
+      EXPECT_FALSE(m.production_gpu_wait) << m.model << " on " << gpu;
+      EXPECT_FALSE(m.opportunistic_longest_span) << m.model << " on " << gpu;
+    }
+  }
+  // Every row of the table names a profile, so none is left out.
+  const std::string path = std::string(TGS_SOURCE_DIR) + "/sim/data/job_facts.csv";
+  const std::vector<job_facts> rows = parse_job_facts(read_file(path), path);
+  EXPECT_GE(rows.size(), 5U);
+  for (const job_facts& f : rows) EXPECT_NE(c.find_model(f.model, f.gpu), nullptr) << f.origin;
+}
+
+TEST(Catalog, AJobFactNeedsItsSourceAndARange) {
+  const std::string header =
+      "model,gpu,production_gpu_wait,production_gpu_wait_source,opportunistic_longest_span_ms,"
+      "opportunistic_longest_span_source\n";
+  const auto facts = parse_job_facts(header + "m,g,0.5,a run,,\nn,g,,,120,another run\n", "f.csv");
+  ASSERT_EQ(facts.size(), 2U);
+  EXPECT_EQ(facts[0].production_gpu_wait, 0.5);
+  EXPECT_FALSE(facts[0].opportunistic_longest_span);
+  EXPECT_EQ(facts[1].opportunistic_longest_span, from_seconds(0.12));
+  EXPECT_EQ(facts[1].origin, "f.csv:3");
+  EXPECT_THAT(error_of([&] { (void)parse_job_facts(header + "m,g,0.5,,,\n", "f.csv"); }),
+              HasSubstr("f.csv:2: production_gpu_wait_source: expected a value and its source, or neither"));
+  EXPECT_THAT(error_of([&] { (void)parse_job_facts(header + "m,g,,,,somewhere\n", "f.csv"); }),
+              HasSubstr("f.csv:2: opportunistic_longest_span_ms: expected a value and its source, or neither"));
+  EXPECT_THAT(error_of([&] { (void)parse_job_facts(header + "m,g,1.5,x,,\n", "f.csv"); }),
+              HasSubstr("f.csv:2: production_gpu_wait: expected a fraction in [0, 1]"));
+  EXPECT_THAT(error_of([&] { (void)parse_job_facts(header + "m,g,,,0,x\n", "f.csv"); }),
+              HasSubstr("f.csv:2: opportunistic_longest_span_ms: expected milliseconds above 0"));
+  EXPECT_THAT(error_of([&] { (void)parse_job_facts(header + "m,g,,,,\n", "f.csv"); }),
+              HasSubstr("f.csv:2: production_gpu_wait: expected at least one measured fact"));
+  EXPECT_THAT(error_of([&] { (void)parse_job_facts(header + "m,g,0.1,x,,\nm,g,0.2,y,,\n", "f.csv"); }),
+              HasSubstr("f.csv:3: model \"m\" on \"g\" appears twice"));
 }
 
 TEST(Catalog, MissingFileIsNamed) {

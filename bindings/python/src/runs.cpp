@@ -78,6 +78,36 @@ std::uint64_t seed_of(py::handle value, std::string_view option) {
   return to_count(value, option);
 }
 
+/// tgs-node's choices for a pair as tgs-sim's JSON "node_choice", at full precision.
+py::dict choices_record(const sim::pair_choices& p) {
+  const choice_facts& f = p.facts;
+  py::dict facts;
+  facts["production_gpu_wait"] = or_none(f.production_gpu_wait);
+  facts["opportunistic_longest_span_ms"] =
+      or_none(f.longest_kernel ? std::optional<double>(to_seconds(*f.longest_kernel) * 1e3) : std::nullopt);
+  facts["production_gib"] = f.production_bytes.gib();
+  facts["opportunistic_gib"] =
+      or_none(f.opportunistic_peak_bytes ? std::optional<double>(f.opportunistic_peak_bytes->gib()) : std::nullopt);
+  facts["capacity_gib"] = or_none(f.capacity ? std::optional<double>(f.capacity->gib()) : std::nullopt);
+  py::list unmeasured;
+  for (const std::string_view fact : p.unmeasured) unmeasured.append(py::str(std::string(fact)));
+  py::dict d;
+  d["facts"] = facts;
+  d["unmeasured"] = unmeasured;
+  for (const sim::node_choice& c : p.choices) {
+    py::dict choice;
+    choice["mechanism"] = std::string(to_string(c.verdict.mechanism));
+    choice["reason"] = std::string(to_string(c.verdict.reason));
+    choice["production"] = c.production;
+    choice["opportunistic"] = c.opportunistic;
+    choice["production_se"] = or_none(c.production_se);
+    choice["opportunistic_se"] = or_none(c.opportunistic_se);
+    choice["extrapolated"] = c.extrapolated.empty() ? py::object(py::none()) : py::object(py::str(c.extrapolated));
+    d[py::str(std::string(to_string(c.preference)))] = choice;
+  }
+  return d;
+}
+
 /// A pair result as tgs-sim's JSON record, at full precision.
 py::dict pair_record(const sim::pair_result& r) {
   py::dict d;
@@ -98,6 +128,7 @@ py::dict pair_record(const sim::pair_result& r) {
   d["evicted_gib"] = r.outcome.evicted.gib();
   d["restored_gib"] = r.outcome.restored.gib();
   d["extrapolated"] = r.extrapolated.empty() ? py::object(py::none()) : py::object(py::str(r.extrapolated));
+  d["node_choice"] = r.node ? py::object(choices_record(*r.node)) : py::object(py::none());
   return d;
 }
 
@@ -457,8 +488,10 @@ seconds); `settings` is a dict of policy settings named as the flags without das
 ({"tgs.dead-band": 0.05, "memory.hard-limit.production-fraction": 0.6}); `timeline=True` records
 every segment of constant rates (tgs-sim's --timeline). Returns {"results": one dict per pair and
 policy with the keys of `tgs-sim pairs --format json` (unrounded; production_se and
-opportunistic_se: each prediction's standard error from the fit's covariance), "timeline": numpy
-columns or None}. Bad input raises tgs.InputError with tgs-sim's message.)");
+opportunistic_se: each prediction's standard error from the fit's covariance; node_choice: what
+tgs-node would choose for the pair's opportunistic job, {"facts", "unmeasured", "auto", "mps"},
+each preference's {"mechanism", "reason", "production", "opportunistic", ...}, or None without
+an opportunistic job), "timeline": numpy columns or None}. Bad input raises tgs.InputError with tgs-sim's message.)");
 
   m.def(
       "mixed",

@@ -340,6 +340,14 @@ class Runs(unittest.TestCase):
         self.assertEqual((r["scenario"], r["policy"], r["memory_policy"]), ("low-contention", "tgs", "tgs"))
         self.assertAlmostEqual(r["production"], r["measured_production"], delta=0.05)
         self.assertEqual(r["measured_source"], "NSDI'23 Figure 5")
+        # tgs-node's choice for the pair, as tgs-sim's JSON has it: nothing measured on the A100.
+        choice = r["node_choice"]
+        self.assertEqual(choice["unmeasured"], ["production_gpu_wait", "opportunistic_longest_span_ms"])
+        self.assertEqual((choice["auto"]["mechanism"], choice["auto"]["reason"]), ("time-sliced", "kernels-unmeasured"))
+        self.assertEqual((choice["mps"]["mechanism"], choice["mps"]["reason"]), ("mps-client", "operator-mps"))
+        self.assertGreater(choice["auto"]["production"], 0.8)
+        self.assertIsNone(choice["facts"]["production_gpu_wait"])
+        self.assertEqual(choice["facts"]["capacity_gib"], 40.0)
         custom = tgs.pairs(production="resnet50", opportunistic="dlrm", policies=["tgs"], timeline=True,
                            settings={"tgs.dead-band": 0.15}, observation_noise=0.07, duration=120, warmup=30)
         tl = custom["timeline"]

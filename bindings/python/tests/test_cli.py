@@ -13,9 +13,13 @@ from support import SIM_DATA, SOURCE, TRACE_DATA, philly, tgs_sim
 
 
 def rounded(value):
-    """A Python result as tgs-sim writes it in JSON: 4 decimals."""
+    """A Python result as tgs-sim writes it in JSON: 4 decimals, in nested records (node_choice) too."""
     if isinstance(value, float):
         return float(f"{value:.4f}")
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
     return value
 
 

@@ -442,6 +442,12 @@ def timeline(sim=None, real=None, path=None, *, policy="tgs", scenario=None, run
 
 # ------------------------------------------------------------------ tradeoff
 
+# The columns of `tgs-sim pairs --format csv` that are words, not numbers.
+_PAIRS_TEXT_COLUMNS = ("scenario", "policy", "production_model", "opportunistic_model", "gpu", "memory_policy",
+                       "node_auto_mechanism", "node_auto_reason", "node_mps_mechanism", "node_mps_reason",
+                       "node_unmeasured", "extrapolated")
+
+
 def _sim_points(sim, scenario):
     if isinstance(sim, dict) and "results" in sim:
         records = sim["results"]
@@ -451,8 +457,7 @@ def _sim_points(sim, scenario):
     else:
         where = os.fspath(sim)
         if where.endswith(".csv"):
-            records = [{k: (v if k in ("scenario", "policy", "production_model", "opportunistic_model", "gpu",
-                                       "memory_policy") else _number(v, f"{where}: {k}")) for k, v in row.items()}
+            records = [{k: (v if k in _PAIRS_TEXT_COLUMNS else _number(v, f"{where}: {k}")) for k, v in row.items()}
                        for row in _read_csv(where, ("scenario", "policy", "production", "opportunistic"))]
         else:
             records = _read_json(where)

@@ -9,6 +9,7 @@
 #include <limits>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -153,6 +154,17 @@ struct model_profile {
   bytes hot_set{};
   std::array<provenance, profile_field_count> origin{};  ///< each field's provenance
   std::string source;                ///< where the numbers come from, in words
+
+  /// What tgs-node measures of the job that its choice of mechanism reads (`tgs::choice_facts`)
+  /// and the fields above do not give: the fraction of its time the job's host waits for its GPU
+  /// as a production job alone, and its longest kernel span as an opportunistic job. Empty where
+  /// never measured on this GPU type (sim/data/job_facts.csv has the measured ones): the
+  /// simulator then passes the fact empty, as tgs-node does before it has measured it.
+  std::optional<double> production_gpu_wait{};
+  std::optional<duration> opportunistic_longest_span{};
+  /// Where each of the two came from, in words; empty with the value.
+  std::string production_gpu_wait_source{};
+  std::string opportunistic_longest_span_source{};
 
   [[nodiscard]] provenance origin_of(profile_field f) const noexcept {
     return origin[static_cast<std::size_t>(f)];

@@ -60,6 +60,19 @@ struct measured_pair {
   }
 };
 
+/// What tgs-node measured of one job on one GPU type that its choice of mechanism reads and no
+/// profile field holds (`sim/data/job_facts.csv`): each value beside where it came from, empty
+/// where not measured. Loaded into the job's `model_profile`.
+struct job_facts {
+  std::string model;
+  std::string gpu;
+  std::optional<double> production_gpu_wait{};
+  std::string production_gpu_wait_source;
+  std::optional<duration> opportunistic_longest_span{};
+  std::string opportunistic_longest_span_source;
+  std::string origin;  ///< "file:line", for messages
+};
+
 /// Everything the simulator knows about hardware and jobs.
 struct catalog {
   std::vector<gpu_profile> gpus;
@@ -80,6 +93,9 @@ std::vector<gpu_profile> parse_gpus(std::string_view text, std::string_view orig
 std::vector<model_profile> parse_models(std::string_view text, std::string_view origin);
 /// Parses measured pairs (see `sim/data/measured_pairs.csv`). Throws `input_error`.
 std::vector<measured_pair> parse_measurements(std::string_view text, std::string_view origin);
+/// Parses the facts tgs-node measured of jobs (see `sim/data/job_facts.csv`): a value needs its
+/// source and a source its value. Throws `input_error`.
+std::vector<job_facts> parse_job_facts(std::string_view text, std::string_view origin);
 
 /// Reads a whole file; throws `input_error` naming it when it cannot be read.
 std::string read_file(const std::string& path);
@@ -103,7 +119,10 @@ struct catalog_inputs {
 };
 
 /// Loads the catalog and checks it is consistent (every model's GPU exists, every measurement
-/// names known models). Throws `input_error`. `inputs`, when given, receives the texts read.
+/// names known models), with the embedded facts tgs-node measured of jobs
+/// (`sim/data/job_facts.csv`) in the profiles they name; a user's model table without such a
+/// profile leaves its facts out. Throws `input_error`. `inputs`, when given, receives the texts
+/// read.
 catalog load_catalog(const catalog_sources& sources = {}, catalog_inputs* inputs = nullptr);
 
 }  // namespace tgs::sim

@@ -131,6 +131,10 @@ struct pairs_command {
   double production_drift = 0;
   std::uint64_t seed = 1;
   run_settings settings;
+  /// The thresholds of tgs-node's choice of mechanism (`--mechanism-choice.long-kernel-ms`,
+  /// `--mechanism-choice.gpu-bound-wait`, as tgs-node's flags): every pair's choice is predicted
+  /// by a `tgs::mechanism_choice` built from them.
+  mechanism_choice::config choice{};
   /// Record every segment of constant rates (`--timeline`).
   bool timeline = false;
 
@@ -155,8 +159,11 @@ struct pairs_outcome {
 /// policies the run does not use. Throws `input_error`.
 void check(const pairs_command& cmd);
 
-/// Runs `pairs` (after `check`). Throws `input_error` for an unknown model or GPU, or a policy
-/// setting its constructor refuses.
+/// Runs `pairs` (after `check`): every pair under each policy and, for every pair with an
+/// opportunistic job, tgs-node's choice of its mechanism under each of `node_preferences` with the
+/// cell that follows (`pair_result::node`; one choice per pair and memory budget, shared by its
+/// results). Throws `input_error` for an unknown model or GPU, or a policy or choice setting its
+/// constructor refuses.
 [[nodiscard]] pairs_outcome run_pairs(const calibrated_model& model, const pairs_command& cmd);
 
 // --- mixed and replay ------------------------------------------------------------------------

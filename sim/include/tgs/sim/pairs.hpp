@@ -16,6 +16,7 @@
 #include "tgs/sim/catalog.hpp"
 #include "tgs/sim/fit.hpp"
 #include "tgs/sim/gpu_pair.hpp"
+#include "tgs/sim/node_choice.hpp"
 #include "tgs/sim/rate_settings.hpp"
 
 namespace tgs::sim {
@@ -39,6 +40,10 @@ struct pair_request {
   std::optional<double> opportunistic_alone_rate{};
   /// The measured cell this request reproduces, if any.
   std::optional<measured_pair> target{};
+  /// The opportunistic job in a CUDA context of its own, time-sliced against the production job's
+  /// under the policy's launch cap, whatever share the policy asks for: tgs-node's `time-sliced`
+  /// mechanism (`tgs::opportunistic_mechanism`).
+  bool opportunistic_time_sliced = false;
 };
 
 /// The request that reproduces a measured cell.
@@ -90,7 +95,20 @@ struct pair_result {
   /// Why the prediction rests on a parameter never measured on its GPU type
   /// (`extrapolation_of`); empty when it does not, or when the caller did not ask (`run_pairs` does).
   std::string extrapolated{};
+  /// What tgs-node would choose for the pair's opportunistic job, and the cells that follow
+  /// (`run_pairs` fills it for every pair with an opportunistic job).
+  std::optional<pair_choices> node{};
 };
+
+/// The memory budget `r` runs under: its own, else the options', else its GPU's memory. Throws
+/// `input_error` for an unknown GPU.
+[[nodiscard]] bytes memory_budget_of(const catalog& c, const pair_request& r, const pair_options& options);
+
+/// The request that predicts pair `r`'s cell under the node's mechanism `m` with memory budget
+/// `capacity`: the node's policy (`node_choice_policy`) with its own settings, the jobs at their
+/// profiles' host speed (a prediction of a run to come, not of a call that was), as an MPS client,
+/// time-sliced (`pair_request::opportunistic_time_sliced`), or held (the production job alone).
+[[nodiscard]] pair_request request_under(const pair_request& r, opportunistic_mechanism m, bytes capacity);
 
 /// Why a prediction of `controller`'s policy on GPU type `gpu` rests on a parameter never measured
 /// there, or empty when it rests on measured ones:

@@ -25,6 +25,11 @@ output_format parse_format(std::string_view text);
 std::string render_pairs(const std::vector<pair_result>& results, output_format format,
                          double tolerance = 0.10);
 
+/// tgs-node's choice of mechanism for each pair of `results` (`pair_result::node`) as a Markdown
+/// table, one row per pair and memory budget: per preference the mechanism, the fact that decided
+/// it and the cell that follows, and the facts never measured (docs/simulator/predictions.md).
+std::string render_node_choices(const std::vector<pair_result>& results);
+
 /// A timeline as CSV: one row per segment of constant rates; its last column is the controller's
 /// phase (empty for a policy that reports none).
 std::string render_timeline(const std::vector<timeline_row>& rows);
