@@ -950,7 +950,7 @@ def gpu_shares(args, gpus: list) -> list:
              "cpu_part": (local[:k + 1].count(local[k]), local.count(local[k]))} for k, g in enumerate(gpus)]
 
 
-def cmd_run_gpus(args, data: dict, argv: list) -> int:
+def cmd_run_gpus(args, data: dict) -> int:
     """run --gpus: one call per GPU at once, each a child harness on its GPU and its own CPUs with
     its share of the pairs, writing to OUT/gpu<N> (each normalized to its own alone runs); the
     binaries are built once, here. A SIGTERM or SIGINT reaches every child, which cleans up."""
@@ -959,16 +959,10 @@ def cmd_run_gpus(args, data: dict, argv: list) -> int:
     except ValueError:
         raise HarnessError(f"--gpus {args.gpus}: not a comma-separated list of GPU indexes") from None
     shares, out, t0 = gpu_shares(args, gpus), os.path.abspath(args.out), time.time()
-    rest = []  # the call's own options, less those each child gets its own value of
-    skip = {"--gpus": 1, "--pairs": 1, "--out": 1, "--max-s": 1, "--no-build": 0, "--build": 1}
-    it = iter(argv[1:])
-    for a in it:
-        name = a.split("=", 1)[0]
-        if name in skip:
-            if skip[name] and "=" not in a:
-                next(it, None)
-        else:
-            rest.append(a)
+    # What every child is told as this call was; each gets its own GPU, CPUs, pairs, output and time.
+    rest = [x for d in args.data or [] for x in ("--data", d)] + [x for v in args.set or [] for x in ("--set", v)]
+    rest += (["--modes", args.modes] if args.modes else []) + ["--no-pin"] * args.no_pin
+    rest += ["--free-mib", f"{args.free_mib:g}"] if args.free_mib else []
     ones = [argparse.Namespace(**{**vars(args), "pairs": ",".join(sh["pairs"])}) for sh in shares]
     specs = [plan(one, data) for one in ones]  # unknown pairs and modes are refused before anything starts
     for sh, one, sp in zip(shares, ones, specs):
@@ -1097,9 +1091,9 @@ def main(argv: list) -> int:
         data = (load_data(args.data or [os.path.join(HERE, "scenarios.toml")])
                 if args.cmd in ("run", "profile", "dominance") else {})
         if args.cmd == "run" and args.gpus:
-            if args.gpu is not None:
-                raise HarnessError("--gpu and --gpus: give one of them")
-            return cmd_run_gpus(args, data, argv)
+            if args.gpu is not None or args.cpu_part != (1, 1):
+                raise HarnessError("--gpus sets each call's --gpu and --cpu-part: give neither with it")
+            return cmd_run_gpus(args, data)
         if args.cmd == "run":
             return cmd_run(args, data, plan(args, data))
         if args.cmd == "profile":

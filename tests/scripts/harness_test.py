@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
-from contextlib import redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 
 GPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gpu")
 sys.path.insert(0, GPU)
@@ -169,6 +169,10 @@ class Analysis(unittest.TestCase):
         for gpus in ([0, 0], [0, 1, 2, 3]):
             with self.assertRaisesRegex(harness.HarnessError, "each GPU once, and at least one pair per GPU"):
                 harness.gpu_shares(args, gpus)
+        with redirect_stderr(io.StringIO()) as err:  # each child's GPU and CPUs are the parent's to set
+            self.assertEqual(harness.main(["run", "--gpus", "0,1", "--cpu-part", "1/2", "--pairs", "low,high",
+                                           "--plan"]), 2)
+        self.assertIn("give neither with it", err.getvalue())
 
     def test_dominance_verdicts(self):
         def cell(pair, mode, prod, opp, device="GPU X"):
