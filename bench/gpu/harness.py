@@ -810,6 +810,14 @@ class Call:
                 if "mps" in mode:
                     env |= stack.enter_context(mps_daemon(self.data["mps"]["control"], self.work))
                 if flags is not None:
+                    # What the call's earlier nodes remembered of each opportunistic job (its longest
+                    # kernel, its memory; read under --opportunistic-mechanism auto) is this node's
+                    # too, as one node's across its jobs' runs: a job's first run in the call is its
+                    # first start, the later ones are chosen from its profile.
+                    kept, own = os.path.join(self.work, "job-profiles"), socket + ".profiles"
+                    if os.path.exists(kept):
+                        shutil.copy2(kept, own)
+                    stack.callback(lambda: os.path.exists(own) and shutil.copy2(own, kept))
                     argv = fill([self.data["node"]["binary"]] + self.data["node"]["flags"], ctx, "[node]") + flags
                     node = Node(argv, [argv[0]] + fill(self.data["node"]["status"], ctx, "[node] status"), socket,
                                 self.node_log, self.samples, run, spec.get("gpu_util"))

@@ -1005,10 +1005,13 @@ FAKE_EXPORT CUresult cuCtxSynchronize() {
   return CUDA_SUCCESS;
 }
 
-// Events: an event holds the end of the work queued on its stream when it was recorded.
+// Events: an event holds when the work queued on its stream before it ends (its GPU timestamp:
+// the end of that work, or its record if the stream stood empty).
 namespace {
 struct fake_event {
   std::atomic<std::uint64_t> at{0};
+  std::atomic<bool> recorded{false};
+  bool timing = true;  ///< created without CU_EVENT_DISABLE_TIMING
   std::atomic<fake_stream*> captured_in{nullptr};  ///< last recorded in this capturing stream
 };
 
@@ -1024,9 +1027,11 @@ std::optional<CUresult> captured_event(fake_event* e) {
 }
 thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 }  // namespace
-FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned) {
+FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned flags) {
   if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *event = reinterpret_cast<CUevent>(new fake_event);
+  auto* e = new fake_event;
+  e->timing = (flags & CU_EVENT_DISABLE_TIMING) == 0;
+  *event = reinterpret_cast<CUevent>(e);
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
@@ -1044,7 +1049,8 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream s) {
     return CUDA_SUCCESS;
   }
   e->captured_in.store(nullptr, std::memory_order_release);
-  e->at.store(stream.last_end, std::memory_order_release);
+  e->at.store(std::max(stream.last_end, now_ns()), std::memory_order_release);
+  e->recorded.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuEventRecord_ptsz(CUevent event, CUstream s) { return cuEventRecord(event, s); }
@@ -1053,6 +1059,22 @@ FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
   if (const auto r = captured_event(reinterpret_cast<fake_event*>(event))) return *r;
   return now_ns() >= reinterpret_cast<fake_event*>(event)->at.load(std::memory_order_acquire) ? CUDA_SUCCESS
                                                                                               : CUDA_ERROR_NOT_READY;
+}
+/// As the driver: an event never recorded, or created without timing, has no time; one not yet
+/// complete is not ready.
+FAKE_EXPORT CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* a = reinterpret_cast<fake_event*>(start);
+  auto* b = reinterpret_cast<fake_event*>(end);
+  if (a == nullptr || b == nullptr || !a->timing || !b->timing || !a->recorded.load(std::memory_order_acquire) ||
+      !b->recorded.load(std::memory_order_acquire)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  const std::uint64_t from = a->at.load(std::memory_order_acquire);
+  const std::uint64_t to = b->at.load(std::memory_order_acquire);
+  if (now_ns() < std::max(from, to)) return CUDA_ERROR_NOT_READY;
+  *ms = static_cast<float>((static_cast<double>(to) - static_cast<double>(from)) / 1e6);
+  return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
@@ -1516,6 +1538,7 @@ const export_entry exports[] = {
     FAKE_SYMBOL(cuEventRecord, cuEventRecord, false, 2000),
     FAKE_SYMBOL(cuEventRecord_ptsz, cuEventRecord, true, 7000),
     FAKE_SYMBOL(cuEventQuery, cuEventQuery, false, 2000),
+    FAKE_SYMBOL(cuEventElapsedTime, cuEventElapsedTime, false, 2000),
     FAKE_SYMBOL(cuEventSynchronize, cuEventSynchronize, false, 2000),
     FAKE_SYMBOL(cuStreamIsCapturing, cuStreamIsCapturing, false, 10000),
     FAKE_SYMBOL(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, true, 10000),

@@ -9,6 +9,10 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -25,6 +29,8 @@ struct timer_api {
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
   CUresult (*event_record)(CUevent, CUstream) = nullptr;
   CUresult (*event_query)(CUevent) = nullptr;
+  /// Optional: without it spans are measured on the host alone.
+  CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;
   CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
   bool complete = false;
@@ -41,13 +47,17 @@ const timer_api& api() noexcept {
     ok &= lookup(s.stream_is_capturing, "cuStreamIsCapturing");
     ok &= lookup(s.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
     s.complete = ok;
+    (void)lookup(s.event_elapsed, "cuEventElapsedTime");
     return s;
   }();
   return a;
 }
 
-/// Launches of one stream still to be seen complete, oldest first.
-constexpr std::size_t ring_size = 64;
+/// Launches of one stream still to be seen complete, oldest first, and the last one seen complete
+/// (whose event the next one's GPU span starts from). A stream holds about a thousand launches
+/// before the driver makes the next one wait: a job whose host runs far ahead fills the ring only
+/// where the ring is smaller, and then its untimed launches are charged as one span.
+constexpr std::size_t ring_size = 1024;
 /// Streams timed at once; a launch on a further one, while every ring has launches pending, is
 /// not timed and makes the job's measurement incomplete (published as the longest possible).
 constexpr std::size_t max_streams = 8;
@@ -65,7 +75,9 @@ struct timed_stream {
   std::array<pending_launch, ring_size> ring{};
   std::array<bool, ring_size> created{};
   std::size_t head = 0;
-  std::size_t count = 0;
+  std::size_t count = 0;  ///< at most ring_size - 1: the slot before `head` holds the previous event
+  /// Whether the slot before `head` holds the event of the previous timed launch, seen complete.
+  bool previous_event = false;
   /// No later than the previous timed launch ended (the last time it was seen still pending, or
   /// when it could have started): the earliest the next launch on the stream can have started.
   std::uint64_t previous_end_ns = 0;
@@ -77,10 +89,38 @@ struct timed_stream {
 std::mutex timer_mutex;
 std::array<timed_stream, max_streams> streams;  // under timer_mutex
 std::atomic<bool> poller_started{false};
+/// Whether the poller sleeps its long sleep (nothing pending): a launch then wakes it, so a span is
+/// seen to end within the short period, not the long one.
+std::atomic<bool> poller_idle{false};
+/// Launches recorded: the poller does not start its long sleep past one it has not polled (a launch
+/// may have found it not yet idle, and woken nobody).
+std::atomic<std::uint64_t> launches_recorded{0};
+std::mutex wake_mutex;
+std::condition_variable wake_cv;
 /// Longest span seen and launches timed, published to the current link's segment by the poller.
 std::uint64_t longest_ns = 0;  // under timer_mutex
 std::uint64_t timed = 0;       // under timer_mutex
 bool incomplete = false;       // under timer_mutex
+/// For the log: the longest span said so far, and the longest the poller was late (its passes'
+/// spacing beyond its sleep), which lengthens host spans.
+std::uint64_t logged_ns = 0;        // under timer_mutex
+std::uint64_t poller_late_ns = 0;   // under timer_mutex
+
+/// A new longest span: kept, and said at info level where it grew by a quarter (the log's words say
+/// which bound made it, so a job kept out of MPS by its spans shows why).
+void note_span(std::uint64_t span, const char* how, std::uint64_t host_ns, std::optional<std::uint64_t> gpu_ns) noexcept {
+  if (span <= longest_ns) return;
+  longest_ns = span;
+  if (span < 1'000'000 || span < logged_ns + logged_ns / 4) return;
+  logged_ns = span;
+  char gpu[32] = "not measured";
+  if (gpu_ns) (void)std::snprintf(gpu, sizeof gpu, "%.1f ms", static_cast<double>(*gpu_ns) / 1e6);
+  log(log_level::info,
+      "kernel timer: the longest kernel span is now %.1f ms (%s; on the host %.1f ms, on the GPU %s), "
+      "%" PRIu64 " launches timed, the poller up to %.1f ms late",
+      static_cast<double>(span) / 1e6, how, static_cast<double>(host_ns) / 1e6, gpu, timed,
+      static_cast<double>(poller_late_ns) / 1e6);
+}
 
 /// The slot of (`ctx`, `stream`, `thread`), claimed on first use (a slot with nothing pending is
 /// taken over); nullptr when every slot has launches pending. Under timer_mutex.
@@ -98,6 +138,7 @@ timed_stream* slot_of(CUcontext ctx, CUstream stream, pid_t thread) noexcept {
   idle->thread = thread;
   idle->used = true;
   idle->head = idle->count = 0;
+  idle->previous_event = false;
   idle->previous_end_ns = 0;
   idle->head_pending_ns = 0;
   idle->untimed_from_ns = 0;
@@ -131,7 +172,8 @@ bool poll_once() noexcept {
         // Still running (or waiting for its turn): it has run at most this long so far, which
         // already counts. A process killed in the middle of a long kernel never sees it end, and
         // its profile must say it had one.
-        longest_ns = std::max(longest_ns, kernel_span_ns(p.from_ns, s.previous_end_ns, now));
+        const std::uint64_t so_far = kernel_span_ns(p.from_ns, s.previous_end_ns, now);
+        note_span(so_far, "still running", so_far, std::nullopt);
         s.head_pending_ns = now;
         pending = true;
         break;
@@ -143,12 +185,20 @@ bool poll_once() noexcept {
       // It ended after it was last seen pending and no later than now: the span to now is an upper
       // bound, and the earlier moment a lower bound of its end, hence of the next one's start. So
       // a late poll lengthens a span and never shortens the next.
-      longest_ns = std::max(longest_ns, kernel_span_ns(p.from_ns, s.previous_end_ns, now));
+      const std::uint64_t host = kernel_span_ns(p.from_ns, s.previous_end_ns, now);
+      std::optional<std::uint64_t> gpu;
+      float ms = 0;
+      if (s.previous_event && a.event_elapsed != nullptr &&
+          a.event_elapsed(&ms, s.ring[(s.head + ring_size - 1) % ring_size].event, p.event) == CUDA_SUCCESS && ms >= 0) {
+        gpu = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
+      }
       ++timed;
+      note_span(charged_span_ns(host, gpu), "complete", host, gpu);
       s.previous_end_ns = std::max({p.from_ns, s.previous_end_ns, s.head_pending_ns});
       s.head_pending_ns = 0;
       s.head = (s.head + 1) % ring_size;
       --s.count;
+      s.previous_event = true;
     }
   }
   return pending;
@@ -159,17 +209,36 @@ void run_poller() noexcept {
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
   (void)api().exchange_capture_mode(&relaxed);
+  std::uint64_t due_ns = 0;  // when this pass should have come
   for (;;) {
     bool pending = false;
+    std::uint64_t polled = 0;
     try {
       std::lock_guard lock(timer_mutex);
+      polled = launches_recorded.load();
+      const std::uint64_t now = abi::monotonic_ns();
+      if (due_ns != 0 && now > due_ns) poller_late_ns = std::max(poller_late_ns, now - due_ns);
       pending = poll_once();
       publish(current_link.load(std::memory_order_acquire)->segment);
     } catch (...) {
     }
-    // Every 10 ms while launches are pending: a completion seen late lengthens its span by at most
-    // that and shortens no other (`previous_end_ns`), and a job's thread wakes 100 times a second.
-    sleep_ns(pending ? 10'000'000 : 50'000'000);
+    // Every 10 ms while launches are pending: a completion seen late lengthens its span on the host
+    // by at most that. Otherwise up to 50 ms, until a launch wakes it.
+    if (pending) {
+      due_ns = abi::monotonic_ns() + 10'000'000;
+      sleep_ns(10'000'000);
+      continue;
+    }
+    due_ns = 0;  // a wait cut short is no lateness, and one run to its end none either
+    try {
+      std::unique_lock lock(wake_mutex);
+      poller_idle.store(true);  // then the count: a launch sees the one, or this the other's count
+      wake_cv.wait_for(lock, std::chrono::milliseconds{50},
+                       [polled] { return !poller_idle.load() || launches_recorded.load() != polled; });
+      poller_idle.store(false);
+    } catch (...) {
+      sleep_ns(10'000'000);
+    }
   }
 }
 
@@ -202,9 +271,11 @@ void time_kernel(abi::job_segment* seg, CUstream key, std::uint64_t launched_ns)
     }
     const std::uint64_t from = s->untimed_from_ns != 0 ? s->untimed_from_ns : launched_ns;
     const std::size_t slot = (s->head + s->count) % ring_size;
-    bool recorded = s->count < ring_size;
+    bool recorded = s->count < ring_size - 1;
     if (recorded && !s->created[slot]) {
-      recorded = a.event_create(&s->ring[slot].event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+      // Timing events where the driver can say the time between two: the GPU's spans.
+      recorded = a.event_create(&s->ring[slot].event,
+                                a.event_elapsed != nullptr ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
       s->created[slot] = recorded;
     }
     if (recorded) recorded = a.event_record(s->ring[slot].event, key) == CUDA_SUCCESS;
@@ -215,8 +286,20 @@ void time_kernel(abi::job_segment* seg, CUstream key, std::uint64_t launched_ns)
     s->ring[slot].from_ns = from;
     s->untimed_from_ns = 0;
     ++s->count;
+    launches_recorded.fetch_add(1);
   } catch (...) {
     // A lock that cannot be taken: this launch goes untimed.
+    return;
+  }
+  if (poller_idle.load()) {
+    try {
+      {
+        std::lock_guard lock(wake_mutex);
+        poller_idle.store(false);
+      }
+      wake_cv.notify_one();
+    } catch (...) {
+    }
   }
 }
 

@@ -7,18 +7,25 @@
 /// production job, since a SIGKILL in the middle of a long kernel ends the server's other clients
 /// (docs/results/mps-faults.md).
 ///
-/// The span is an upper bound (but for the microseconds between a submission and the return of its
-/// launch call, below): a kernel starts no earlier than its launch
-/// and than the end of the previous launch on its stream, and it has ended when its event is seen
-/// complete. Work queued on the stream before it that is no launch (a copy, a memset) counts into
-/// its span too. A launch still pending counts with the span it has had so far, so a job killed
-/// in the middle of a long kernel is known to have had one. Launches that could not be timed (a
-/// stream's ring full, an event that could not be recorded) are charged to the next timed launch
-/// on their stream, whose span then starts at the first of them.
+/// A span is an upper bound of the kernel's run, measured two ways, of which the shorter counts:
+/// - **on the host**: from the launch (or the end of the previous launch on its stream, if later)
+///   to when its event is seen complete. The poller's delay lengthens it, and so does work queued
+///   on the stream before it that is no launch (a copy, a memset).
+/// - **on the GPU**: the time between the previous launch's event and this one's
+///   (`cuEventElapsedTime`), exact to the microsecond however late the poller looks, but
+///   lengthened by any time the stream stood empty before the launch.
+///
+/// A host-bound job's stream often stands empty (the GPU span is long, the host span right); a job
+/// whose host runs ahead queues hundreds of launches (the GPU span is right). Only both at once,
+/// an empty stream and a poller held off the CPU, lengthen a span past the kernel. A launch still
+/// pending counts with the span it has had so far on the host, so a job killed in the middle of a
+/// long kernel is known to have had one. Launches that could not be timed (a stream's ring full,
+/// an event that could not be recorded) are charged to the next timed launch on their stream.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "cuda_subset.hpp"
 #include "job_link.hpp"
@@ -33,6 +40,14 @@ namespace tgs::cuda::intercept {
                                                      std::uint64_t seen_ns) noexcept {
   const std::uint64_t start = std::max(from_ns, previous_end_ns);
   return seen_ns > start ? seen_ns - start : 0;
+}
+
+/// The span a completed launch is charged: the shorter of its two upper bounds, the host's
+/// (`kernel_span_ns`) and the GPU's (from the previous launch's event on its stream to its own;
+/// empty where there is none, or the driver could not say).
+[[nodiscard]] constexpr std::uint64_t charged_span_ns(std::uint64_t host_span_ns,
+                                                      std::optional<std::uint64_t> gpu_span_ns) noexcept {
+  return gpu_span_ns ? std::min(host_span_ns, *gpu_span_ns) : host_span_ns;
 }
 
 /// Times the launch just made on `stream` (`launch_stream_of`) whose driver call returned at

@@ -611,6 +611,40 @@ TEST_F(Mps, AJobMeasuredWithShortKernelsIsAnMpsClientAtItsNextStart) {
   EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "gpu-bound-pair");
 }
 
+// A job whose host queues an iteration of short kernels at once (600 launches of 0.5 ms) is measured
+// short, and is an MPS client at its next start: each launch is timed (a stream holds about a
+// thousand before the driver makes the host wait) and charged the GPU's time since the previous
+// one, not its wait in the queue. (Here the node's launch cap keeps the queue shorter than it could
+// be, so a ring of 64 passed too.)
+TEST_F(Mps, AJobWhoseHostRunsFarAheadOfItsShortKernelsIsMeasuredShort) {
+  start_managed_node(1, {"--opportunistic-mechanism", "auto"});
+  (void)start_gpu_bound_production();
+  const std::vector<std::string> deep_queue{"--kernels", "600", "--blocks", "500", "--host-ms", "0"};
+  job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file()};
+  process& first = start_job(deep_queue, "opportunistic", true);
+  wait_until([&] { return job_line(first.pid()).value("kernels_timed", 0) >= 3000; }, 30s, "five iterations timed");
+  EXPECT_LT(job_line(first.pid())["longest_kernel_ms"].get<double>(), 100.0) << job_line(first.pid());
+  first.kill(SIGTERM);
+  (void)first.wait();
+  process& second = start_job(deep_queue, "opportunistic", true);
+  job_env_.clear();
+  EXPECT_EQ(recorded(second.pid(), "init").at("connected"), "1") << "a client of the node's daemon";
+  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
+  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "gpu-bound-pair") << job_line(second.pid());
+}
+
+// A job whose stream stands empty between iterations (a short kernel, then 40 ms on its host) is
+// measured within the poller's short period (10 ms): the GPU's time since the previous launch holds
+// the idle stream, so the host's span is the one charged, and a launch wakes the idle poller. A
+// poller that slept out its long period (50 ms) charged up to that much. (Alone on its GPU: beside
+// the fake's GPU-bound production job each kernel also waits its turn, up to 20 ms.)
+TEST_F(Mps, AJobWhoseStreamStandsIdleBetweenShortKernelsIsMeasuredShort) {
+  start_managed_node(1, {"--opportunistic-mechanism", "auto"});
+  process& opp = start_job({"--kernels", "2", "--blocks", "500", "--host-ms", "40"}, "opportunistic", true);
+  wait_until([&] { return job_line(opp.pid()).value("kernels_timed", 0) >= 60; }, 20s, "thirty iterations timed");
+  EXPECT_LT(job_line(opp.pid())["longest_kernel_ms"].get<double>(), 25.0) << job_line(opp.pid());
+}
+
 // A job seen running a kernel past --mechanism-choice.long-kernel-ms stays in a context of its own at its next
 // start: one SIGKILL in such a kernel ends every client of the server (docs/results/mps-faults.md).
 TEST_F(Mps, AJobSeenWithALongKernelStaysTimeSlicedAtItsNextStart) {
