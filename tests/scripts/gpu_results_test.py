@@ -73,6 +73,17 @@ class Facts(unittest.TestCase):
             # tgs-sim's tables have no quoted fields: a source holds no comma.
             self.assertNotIn(",", r["production_gpu_wait_source"] + r["opportunistic_longest_span_source"])
 
+    def test_spans_by_job_supersede_the_pooled_ones(self):
+        span = {"what": "x", "from_the_launch_calls_return": [250.0],
+                "by_job": {"what": "y", "shufflenet_b128": [12.8, 11.4], "mobilenet_v2_b64": [10.4]}}
+        rows = {r["model"]: r for r in self.facts(opportunistic_longest_span_ms=span)}
+        self.assertEqual(rows["shufflenet-b128"]["opportunistic_longest_span_ms"], "12.8")
+        self.assertIn("the longest of 2 runs (11.4 to 12.8 ms)", rows["shufflenet-b128"]["opportunistic_longest_span_source"])
+        self.assertEqual(rows["mobilenet"]["opportunistic_longest_span_ms"], "10.4")
+        self.assertEqual(rows["mobilenet"]["production_gpu_wait"], "0.1")  # its wait as a production job stays
+        with self.assertRaisesRegex(gpu_results.ResultsError, r"by_job\.shufflenet_b128: expected a list of numbers"):
+            self.facts(opportunistic_longest_span_ms={**span, "by_job": {"shufflenet_b128": "long"}})
+
     def test_an_unknown_job_or_device_is_refused_by_name(self):
         with self.assertRaisesRegex(gpu_results.ResultsError, "job 'alexnet' has no simulator name"):
             self.facts(production_host_wait_alone={"alexnet": [0.5]})

@@ -25,14 +25,14 @@ class Cases(unittest.TestCase):
         import tempfile
         with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
             f.write("tgs-node [    1.000] info  job 2 registered: pid 41 uid 0 opportunistic (request) on GPU 0 "
-                    "(opportunistic), mps-client (gpu-bound-pair)\n")
+                    "(opportunistic), mps-client (measured-safe)\n")
             f.write("tgs-node [    1.500] info  job 3 registered: pid 77 uid 0 production (request) on GPU 0 (production), "
                     "an MPS client\n")
             f.write("tgs-node [    2.000] info  job 4 registered: pid 4242 uid 0 opportunistic (request) on GPU 0 "
                     "(opportunistic), time-sliced (kernels-unmeasured)\n")
         try:
             self.assertEqual(mps_faults.node_mechanism_of(f.name, 4242), "time-sliced (kernels-unmeasured)")
-            self.assertEqual(mps_faults.node_mechanism_of(f.name, 41), "mps-client (gpu-bound-pair)")
+            self.assertEqual(mps_faults.node_mechanism_of(f.name, 41), "mps-client (measured-safe)")
             self.assertIsNone(mps_faults.node_mechanism_of(f.name, 77), "a production job has no mechanism")
             self.assertIsNone(mps_faults.node_mechanism_of(f.name, 4))
             self.assertIsNone(mps_faults.node_mechanism_of(f.name + ".missing", 4242))

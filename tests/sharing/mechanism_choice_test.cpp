@@ -14,8 +14,9 @@ using tgs::choice_reason;
 using tgs::opportunistic_mechanism;
 
 /// The facts of a GPU-bound pair of one tenant with short kernels, room in memory and MPS: the
-/// one case the rules make an MPS client. Each test below changes one fact.
-tgs::choice_facts gpu_bound_pair() {
+/// one case the rules make an MPS client whatever the operator's thresholds. Each test below
+/// changes one fact.
+tgs::choice_facts safe_pair() {
   return {.mps_available = true,
           .same_tenant = true,
           .production_gpu_wait = 0.8,
@@ -26,20 +27,24 @@ tgs::choice_facts gpu_bound_pair() {
 }
 
 tgs::mechanism_verdict choose(const tgs::choice_facts& f) { return tgs::mechanism_choice{{}}.step(f); }
+/// The choice with rule 7 on, as an operator sets it (`--mechanism-choice.gpu-bound-wait 0.25`).
+tgs::mechanism_verdict choose_gpu_bound_only(const tgs::choice_facts& f) {
+  return tgs::mechanism_choice{{.gpu_bound_wait = 0.25}}.step(f);
+}
 
 TEST(MechanismChoice, AGpuBoundPairOfOneTenantWithShortKernelsIsAnMpsClient) {
-  EXPECT_EQ(choose(gpu_bound_pair()), (tgs::mechanism_verdict{opportunistic_mechanism::mps_client,
-                                                              choice_reason::gpu_bound_pair}));
+  EXPECT_EQ(choose(safe_pair()), (tgs::mechanism_verdict{opportunistic_mechanism::mps_client,
+                                                              choice_reason::measured_safe}));
 }
 
 TEST(MechanismChoice, WithoutMpsTheJobIsTimeSliced) {
-  auto f = gpu_bound_pair();
+  auto f = safe_pair();
   f.mps_available = false;
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced, choice_reason::no_mps}));
 }
 
 TEST(MechanismChoice, AnotherTenantsProductionJobIsNeverJoinedEvenWhenTheOperatorAsksForMps) {
-  auto f = gpu_bound_pair();
+  auto f = safe_pair();
   f.same_tenant = false;
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced, choice_reason::other_tenant}));
   f.preference = tgs::mechanism_preference::mps;
@@ -47,13 +52,13 @@ TEST(MechanismChoice, AnotherTenantsProductionJobIsNeverJoinedEvenWhenTheOperato
 }
 
 TEST(MechanismChoice, WithNoProductionJobOnTheGpuTheJobIsTimeSliced) {
-  auto f = gpu_bound_pair();
+  auto f = safe_pair();
   f.same_tenant.reset();
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced, choice_reason::no_production}));
 }
 
 TEST(MechanismChoice, MemoryBeyondTheCapacityIsTimeSlicedSoItCanBeEvicted) {
-  auto f = gpu_bound_pair();
+  auto f = safe_pair();
   f.opportunistic_peak_bytes = tgs::bytes{61ull << 30};
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced,
                                                choice_reason::memory_oversubscribed}));
@@ -62,7 +67,7 @@ TEST(MechanismChoice, MemoryBeyondTheCapacityIsTimeSlicedSoItCanBeEvicted) {
 }
 
 TEST(MechanismChoice, KernelsNotYetMeasuredOrLongAreTimeSliced) {
-  auto f = gpu_bound_pair();
+  auto f = safe_pair();
   f.longest_kernel.reset();
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced,
                                                choice_reason::kernels_unmeasured}));
@@ -72,22 +77,34 @@ TEST(MechanismChoice, KernelsNotYetMeasuredOrLongAreTimeSliced) {
   EXPECT_EQ(choose(f).mechanism, opportunistic_mechanism::mps_client);
 }
 
-TEST(MechanismChoice, AHostBoundOrUnmeasuredProductionJobIsSharedByTimeSlicing) {
-  auto f = gpu_bound_pair();
-  f.production_gpu_wait = 0.2;
-  EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced,
-                                               choice_reason::production_host_bound}));
+// By default how GPU-bound production is decides nothing: under the GPU-wait signal an MPS client
+// beside a host-bound production job did better than a time-sliced one (docs/results/mechanism-choice.md).
+TEST(MechanismChoice, ByDefaultAHostBoundOrUnmeasuredProductionJobGetsAnMpsCoRunner) {
+  auto f = safe_pair();
+  f.production_gpu_wait = 0.001;
+  EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::mps_client, choice_reason::measured_safe}));
   f.production_gpu_wait.reset();
-  EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced,
-                                               choice_reason::production_unmeasured}));
+  EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::mps_client, choice_reason::measured_safe}));
+}
+
+TEST(MechanismChoice, WhereTheOperatorAsksAHostBoundOrUnmeasuredProductionJobIsSharedByTimeSlicing) {
+  auto f = safe_pair();
+  f.production_gpu_wait = 0.2;
+  EXPECT_EQ(choose_gpu_bound_only(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced,
+                                                              choice_reason::production_host_bound}));
+  f.production_gpu_wait.reset();
+  EXPECT_EQ(choose_gpu_bound_only(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced,
+                                                              choice_reason::production_unmeasured}));
+  f.production_gpu_wait = 0.25;
+  EXPECT_EQ(choose_gpu_bound_only(f).mechanism, opportunistic_mechanism::mps_client);
 }
 
 TEST(MechanismChoice, TheOperatorDecidesWithinOneTenant) {
-  auto f = gpu_bound_pair();
+  auto f = safe_pair();
   f.preference = tgs::mechanism_preference::time_sliced;
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced,
                                                choice_reason::operator_time_sliced}));
-  f = gpu_bound_pair();
+  f = safe_pair();
   f.preference = tgs::mechanism_preference::mps;
   f.longest_kernel.reset();  // the operator takes the risk of the unmeasured kernels
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::mps_client, choice_reason::operator_mps}));
@@ -98,15 +115,16 @@ TEST(MechanismChoice, TheOperatorDecidesWithinOneTenant) {
 }
 
 TEST(MechanismChoice, AJobThatHurtProductionIsMovedThenHeld) {
-  auto f = gpu_bound_pair();
+  auto f = safe_pair();
   f.hurt_as_mps_client = true;
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::time_sliced, choice_reason::hurt_under_mps}));
   f.hurt_time_sliced = true;
   EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::held, choice_reason::hurt_under_both}));
   f.hurt_as_mps_client = false;  // hurt time-sliced only: MPS is still open to it
   EXPECT_EQ(choose(f).mechanism, opportunistic_mechanism::mps_client);
-  f.production_gpu_wait = 0.1;  // but not beside a host-bound production job
-  EXPECT_EQ(choose(f), (tgs::mechanism_verdict{opportunistic_mechanism::held, choice_reason::hurt_time_sliced}));
+  f.production_gpu_wait = 0.1;  // but not where the operator keeps MPS from host-bound production jobs
+  EXPECT_EQ(choose_gpu_bound_only(f),
+            (tgs::mechanism_verdict{opportunistic_mechanism::held, choice_reason::hurt_time_sliced}));
 }
 
 TEST(MechanismChoice, ABadConfigurationNamesItsField) {

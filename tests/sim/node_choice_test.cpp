@@ -67,7 +67,7 @@ TEST(NodeChoice, AGpuBoundProductionBesideShortKernelsIsAnMpsClientUnderPriority
       run_pairs(m, custom_pair("h200-141gb", "resnet50-b256", "shufflenet-b128"));
   const pair_result& r = out.results.at(0);
   const node_choice& c = under(r, mechanism_preference::automatic);
-  EXPECT_EQ(c.verdict, verdict(opportunistic_mechanism::mps_client, choice_reason::gpu_bound_pair));
+  EXPECT_EQ(c.verdict, verdict(opportunistic_mechanism::mps_client, choice_reason::measured_safe));
   EXPECT_TRUE(r.node->unmeasured.empty());
   // An MPS client is the pair under priority-share, as the policy's own cell.
   EXPECT_DOUBLE_EQ(c.production, r.outcome.production);
@@ -76,10 +76,17 @@ TEST(NodeChoice, AGpuBoundProductionBesideShortKernelsIsAnMpsClientUnderPriority
   EXPECT_DOUBLE_EQ(*c.opportunistic_se, *r.opportunistic_se);
 }
 
-TEST(NodeChoice, AHostBoundProductionIsATimeSlicedContextUnderTheSameCap) {
-  // MobileNet v2's measured wait (0.015) is far below the threshold.
+TEST(NodeChoice, AHostBoundProductionIsATimeSlicedContextUnderTheSameCapWhereTheOperatorAsks) {
+  // MobileNet v2's measured wait (0.015): by default its co-runner is an MPS client as any other ...
   const calibrated_model m = with_facts("h200-141gb", "mobilenet", 0.015, "shufflenet", 3ms);
-  const pairs_outcome out = run_pairs(m, custom_pair("h200-141gb", "mobilenet", "shufflenet"));
+  EXPECT_EQ(under(run_pairs(m, custom_pair("h200-141gb", "mobilenet", "shufflenet")).results.at(0),
+                  mechanism_preference::automatic)
+                .verdict,
+            verdict(opportunistic_mechanism::mps_client, choice_reason::measured_safe));
+  // ... and far below a threshold the operator sets.
+  pairs_command cmd = custom_pair("h200-141gb", "mobilenet", "shufflenet");
+  cmd.choice.gpu_bound_wait = 0.25;
+  const pairs_outcome out = run_pairs(m, cmd);
   const pair_result& r = out.results.at(0);
   const node_choice& c = under(r, mechanism_preference::automatic);
   EXPECT_EQ(c.verdict,
@@ -100,9 +107,17 @@ TEST(NodeChoice, AHostBoundProductionIsATimeSlicedContextUnderTheSameCap) {
   EXPECT_DOUBLE_EQ(under(r, mechanism_preference::mps).opportunistic, r.outcome.opportunistic);
 }
 
-TEST(NodeChoice, AnOpportunisticJobWithLongKernelsIsTimeSlicedOnItsMeasuredFacts) {
-  // The H200 high pair as measured (sim/data/job_facts.csv): ResNet-50 b256 waits 0.51 of its
-  // time, ShuffleNet's longest kernel span is 259 ms.
+TEST(NodeChoice, AnOpportunisticJobWithLongKernelsIsTimeSliced) {
+  const calibrated_model m = with_facts("h200-141gb", "resnet50-b256", 0.438, "shufflenet-b128", 259ms);
+  EXPECT_EQ(under(run_pairs(m, custom_pair("h200-141gb", "resnet50-b256", "shufflenet-b128")).results.at(0),
+                  mechanism_preference::automatic)
+                .verdict,
+            verdict(opportunistic_mechanism::time_sliced, choice_reason::long_kernels));
+}
+
+TEST(NodeChoice, TheHighPairOnItsMeasuredFactsIsAnMpsClient) {
+  // The H200 high pair as measured (sim/data/job_facts.csv): ResNet-50 b256 waits 0.44 of its
+  // time, ShuffleNet b128's longest kernel span is 12.8 ms.
   pairs_command cmd;
   cmd.gpu = "h200-141gb";
   const pairs_outcome out = run_pairs(default_model(), cmd);
@@ -114,10 +129,10 @@ TEST(NodeChoice, AnOpportunisticJobWithLongKernelsIsTimeSlicedOnItsMeasuredFacts
     }
     ++high;
     EXPECT_EQ(under(r, mechanism_preference::automatic).verdict,
-              verdict(opportunistic_mechanism::time_sliced, choice_reason::long_kernels));
+              verdict(opportunistic_mechanism::mps_client, choice_reason::measured_safe));
     ASSERT_TRUE(r.node->facts.production_gpu_wait && r.node->facts.longest_kernel);
-    EXPECT_DOUBLE_EQ(*r.node->facts.production_gpu_wait, 0.514);
-    EXPECT_NEAR(to_seconds(*r.node->facts.longest_kernel), 0.2587, 1e-9);
+    EXPECT_DOUBLE_EQ(*r.node->facts.production_gpu_wait, 0.438);
+    EXPECT_NEAR(to_seconds(*r.node->facts.longest_kernel), 0.01283, 1e-9);
     EXPECT_TRUE(r.node->unmeasured.empty());
   }
   EXPECT_GE(high, 2U);
@@ -135,11 +150,17 @@ TEST(NodeChoice, AFactNeverMeasuredIsPassedEmptyAndTheChoiceTakesItsSafeSide) {
   EXPECT_FALSE(low.node->facts.longest_kernel);
   EXPECT_EQ(low.node->unmeasured,
             (std::vector<std::string_view>{production_gpu_wait_fact, longest_span_fact}));
-  // Kernels known short, the production job's wait not measured on the H100.
+  // Kernels known short, the production job's wait not measured on the H100: the wait decides
+  // only where the operator set a threshold.
   const calibrated_model m =
       with_facts("h100-80gb", "resnet50-b256", std::nullopt, "shufflenet-b128", 3ms);
-  const pairs_outcome h100 =
-      run_pairs(m, custom_pair("h100-80gb", "resnet50-b256", "shufflenet-b128"));
+  EXPECT_EQ(under(run_pairs(m, custom_pair("h100-80gb", "resnet50-b256", "shufflenet-b128")).results.at(0),
+                  mechanism_preference::automatic)
+                .verdict,
+            verdict(opportunistic_mechanism::mps_client, choice_reason::measured_safe));
+  pairs_command cmd = custom_pair("h100-80gb", "resnet50-b256", "shufflenet-b128");
+  cmd.choice.gpu_bound_wait = 0.25;
+  const pairs_outcome h100 = run_pairs(m, cmd);
   const pair_result& r = h100.results.at(0);
   EXPECT_EQ(under(r, mechanism_preference::automatic).verdict,
             verdict(opportunistic_mechanism::time_sliced, choice_reason::production_unmeasured));
@@ -254,8 +275,8 @@ TEST(NodeChoice, TheMarkdownTableHasARowPerPairAndBudget) {
   pairs_command cmd;
   cmd.gpu = "h200-141gb";
   const std::string md = render_node_choices(run_pairs(default_model(), cmd).results);
-  EXPECT_NE(md.find("| h200-141gb | resnet50-b256 / shufflenet-b128 | 141.0 GiB | time-sliced "
-                    "(long-kernels) | "),
+  EXPECT_NE(md.find("| h200-141gb | resnet50-b256 / shufflenet-b128 | 141.0 GiB | mps-client "
+                    "(measured-safe) | "),
             std::string::npos)
       << md;
   // The memory pair ran with and without a budget: a row for each.
@@ -274,8 +295,8 @@ TEST(NodeChoice, TheMarkdownTableHasARowPerPairAndBudget) {
 TEST(NodeChoice, TheVerdictIsTgsMechanismChoicesOwnWithTheNodesSettings) {
   // The thresholds are tgs-node's settings table, not a copy.
   static_assert(std::is_same_v<decltype(pairs_command::choice), mechanism_choice::config>);
-  for (const double wait : {0.25, 0.4, 0.6}) {
-    for (const duration long_kernel : {duration{100ms}, duration{1s}}) {
+  for (const double wait : {0.0, 0.25, 0.4, 0.6}) {
+    for (const duration long_kernel : {duration{10ms}, duration{100ms}, duration{1s}}) {
       pairs_command cmd;
       cmd.gpu = "h200-141gb";
       cmd.choice.gpu_bound_wait = wait;
@@ -291,11 +312,11 @@ TEST(NodeChoice, TheVerdictIsTgsMechanismChoicesOwnWithTheNodesSettings) {
         }
         if (r.request.production_model == "resnet50-b256" &&
             r.request.opportunistic_model == "shufflenet-b128") {
-          // 259 ms kernels are short against a 1 s threshold; a wait of 0.51 is GPU-bound below
-          // 0.6.
-          const choice_reason want = long_kernel < 259ms ? choice_reason::long_kernels
-                                     : wait <= 0.514     ? choice_reason::gpu_bound_pair
-                                                         : choice_reason::production_host_bound;
+          // 12.8 ms kernels are long against a 10 ms threshold only; a wait of 0.44 is below a
+          // threshold of 0.6 only.
+          const choice_reason want = long_kernel <= 12828us ? choice_reason::long_kernels
+                                     : wait <= 0.438        ? choice_reason::measured_safe
+                                                            : choice_reason::production_host_bound;
           EXPECT_EQ(under(r, mechanism_preference::automatic).verdict.reason, want) << wait;
         }
       }
@@ -311,12 +332,12 @@ TEST(NodeChoice, TheVerdictIsTgsMechanismChoicesOwnWithTheNodesSettings) {
 
 TEST(NodeChoice, TheProfilesShowTheMeasuredFactsWithTheirSources) {
   const std::string json = render_profiles(default_model().data, output_format::json);
-  EXPECT_NE(json.find("\"production_gpu_wait\":0.514,\"production_gpu_wait_source\":\"docs/results/"
-                      "mechanism-choice.json production_host_wait_alone: median of 3 runs"),
+  EXPECT_NE(json.find("\"production_gpu_wait\":0.438,\"production_gpu_wait_source\":\"docs/results/"
+                      "mechanism-choice.json production_host_wait_alone: median of 7 runs"),
             std::string::npos);
   EXPECT_NE(
       json.find(
-          "\"opportunistic_longest_span_ms\":258.7,\"opportunistic_longest_span_source\":\"docs/"
+          "\"opportunistic_longest_span_ms\":12.83,\"opportunistic_longest_span_source\":\"docs/"
           "results/mechanism-choice.json"),
       std::string::npos);
   EXPECT_NE(json.find("\"production_gpu_wait\":null,\"production_gpu_wait_source\":null"),

@@ -608,7 +608,7 @@ TEST_F(Mps, AJobMeasuredWithShortKernelsIsAnMpsClientAtItsNextStart) {
   EXPECT_EQ(r.at("priority"), "1") << "at below-normal priority";
   wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
   EXPECT_EQ(job_line(second.pid())["mechanism"], "mps-client") << job_line(second.pid());
-  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "gpu-bound-pair");
+  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "measured-safe");
 }
 
 // A job whose host queues an iteration of short kernels at once (600 launches of 0.5 ms) is measured
@@ -630,7 +630,7 @@ TEST_F(Mps, AJobWhoseHostRunsFarAheadOfItsShortKernelsIsMeasuredShort) {
   job_env_.clear();
   EXPECT_EQ(recorded(second.pid(), "init").at("connected"), "1") << "a client of the node's daemon";
   wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
-  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "gpu-bound-pair") << job_line(second.pid());
+  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "measured-safe") << job_line(second.pid());
 }
 
 // A job whose stream stands empty between iterations (a short kernel, then 40 ms on its host) is

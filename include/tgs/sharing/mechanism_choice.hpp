@@ -76,7 +76,7 @@ enum class choice_reason : std::uint8_t {
   long_kernels,             ///< its longest kernel is long enough for a SIGKILL in it to end production
   production_unmeasured,    ///< how GPU-bound the production job is is not known yet
   production_host_bound,    ///< the production job leaves the GPU idle: time slicing shares as well
-  gpu_bound_pair,           ///< every condition for an MPS client holds
+  measured_safe,            ///< every condition for an MPS client holds, as measured
 };
 
 [[nodiscard]] constexpr std::string_view to_string(choice_reason r) noexcept {
@@ -94,7 +94,7 @@ enum class choice_reason : std::uint8_t {
     case choice_reason::long_kernels: return "long-kernels";
     case choice_reason::production_unmeasured: return "production-unmeasured";
     case choice_reason::production_host_bound: return "production-host-bound";
-    case choice_reason::gpu_bound_pair: return "gpu-bound-pair";
+    case choice_reason::measured_safe: return "measured-safe";
   }
   return "unknown";
 }
@@ -158,8 +158,8 @@ struct mechanism_verdict {
 ///    capacity): time-sliced, so its managed memory can be evicted.
 /// 6. Kernel lengths unknown, or the longest at least `long_kernel`: time-sliced. A first run is
 ///    time-sliced while its kernels are measured; the next start may be an MPS client.
-/// 7. How long the production job's host waits for its GPU unknown, or below `gpu_bound_wait`
-///    of its time: time-sliced (a host-bound job leaves the GPU idle, and time slicing shares it).
+/// 7. Where the operator sets `gpu_bound_wait` (off by default): how long the production job's
+///    host waits for its GPU unknown, or below that share of its time: time-sliced.
 /// 8. Otherwise: an MPS client.
 ///
 /// Then a job that hurt production time-sliced before and is to be time-sliced again is held.
@@ -179,18 +179,21 @@ class mechanism_choice {
     /// choice: 100 ms, below the H200's measured threshold (a SIGKILL during a 120 ms kernel
     /// spared production, one during 150 ms did not; ../GPU.md, 2026-11-29).
     duration long_kernel = std::chrono::milliseconds{100};
-    /// A production job whose host waits for its GPU more than this fraction of its time is
-    /// GPU-bound. Our choice: 0.25, between what tgs-node read on an H200: ResNet-50 b256 (the
-    /// GPU-bound job of the high pair) 0.44-0.60 a second (medians of three runs), MobileNet v2
-    /// b64 0.002 and BERT-base b32 0.02-0.07 (docs/results/mechanism-choice.md).
-    double gpu_bound_wait = 0.25;
+    /// Above 0: a production job whose host waits for its GPU less than this fraction of its time
+    /// (or not measured yet) gets no MPS co-runner, only a time-sliced one. Our choice: 0, off.
+    /// Rule 7 was written when the MPS client beside a host-bound production job lost to time
+    /// slicing, under the speed signal. Under the GPU-wait signal it no longer does: on an H200,
+    /// beside production jobs that wait 0.001-0.15 of their time (ResNet-50 b128 and b32, BERT-base,
+    /// MobileNet v2), the time-sliced co-runner of `auto` got 0.10-0.89 where an MPS client got
+    /// 0.74-1.16 in the same calls, and production no more (docs/results/mechanism-choice.md).
+    double gpu_bound_wait = 0.0;
     constexpr bool operator==(const config&) const noexcept = default;
   };
 
   static constexpr std::string_view name = "mechanism-choice";
   static constexpr std::array setting_table{
       setting<config>{"long-kernel-ms", "a kernel this long keeps a job out of MPS", &config::long_kernel},
-      setting<config>{"gpu-bound-wait", "production's host waiting for the GPU above which it is GPU-bound",
+      setting<config>{"gpu-bound-wait", "production's host waiting for the GPU below which a co-runner is time-sliced (0: off)",
                       &config::gpu_bound_wait},
   };
 
@@ -231,9 +234,11 @@ class mechanism_choice {
     }
     if (!f.longest_kernel) return {time_sliced, choice_reason::kernels_unmeasured};
     if (*f.longest_kernel >= cfg_.long_kernel) return {time_sliced, choice_reason::long_kernels};
-    if (!f.production_gpu_wait) return {time_sliced, choice_reason::production_unmeasured};
-    if (*f.production_gpu_wait < cfg_.gpu_bound_wait) return {time_sliced, choice_reason::production_host_bound};
-    return {mps_client, choice_reason::gpu_bound_pair};
+    if (cfg_.gpu_bound_wait > 0.0) {
+      if (!f.production_gpu_wait) return {time_sliced, choice_reason::production_unmeasured};
+      if (*f.production_gpu_wait < cfg_.gpu_bound_wait) return {time_sliced, choice_reason::production_host_bound};
+    }
+    return {mps_client, choice_reason::measured_safe};
   }
 
   config cfg_;
