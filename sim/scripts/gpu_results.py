@@ -771,14 +771,17 @@ def job_facts(results_dir):
     def row(model):
         return rows.setdefault(model, {k: "" for k in FACTS_HEADER} | {"model": model, "gpu": gpu})
 
-    wait = data.get("production_host_wait_alone")
-    if not isinstance(wait, dict):
+    def per_job(obj, what):
+        """(the job's row, its values) for each job of `obj` (job -> numbers, and a "what")."""
+        if not isinstance(obj, dict):
+            raise ResultsError(f"{path}: {what}: expected an object")
+        for job, values in obj.items():
+            if job != "what":
+                yield row(job_model(job, what)), numbers(values, f"{what}.{job}")
+
+    if not isinstance(data.get("production_host_wait_alone"), dict):
         raise ResultsError(f"{path}: no 'production_host_wait_alone' object")
-    for job, values in wait.items():
-        if job == "what":
-            continue
-        values = numbers(values, f"production_host_wait_alone.{job}")
-        r = row(job_model(job, "production_host_wait_alone"))
+    for r, values in per_job(data["production_host_wait_alone"], "production_host_wait_alone"):
         r["production_gpu_wait"] = f"{statistics.median(values):.4g}"
         r["production_gpu_wait_source"] = (f"docs/results/mechanism-choice.json production_host_wait_alone: median of "
                                            f"{len(values)} runs ({min(values):g} to {max(values):g})")
@@ -789,13 +792,7 @@ def job_facts(results_dir):
     if by_job is not None:
         # Per job, as the timer counts them now: each job's longest, as its profile keeps it. They
         # supersede the pooled lists of the earlier timer, which counted its waits too.
-        if not isinstance(by_job, dict):
-            raise ResultsError(f"{path}: opportunistic_longest_span_ms.by_job: expected an object")
-        for job, values in by_job.items():
-            if job == "what":
-                continue
-            values = numbers(values, f"opportunistic_longest_span_ms.by_job.{job}")
-            r = row(job_model(job, "opportunistic_longest_span_ms.by_job"))
+        for r, values in per_job(by_job, "opportunistic_longest_span_ms.by_job"):
             r["opportunistic_longest_span_ms"] = f"{max(values):.4g}"
             r["opportunistic_longest_span_source"] = (
                 f"docs/results/mechanism-choice.json opportunistic_longest_span_ms.by_job: the longest of "

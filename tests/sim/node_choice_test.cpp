@@ -59,6 +59,13 @@ mechanism_verdict verdict(opportunistic_mechanism m, choice_reason why) {
   return {m, why};
 }
 
+/// `auto`'s verdict on one custom pair with `m`'s facts and the node's default thresholds.
+mechanism_verdict auto_verdict(const calibrated_model& m, const std::string& gpu,
+                               const std::string& production, const std::string& opportunistic) {
+  const pairs_outcome out = run_pairs(m, custom_pair(gpu, production, opportunistic));
+  return under(out.results.at(0), mechanism_preference::automatic).verdict;
+}
+
 TEST(NodeChoice, AGpuBoundProductionBesideShortKernelsIsAnMpsClientUnderPriorityShare) {
   // ResNet-50 b256's measured wait (0.51 of its time) beside a co-runner whose kernels are short.
   const calibrated_model m =
@@ -79,9 +86,7 @@ TEST(NodeChoice, AGpuBoundProductionBesideShortKernelsIsAnMpsClientUnderPriority
 TEST(NodeChoice, AHostBoundProductionIsATimeSlicedContextUnderTheSameCapWhereTheOperatorAsks) {
   // MobileNet v2's measured wait (0.015): by default its co-runner is an MPS client as any other ...
   const calibrated_model m = with_facts("h200-141gb", "mobilenet", 0.015, "shufflenet", 3ms);
-  EXPECT_EQ(under(run_pairs(m, custom_pair("h200-141gb", "mobilenet", "shufflenet")).results.at(0),
-                  mechanism_preference::automatic)
-                .verdict,
+  EXPECT_EQ(auto_verdict(m, "h200-141gb", "mobilenet", "shufflenet"),
             verdict(opportunistic_mechanism::mps_client, choice_reason::measured_safe));
   // ... and far below a threshold the operator sets.
   pairs_command cmd = custom_pair("h200-141gb", "mobilenet", "shufflenet");
@@ -109,9 +114,7 @@ TEST(NodeChoice, AHostBoundProductionIsATimeSlicedContextUnderTheSameCapWhereThe
 
 TEST(NodeChoice, AnOpportunisticJobWithLongKernelsIsTimeSliced) {
   const calibrated_model m = with_facts("h200-141gb", "resnet50-b256", 0.438, "shufflenet-b128", 259ms);
-  EXPECT_EQ(under(run_pairs(m, custom_pair("h200-141gb", "resnet50-b256", "shufflenet-b128")).results.at(0),
-                  mechanism_preference::automatic)
-                .verdict,
+  EXPECT_EQ(auto_verdict(m, "h200-141gb", "resnet50-b256", "shufflenet-b128"),
             verdict(opportunistic_mechanism::time_sliced, choice_reason::long_kernels));
 }
 
@@ -154,9 +157,7 @@ TEST(NodeChoice, AFactNeverMeasuredIsPassedEmptyAndTheChoiceTakesItsSafeSide) {
   // only where the operator set a threshold.
   const calibrated_model m =
       with_facts("h100-80gb", "resnet50-b256", std::nullopt, "shufflenet-b128", 3ms);
-  EXPECT_EQ(under(run_pairs(m, custom_pair("h100-80gb", "resnet50-b256", "shufflenet-b128")).results.at(0),
-                  mechanism_preference::automatic)
-                .verdict,
+  EXPECT_EQ(auto_verdict(m, "h100-80gb", "resnet50-b256", "shufflenet-b128"),
             verdict(opportunistic_mechanism::mps_client, choice_reason::measured_safe));
   pairs_command cmd = custom_pair("h100-80gb", "resnet50-b256", "shufflenet-b128");
   cmd.choice.gpu_bound_wait = 0.25;
