@@ -89,12 +89,11 @@ struct timed_stream {
 std::mutex timer_mutex;
 std::array<timed_stream, max_streams> streams;  // under timer_mutex
 std::atomic<bool> poller_started{false};
-/// Whether the poller sleeps its long sleep (nothing pending): a launch then wakes it, so a span is
-/// seen to end within the short period, not the long one.
+/// Whether the poller's last pass found nothing pending, so it sleeps its long sleep: a launch then
+/// wakes it, so a span is seen to end within the short period, not the long one. Set by the pass
+/// under timer_mutex, where a launch is recorded and reads it: a launch either was polled by that
+/// pass or sees it idle.
 std::atomic<bool> poller_idle{false};
-/// Launches recorded: the poller does not start its long sleep past one it has not polled (a launch
-/// may have found it not yet idle, and woken nobody).
-std::atomic<std::uint64_t> launches_recorded{0};
 std::mutex wake_mutex;
 std::condition_variable wake_cv;
 /// Longest span seen and launches timed, published to the current link's segment by the poller.
@@ -212,13 +211,12 @@ void run_poller() noexcept {
   std::uint64_t due_ns = 0;  // when this pass should have come
   for (;;) {
     bool pending = false;
-    std::uint64_t polled = 0;
     try {
       std::lock_guard lock(timer_mutex);
-      polled = launches_recorded.load();
       const std::uint64_t now = abi::monotonic_ns();
       if (due_ns != 0 && now > due_ns) poller_late_ns = std::max(poller_late_ns, now - due_ns);
       pending = poll_once();
+      poller_idle.store(!pending);
       publish(current_link.load(std::memory_order_acquire)->segment);
     } catch (...) {
     }
@@ -232,10 +230,7 @@ void run_poller() noexcept {
     due_ns = 0;  // a wait cut short is no lateness, and one run to its end none either
     try {
       std::unique_lock lock(wake_mutex);
-      poller_idle.store(true);  // then the count: a launch sees the one, or this the other's count
-      wake_cv.wait_for(lock, std::chrono::milliseconds{50},
-                       [polled] { return !poller_idle.load() || launches_recorded.load() != polled; });
-      poller_idle.store(false);
+      wake_cv.wait_for(lock, std::chrono::milliseconds{50}, [] { return !poller_idle.load(); });
     } catch (...) {
       sleep_ns(10'000'000);
     }
@@ -261,6 +256,7 @@ void time_kernel(abi::job_segment* seg, CUstream key, std::uint64_t launched_ns)
   CUcontext ctx = nullptr;
   if (a.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return;
   const pid_t thread = key == CU_STREAM_PER_THREAD ? static_cast<pid_t>(::syscall(SYS_gettid)) : 0;
+  bool wake = false;
   try {
     std::lock_guard lock(timer_mutex);
     timed_stream* s = slot_of(ctx, key, thread);
@@ -286,12 +282,12 @@ void time_kernel(abi::job_segment* seg, CUstream key, std::uint64_t launched_ns)
     s->ring[slot].from_ns = from;
     s->untimed_from_ns = 0;
     ++s->count;
-    launches_recorded.fetch_add(1);
+    wake = poller_idle.load(std::memory_order_relaxed);
   } catch (...) {
     // A lock that cannot be taken: this launch goes untimed.
     return;
   }
-  if (poller_idle.load()) {
+  if (wake) {
     try {
       {
         std::lock_guard lock(wake_mutex);
