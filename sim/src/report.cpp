@@ -137,6 +137,11 @@ std::optional<double> span_ms(const model_profile& m) {
                                       : std::nullopt;
 }
 
+/// Adds `note` to `notes` unless it is empty or there already.
+void add_note(std::vector<std::string>& notes, const std::string& note) {
+  if (!note.empty() && std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+}
+
 /// "0.945±0.02": a prediction with the half-width of its 95% interval, when the run computed one.
 std::string predicted(double v, const std::optional<double>& se) {
   return se ? fmt::format("{:.3f}±{:.2f}", v, interval_z * *se) : fmt::format("{:.3f}", v);
@@ -258,13 +263,10 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
       }
       out += "\n±x: the half-width of the prediction's 95% interval from the fitted parameters' covariance\n";
       std::vector<std::string> notes;
-      const auto note = [&](const std::string& n) {
-        if (!n.empty() && std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
-      };
       for (const auto& r : results) {
-        note(r.extrapolated);
+        add_note(notes, r.extrapolated);
         if (r.node) {
-          for (const node_choice& c : r.node->choices) note(c.extrapolated);
+          for (const node_choice& c : r.node->choices) add_note(notes, c.extrapolated);
         }
       }
       if (!notes.empty()) {
@@ -326,9 +328,7 @@ std::string render_node_choices(const std::vector<pair_result>& results) {
       };
       out += fmt::format(" {} | {} / {}{} |", choice_text(*c), shown(c->production, c->production_se),
                          shown(c->opportunistic, c->opportunistic_se), c->extrapolated.empty() ? "" : " \\*");
-      if (!c->extrapolated.empty() && std::find(notes.begin(), notes.end(), c->extrapolated) == notes.end()) {
-        notes.push_back(c->extrapolated);
-      }
+      add_note(notes, c->extrapolated);
     }
     std::string unmeasured;
     for (const std::string_view fact : p.unmeasured) {
