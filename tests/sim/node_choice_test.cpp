@@ -47,6 +47,15 @@ pairs_command custom_pair(const std::string& gpu, const std::string& production,
   return cmd;
 }
 
+/// The same, with the operator's `--mechanism-choice.gpu-bound-wait 0.25`: a host-bound production
+/// job gets no MPS co-runner.
+pairs_command custom_pair_gpu_bound_only(const std::string& gpu, const std::string& production,
+                                         const std::string& opportunistic) {
+  pairs_command cmd = custom_pair(gpu, production, opportunistic);
+  cmd.choice.gpu_bound_wait = 0.25;
+  return cmd;
+}
+
 /// The choice of `r`'s pair under `p`; a test failure, and a choice of nothing, without one.
 const node_choice& under(const pair_result& r, mechanism_preference p) {
   static const node_choice none{};
@@ -89,9 +98,7 @@ TEST(NodeChoice, AHostBoundProductionIsATimeSlicedContextUnderTheSameCapWhereThe
   EXPECT_EQ(auto_verdict(m, "h200-141gb", "mobilenet", "shufflenet"),
             verdict(opportunistic_mechanism::mps_client, choice_reason::measured_safe));
   // ... and far below a threshold the operator sets.
-  pairs_command cmd = custom_pair("h200-141gb", "mobilenet", "shufflenet");
-  cmd.choice.gpu_bound_wait = 0.25;
-  const pairs_outcome out = run_pairs(m, cmd);
+  const pairs_outcome out = run_pairs(m, custom_pair_gpu_bound_only("h200-141gb", "mobilenet", "shufflenet"));
   const pair_result& r = out.results.at(0);
   const node_choice& c = under(r, mechanism_preference::automatic);
   EXPECT_EQ(c.verdict,
@@ -159,9 +166,8 @@ TEST(NodeChoice, AFactNeverMeasuredIsPassedEmptyAndTheChoiceTakesItsSafeSide) {
       with_facts("h100-80gb", "resnet50-b256", std::nullopt, "shufflenet-b128", 3ms);
   EXPECT_EQ(auto_verdict(m, "h100-80gb", "resnet50-b256", "shufflenet-b128"),
             verdict(opportunistic_mechanism::mps_client, choice_reason::measured_safe));
-  pairs_command cmd = custom_pair("h100-80gb", "resnet50-b256", "shufflenet-b128");
-  cmd.choice.gpu_bound_wait = 0.25;
-  const pairs_outcome h100 = run_pairs(m, cmd);
+  const pairs_outcome h100 =
+      run_pairs(m, custom_pair_gpu_bound_only("h100-80gb", "resnet50-b256", "shufflenet-b128"));
   const pair_result& r = h100.results.at(0);
   EXPECT_EQ(under(r, mechanism_preference::automatic).verdict,
             verdict(opportunistic_mechanism::time_sliced, choice_reason::production_unmeasured));
