@@ -33,6 +33,9 @@ CLASSES = ("production", "opportunistic")
 # production_own: the production job's rate over its own before its co-runner started in the same
 # run (the windows that found it steady), which leaves out a host-bound job's drift between runs.
 METRICS = ("production", "opportunistic", "convergence_s", "recovery_s", "production_own")
+# Per run beside the metrics, with no statistics: how the node had the opportunistic job share
+# ("mps-client (measured-safe)"; none without a node, or in a summary older than the field).
+RUN_NOTES = ("mechanism",)
 CALL_KEYS = ("device", "driver", "date", "command", "complete", "cpus", "budgets", "skipped")
 CELL_KEY = ("scenario", "production_model", "opportunistic_model", "mode", "setting")
 
@@ -209,6 +212,11 @@ def job_results(run: dict, windows: dict, samples: list) -> dict:
         # A job with no window in its measurement was held before its first step: it made nothing.
         rate = (rate_in(w, *j["measure"]) or 0.0) if j.get("measure") else None
         res = out[cls] = {"job": j["job"], "rate": rate, "steady": j.get("steady"), "convergence_s": None}
+        if cls == "opportunistic" and run.get("node"):
+            # The node's choice at the job's registration: its first sample that names one.
+            res["mechanism"] = next((f"{x['mechanism']} ({x.get('mechanism_reason')})" for s in samples
+                                     if s.get("run") == run["run"] for x in s.get("jobs", [])
+                                     if x.get("class") == cls and x.get("mechanism")), None)
         if cls == "opportunistic" and run.get("node") and rate is not None:
             reg = [s["t"] - x["up_s"] for s in samples if s.get("run") == run["run"]
                    for x in s.get("jobs", []) if x.get("class") == cls and isinstance(x.get("up_s"), (int, float))]
@@ -246,8 +254,9 @@ def summarize(out_dir: str, print_table: bool = True) -> dict:
     for key in dict.fromkeys((r["pair"], r["mode"], r["setting"]) for r in runs if r["run"] in results):
         these = [results[r["run"]] for r in runs if (r["pair"], r["mode"], r["setting"]) == key and r["run"] in results]
         jobs = call["pairs"][key[0]]
-        per_run = {m: [] for m in METRICS}
+        per_run = {m: [] for m in METRICS + RUN_NOTES}
         for res in these:
+            per_run["mechanism"].append(res.get("opportunistic", {}).get("mechanism"))
             for cls in CLASSES:
                 rate, base = res.get(cls, {}).get("rate"), baseline.get(jobs[cls])
                 per_run[cls].append(rate / base if rate is not None and base else None)
@@ -318,7 +327,7 @@ def pool(paths: list, device: str = None) -> dict:
             groups.setdefault(tuple(c.get(k) for k in CELL_KEY), []).append(c)
     cells = []
     for key, cs in groups.items():
-        per_run = {m: [x for c in cs for x in c["per_run"].get(m, [None] * c["runs"])] for m in METRICS}
+        per_run = {m: [x for c in cs for x in c["per_run"].get(m, [None] * c["runs"])] for m in METRICS + RUN_NOTES}
         joined = lambda k: sorted({str(x) for c in cs for x in (c[k] if isinstance(c[k], list) else [c[k]]) if x})
         cells.append({**dict(zip(CELL_KEY, key)), "device": joined("device"), "driver": joined("driver"),
                       "date": max(c["date"] for c in cs), "command": joined("command"),
@@ -360,22 +369,44 @@ def bootstrap_ci(values: list, level: float = 0.95, draws: int = 4000):
 SHARES = CLASSES + ("production_own",)
 
 
+def start_of(mechanism) -> str | None:
+    """Whether a run was its opportunistic job's first start on its node, from the node's choice:
+    a job whose kernels the node had never timed had no profile, which only a first start lacks
+    (a call carries the node's job profiles from run to run). None: no choice on record."""
+    if not isinstance(mechanism, str):
+        return None
+    return "first start" if "(kernels-unmeasured)" in mechanism else "next start"
+
+
 def dominance(cells: list, default: str, targets: dict, least: dict) -> list:
     """Per pair of CELLS (pooled runs; one mode's cells with other settings, such as a memory
     budget that followed the measured footprints, are pooled too): each mode's medians and
     bootstrap intervals, and the verdict on the DEFAULT mode: the modes that beat it on both jobs
     beyond the intervals, whether its medians meet TARGETS, and whether every cell has the runs of
-    LEAST (the default's and co-execution's, the others', and how many other modes)."""
+    LEAST (the default's and co-execution's, the others', and how many other modes). Where the
+    node recorded its choice per run, the default's runs are also shown split into its jobs' first
+    and next starts (start_of): rows "DEFAULT, first start" and "DEFAULT, next start", which take
+    no part in the verdict."""
     pairs = {}
+    new = lambda: {"per_run": {k: [] for k in SHARES}, "settings": [], "runs": 0}  # noqa: E731
     for c in cells:
         if c["mode"] == "alone":
             continue
-        m = pairs.setdefault(c["scenario"], {}).setdefault(c["mode"], {"per_run": {k: [] for k in SHARES},
-                                                                            "settings": [], "runs": 0})
+        m = pairs.setdefault(c["scenario"], {}).setdefault(c["mode"], new())
         m["runs"] += c["runs"]
         m["settings"] += [c["setting"]] * (c["setting"] not in m["settings"])
         for k in SHARES:
             m["per_run"][k] += [x for x in c["per_run"].get(k, []) if x is not None]
+        if c["mode"] != default:
+            continue
+        for i, mechanism in enumerate(c["per_run"].get("mechanism") or []):
+            if (start := start_of(mechanism)) is None:
+                continue
+            part = pairs[c["scenario"]].setdefault(f"{default}, {start}", {**new(), "part_of": default})
+            part["runs"] += 1
+            for k in SHARES:
+                x = (c["per_run"].get(k) or [])[i:i + 1]
+                part["per_run"][k] += [v for v in x if v is not None]
     out = []
     for scenario, modes in pairs.items():
         for m in modes.values():
@@ -386,10 +417,11 @@ def dominance(cells: list, default: str, targets: dict, least: dict) -> list:
         beats = lambda m: all(m[k]["ci"] and d[k]["ci"] and m[k]["ci"]["low"] > d[k]["ci"]["high"]  # noqa: E731
                               for k in CLASSES)
         want = targets["opportunistic"].get(scenario)
-        few = sorted(name for name, m in modes.items()
+        own = {n: m for n, m in modes.items() if "part_of" not in m}  # the modes themselves, not the parts
+        few = sorted(name for name, m in own.items()
                      if m["runs"] < least["default" if name in (default, "co-execution") else "others"])
         few += ["co-execution (none)"] * ("co-execution" not in modes)
-        others = sum(m["runs"] >= least["others"] for n, m in modes.items() if n not in (default, "co-execution"))
+        others = sum(m["runs"] >= least["others"] for n, m in own.items() if n not in (default, "co-execution"))
         few += [f"{least['modes'] - others} more mode(s) beside co-execution"] * (others < least["modes"])
         met = None
         if d and d["production"]["median"] is not None and d["opportunistic"]["median"] is not None:
@@ -397,7 +429,7 @@ def dominance(cells: list, default: str, targets: dict, least: dict) -> list:
             met = (d["production"]["median"] >= targets["production"] and low is not None
                    and low >= targets["production_low"] and (want is None or d["opportunistic"]["median"] >= want))
         out.append({"scenario": scenario, "default": default, "opportunistic_target": want, "modes": modes,
-                    "beaten_by": sorted(n for n, m in modes.items() if d and n != default and beats(m)),
+                    "beaten_by": sorted(n for n, m in own.items() if d and n != default and beats(m)),
                     "default_measured": d is not None, "targets_met": met, "too_few_runs": few})
     return out
 
@@ -412,7 +444,7 @@ def dominance_table(rows: list, markdown: bool) -> None:
                    ("beaten by " + ", ".join(r["beaten_by"]) if r["beaten_by"] else "not beaten")
                    + ("; targets met" if r["targets_met"] else "; targets not met")
                    + (f"; too few runs: {', '.join(r['too_few_runs'])}" if r["too_few_runs"] else ""))
-        order = sorted(r["modes"], key=lambda n: (n != r["default"], n))
+        order = sorted(r["modes"], key=lambda n: (n != r["default"], "part_of" not in r["modes"][n], n))
         for i, name in enumerate(order):
             m = r["modes"][name]
             lines.append((r["scenario"] if i == 0 else "", name + " (default)" * (name == r["default"]),

@@ -50,7 +50,8 @@ def make_call(d: str, command: str = "run") -> str:
         ("1/p/tgs", "production", [11] * 12 + [0, 11]), ("1/p/tgs", "opportunistic", [0, 0, 0, 9, 10] + [10] * 7))
         for x in windows(*args)])
     write_lines(os.path.join(d, "status-samples.jsonl"), [{"run": "1/p/tgs", "t": 102.0, "gpus": [], "jobs": [
-        {"gpu": 0, "class": "opportunistic", "up_s": 0.5}, {"gpu": 0, "class": "production"}]}])
+        {"gpu": 0, "class": "opportunistic", "up_s": 0.5, "mechanism": "mps-client", "mechanism_reason": "measured-safe"},
+        {"gpu": 0, "class": "production"}]}])
     return d
 
 
@@ -100,6 +101,9 @@ class Analysis(unittest.TestCase):
         # Its own rate before the opportunistic job started at 100 s: the window of 11 at t = 100.
         self.assertEqual(tgs["per_run"]["production_own"], [1.0])
         self.assertEqual(cells["alone"]["per_run"]["production_own"], [None, None])  # the two jobs never met
+        # The node's choice per run, from its status; none where no node ran.
+        self.assertEqual(tgs["per_run"]["mechanism"], ["mps-client (measured-safe)"])
+        self.assertEqual(cells["alone"]["per_run"]["mechanism"], [None, None])
         self.assertRegex(out.getvalue(), r"p\s+tgs\s+1\.00 \(1\.00-1\.00\)\s+0\.50 \(0\.50-0\.50\)")
 
     def test_pools_and_targets(self):
@@ -108,6 +112,7 @@ class Analysis(unittest.TestCase):
             harness.summarize(make_call(os.path.join(t, "b"), "second"))
             tgs = harness.pool([os.path.join(t, x, "summary.json") for x in "ab"])["cells"][1]
             self.assertEqual([tgs[k] for k in ("mode", "runs", "calls", "command")], ["tgs", 2, 2, ["first", "second"]])
+            self.assertEqual(tgs["per_run"]["mechanism"], ["mps-client (measured-safe)"] * 2)  # pooled, run by run
             harness.write_json(os.path.join(t, "bad.json"), {"pairs": {}})
             with self.assertRaisesRegex(harness.HarnessError, "bad.json: no 'cells' list"):
                 harness.pool([os.path.join(t, "bad.json")])
@@ -210,6 +215,37 @@ class Analysis(unittest.TestCase):
             self.assertEqual([r["scenario"] for r in harness.read_json(f"{t}/d.json")["verdicts"]], ["p", "q"])
             with self.assertRaisesRegex(harness.HarnessError, "r.json: no key 'cpu'"):
                 harness.pool([os.path.join(t, "r.json:cpu")])
+
+
+    def test_dominance_shows_the_defaults_first_and_next_starts_apart(self):
+        def cell(mode, prod, opp, mechanism=None):
+            per_run = {"production": prod, "opportunistic": opp}
+            if mechanism is not None:
+                per_run["mechanism"] = mechanism
+            return {"scenario": "p", "production_model": "a", "opportunistic_model": "b", "mode": mode, "setting": "-",
+                    "device": "GPU X", "driver": "1", "date": "d", "command": "c", "runs": len(prod), "per_run": per_run}
+        first, safe = "time-sliced (kernels-unmeasured)", "mps-client (measured-safe)"
+        cells = [cell("auto", [0.70, 0.96, 0.97, 0.95], [0.10, 0.30, None, 0.32], [first, safe, safe, safe]),
+                 cell("auto", [0.94], [0.2]),  # a summary older than the field: pooled, in neither part
+                 cell("co-execution", [0.50, 0.52, 0.51], [0.9, 0.9, 0.9]),
+                 cell("other", [0.2, 0.2], [0.1, 0.1], [first, first])]  # not the default: never split
+        targets = {"production": 0.95, "production_low": 0.92, "opportunistic": {}}
+        row = harness.dominance(cells, "auto", targets, {"default": 3, "others": 2, "modes": 2})[0]
+        modes = row["modes"]
+        self.assertEqual(set(modes), {"auto", "auto, first start", "auto, next start", "co-execution", "other"})
+        self.assertEqual([modes[m]["runs"] for m in ("auto", "auto, first start", "auto, next start")], [5, 1, 3])
+        self.assertEqual(modes["auto, next start"]["per_run"]["production"], [0.96, 0.97, 0.95])
+        self.assertEqual(modes["auto, next start"]["per_run"]["opportunistic"], [0.30, 0.32])
+        self.assertEqual(modes["auto, first start"]["production"]["median"], 0.70)
+        # The parts are the default's own runs: they beat nothing, lack no runs and count as no other mode.
+        self.assertEqual(row["beaten_by"], [])
+        self.assertEqual(row["too_few_runs"], ["1 more mode(s) beside co-execution"])
+        with redirect_stdout(io.StringIO()) as out:
+            harness.dominance_table([row], True)
+        lines = [x.split(" | ")[1] for x in out.getvalue().splitlines()[2:]]
+        self.assertEqual(lines, ["auto (default)", "auto, first start", "auto, next start", "co-execution", "other"])
+        self.assertEqual([harness.start_of(m) for m in (first, safe, "time-sliced (long-kernels)", None)],
+                         ["first start", "next start", "next start", None])
 
 
 class Data(unittest.TestCase):
