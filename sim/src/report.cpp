@@ -275,7 +275,7 @@ std::string render_pairs(const std::vector<pair_result>& results, output_format 
       }
       if (std::any_of(results.begin(), results.end(), [](const pair_result& r) { return r.node.has_value(); })) {
         out += fmt::format("node: auto, node: mps: the mechanism tgs-node picks for the pair's opportunistic job "
-                           "under --opportunistic-mechanism auto and mps (its default), by its own mechanism choice "
+                           "under --opportunistic-mechanism auto (its default) and mps, by its own mechanism choice "
                            "(docs/policies/mechanism-choice.md), and the cell under it: {}'s cap on an MPS client, "
                            "or on a time-sliced context of its own\n",
                            node_choice_policy);

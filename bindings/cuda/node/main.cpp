@@ -293,12 +293,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string opportunistic_mechanism = std::string(tgs::to_string(options.opportunistic_mechanism));
   app.add_option("--opportunistic-mechanism", opportunistic_mechanism,
-                 "how an opportunistic job shares its GPU where the policy shares through MPS: mps (an MPS client "
-                 "wherever no other tenant's production job is on its GPU; a SIGKILL of it in a long kernel ends "
-                 "production), auto (chosen per job at registration from what the node measures: an MPS client "
-                 "only beside a GPU-bound production job of the same tenant, with its kernels measured short in an "
-                 "earlier run and its memory fitting, else a time-sliced context of its own; docs/operator-guide.md, "
-                 "\"How each opportunistic job shares\") or time-sliced (never an MPS client)")
+                 "how an opportunistic job shares its GPU where the policy shares through MPS: auto (chosen per job at "
+                 "registration from what the node measures: an MPS client only beside a production job of the same "
+                 "tenant, with its kernels measured short in an earlier run and its memory fitting, else a "
+                 "time-sliced context of its own; docs/operator-guide.md, \"How each opportunistic job shares\"), "
+                 "mps (an MPS client wherever no other tenant's production job is on its GPU; a SIGKILL of it in a "
+                 "long kernel ends production) or time-sliced (never an MPS client)")
       ->check(CLI::IsMember({"auto", "mps", "time-sliced"}))
       ->capture_default_str();
   // The choice's thresholds under auto, from its settings table as every policy's:

@@ -174,11 +174,13 @@ void node_server::register_job(connection& c, const abi::register_request& req) 
   seg->job_class = cls == job_class::opportunistic ? abi::class_code::opportunistic : abi::class_code::production;
   seg->heartbeat_ns.store(abi::monotonic_ns(), std::memory_order_release);
   // The launch window paces opportunistic jobs only: a production job queues as it would alone.
-  // Under the mechanism choice their kernels are timed: the longest decides whether a later start
-  // may be an MPS client. Elsewhere nothing reads it, and the job is spared the events.
+  // Under the mechanism choice, with a policy that shares through MPS, their kernels are timed:
+  // the longest decides whether a later start may be an MPS client. Elsewhere (another preference,
+  // or a policy of separate contexts such as --mps off) nothing reads it, and the job is spared
+  // the events.
   if (cls == job_class::opportunistic) {
     seg->max_inflight_launches.store(options_.max_inflight_launches, std::memory_order_relaxed);
-    const bool timed = options_.opportunistic_mechanism == mechanism_preference::automatic;
+    const bool timed = options_.opportunistic_mechanism == mechanism_preference::automatic && mps_share_.has_value();
     seg->time_kernels.store(timed ? 1 : 0, std::memory_order_relaxed);
   }
   // A job registering again (its node restarted) holds memory: the policy must count it from the

@@ -146,10 +146,11 @@ struct node_options {
   /// The policy in force where the default needs MPS and the node has none (idle-harvest).
   std::optional<any_rate_controller::config> fallback_controller;
   /// How opportunistic jobs may share where the policy in force shares through MPS
-  /// (`--opportunistic-mechanism`): an MPS client wherever no other tenant's production job is on
-  /// the GPU (the default: docs/results/mechanism-choice.md says why `auto` is not, yet), chosen
-  /// per job from what the node measures (`tgs::mechanism_choice`), or never a client.
-  mechanism_preference opportunistic_mechanism = mechanism_preference::mps;
+  /// (`--opportunistic-mechanism`): chosen per job from what the node measures
+  /// (`tgs::mechanism_choice`; the default: no job whose kernels it has not timed short is an MPS
+  /// client, so none can end production by dying in a long kernel), an MPS client wherever no
+  /// other tenant's production job is on the GPU, or never a client.
+  mechanism_preference opportunistic_mechanism = mechanism_preference::automatic;
   /// The choice's thresholds (`--mechanism-choice.long-kernel-ms`, `--mechanism-choice.gpu-bound-wait`).
   mechanism_choice::config choice;
   /// The MPS control daemons (`--mps`): managed by the node, the operator's, or none. An empty

@@ -290,7 +290,7 @@ TEST_F(Mps, TheNodeFeaturesFileSaysWhatTheNodeOffersAndFollowsIt) {
   EXPECT_EQ(f["tgs.class-sockets"], "false");
   EXPECT_EQ(f["tgs.policy"], "priority-share");
   EXPECT_EQ(f["tgs.memory-policy"], "off");
-  EXPECT_EQ(f["tgs.opportunistic-mechanism"], "mps");
+  EXPECT_EQ(f["tgs.opportunistic-mechanism"], "auto");
   EXPECT_FALSE(f["tgs.version"].empty());
   // Every value is a valid Kubernetes label value: NFD drops a label that is not.
   const std::regex label_value("^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$");
@@ -503,7 +503,7 @@ TEST_F(Mps, ANamedMpsPolicyWithoutMpsIsAnErrorAtStart) {
 // --- the jobs' client environment ----------------------------------------------------------------
 
 TEST_F(Mps, EachClassBecomesTheClientItsPolicySaysWhateverItsOwnEnvironment) {
-  start_managed_node(1);
+  start_managed_node(1, {"--opportunistic-mechanism", "mps"});
   // The job's own values count for nothing, and its CUDA_VISIBLE_DEVICES (the host's index of its
   // GPU) goes: the node's daemon shows that GPU as device 0.
   process& opportunistic = start_recorded(
@@ -643,6 +643,17 @@ TEST_F(Mps, AJobWhoseStreamStandsIdleBetweenShortKernelsIsMeasuredShort) {
   process& opp = start_job({"--kernels", "2", "--blocks", "500", "--host-ms", "40"}, "opportunistic", true);
   wait_until([&] { return job_line(opp.pid()).value("kernels_timed", 0) >= 60; }, 20s, "thirty iterations timed");
   EXPECT_LT(job_line(opp.pid())["longest_kernel_ms"].get<double>(), 25.0) << job_line(opp.pid());
+}
+
+// Under a policy of separate contexts (here MPS off) no job is ever an MPS client, so the default's
+// choice has nothing to read a kernel's length for: the job is spared the timing events.
+TEST_F(Mps, UnderAPolicyOfSeparateContextsTheDefaultTimesNoKernel) {
+  start_managed_node(1, {"--mps", "off", "--policy", "idle-harvest"});
+  process& opp = start_job({"--kernels", "2", "--blocks", "500", "--host-ms", "10"}, "opportunistic", true);
+  wait_until([&] { return job_line(opp.pid()).value("launches_per_s", 0.0) > 0.0; }, 20s, "the job launching");
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(job_line(opp.pid()).value("kernels_timed", -1), 0) << job_line(opp.pid());
+  EXPECT_EQ(job_line(opp.pid())["mechanism"], "time-sliced") << job_line(opp.pid());
 }
 
 // A job seen running a kernel past --mechanism-choice.long-kernel-ms stays in a context of its own at its next
@@ -868,13 +879,13 @@ TEST_F(Mps, WithoutMpsAnUnregisteredProcessIsOnlyReportedByDefault) {
 // it before CUDA starts, and so becomes the MPS client the node makes it, rather than starting
 // outside MPS for good.
 TEST_F(Mps, AJobStartedWhileTheNodeRestartsWaitsForItAndBecomesAClient) {
-  start_managed_node(1);
+  start_managed_node(1, {"--opportunistic-mechanism", "mps"});
   node_->kill(SIGKILL);
   (void)node_->wait();
   ASSERT_EQ(::access(socket_.c_str(), F_OK), 0) << "the killed node's socket stays";
   process& job = start_recorded("opportunistic");
   std::this_thread::sleep_for(1500ms);
-  start_managed_node(1);
+  start_managed_node(1, {"--opportunistic-mechanism", "mps"});
   const record_line r = recorded(job.pid(), "init");
   EXPECT_EQ(r.at("pipe"), pipe_of(0)) << job.stderr_text();
   EXPECT_EQ(r.at("priority"), "1") << "below normal, as the opportunistic class is";
@@ -887,14 +898,14 @@ TEST_F(Mps, AJobStartedWhileTheNodeRestartsWaitsForItAndBecomesAClient) {
 // it registers: an opportunistic one is held beside production until it restarts, a production
 // one runs, and both are shown late in the status and the metrics.
 TEST_F(Mps, AJobWhoseCudaStartedOutsideMpsIsShownLateAndHeldIfOpportunistic) {
-  start_managed_node(1);
+  start_managed_node(1, {"--opportunistic-mechanism", "mps"});
   node_->kill(SIGKILL);
   (void)node_->wait();
   process& production = start_recorded("production", {"TGS_REGISTRATION_WAIT_MS=100"});
   process& opp = start_recorded("opportunistic", {"TGS_REGISTRATION_WAIT_MS=100"});
   EXPECT_EQ(recorded(production.pid(), "init").at("pipe"), "-") << "CUDA started without the node";
   EXPECT_EQ(recorded(opp.pid(), "init").at("pipe"), "-");
-  start_managed_node(1, {"--metrics-address", "127.0.0.1:0"});
+  start_managed_node(1, {"--metrics-address", "127.0.0.1:0", "--opportunistic-mechanism", "mps"});
   wait_until([&] { return !job_line(opp.pid()).empty() && !job_line(production.pid()).empty(); }, 10s,
              "both jobs registered again");
   const nlohmann::json o = job_line(opp.pid());
@@ -911,6 +922,31 @@ TEST_F(Mps, AJobWhoseCudaStartedOutsideMpsIsShownLateAndHeldIfOpportunistic) {
     text = http_get(metrics_url());
     return text.find("tgs_job_late{") != std::string::npos && text.find("} 1") != std::string::npos;
   }, 5s, "tgs_job_late in the metrics");
+}
+
+// Under the default (`auto`) the same opportunistic job is not held: a job the node has not
+// timed gets a context of its own, which is what its CUDA already has, so it shares time-sliced
+// and is not late. Production, outside MPS until it restarts, is still shown late.
+TEST_F(Mps, UnderTheDefaultAJobWhoseCudaStartedOutsideMpsSharesTimeSlicedUnheld) {
+  start_managed_node(1);
+  node_->kill(SIGKILL);
+  (void)node_->wait();
+  process& production = start_recorded("production", {"TGS_REGISTRATION_WAIT_MS=100"});
+  process& opp = start_recorded("opportunistic", {"TGS_REGISTRATION_WAIT_MS=100"});
+  EXPECT_EQ(recorded(opp.pid(), "init").at("pipe"), "-") << "CUDA started without the node";
+  start_managed_node(1);
+  wait_until([&] { return job_line(opp.pid()).contains("mechanism") && !job_line(production.pid()).empty(); }, 10s,
+             "both jobs registered again");
+  const nlohmann::json o = job_line(opp.pid());
+  EXPECT_EQ(o["mechanism"], "time-sliced") << o;
+  EXPECT_FALSE(o.value("late", true)) << o;
+  EXPECT_TRUE(job_line(production.pid()).value("late", false)) << job_line(production.pid());
+  EXPECT_FALSE(o.value("held", true)) << o;
+  std::this_thread::sleep_for(2s);  // a late client is held at once (the test above: within 5 s)
+  EXPECT_FALSE(job_line(opp.pid()).value("held", true)) << job_line(opp.pid());
+  EXPECT_TRUE(opp.running()) << opp.stderr_text();
+  EXPECT_EQ(node_->stderr_text().find("held beside production until it restarts"), std::string::npos)
+      << node_->stderr_text();
 }
 
 TEST_F(Mps, AProgramThatCallsCuInitThroughDlsymGetsItsEnvironmentFirst) {

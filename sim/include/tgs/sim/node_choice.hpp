@@ -17,7 +17,7 @@
 namespace tgs::sim {
 
 /// The operator's preferences (`tgs-node --opportunistic-mechanism`) the node's choice is
-/// predicted under: `auto`, which applies every rule, and `mps`, the node's default, which
+/// predicted under: `auto`, the node's default, which applies every rule, and `mps`, which
 /// decides on the hard rules alone. `time-sliced` decides nothing worth predicting.
 inline constexpr std::array node_preferences{mechanism_preference::automatic,
                                              mechanism_preference::mps};
