@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -376,6 +377,14 @@ def start_of(mechanism) -> str | None:
     if not isinstance(mechanism, str):
         return None
     return "first start" if "(kernels-unmeasured)" in mechanism else "next start"
+
+
+def recorded_command(argv: list, out: str = None) -> str:
+    """The call as its results record it: the machine's own output folder, $OUT where it is set,
+    written as $OUT, so a recorded command names no path of the machine that ran it."""
+    command = "python3 bench/gpu/harness.py " + shlex.join(argv)
+    out = (out or "").rstrip("/")
+    return command if not out else re.sub(re.escape(out) + r"(?=/|\s|$)", "$OUT", command)
 
 
 def dominance(cells: list, default: str, targets: dict, least: dict) -> list:
@@ -1126,7 +1135,7 @@ def main(argv: list) -> int:
     ph.add_argument("file", help="a status-samples.jsonl, or a call's output folder that holds one")
     ph.add_argument("--json", action="store_true", help="one JSON line per run and phase")
     args = ap.parse_args(argv)
-    args.command = "python3 bench/gpu/harness.py " + shlex.join(argv)
+    args.command = recorded_command(argv, os.environ.get("OUT"))
     try:
         data = (load_data(args.data or [os.path.join(HERE, "scenarios.toml")])
                 if args.cmd in ("run", "profile", "dominance") else {})

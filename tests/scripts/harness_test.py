@@ -217,6 +217,14 @@ class Analysis(unittest.TestCase):
                 harness.pool([os.path.join(t, "r.json:cpu")])
 
 
+    def test_a_recorded_command_names_the_output_folder_as_out(self):
+        self.assertEqual(harness.recorded_command(["run", "--out", "/srv/o/a/gpu0"], "/srv/o/"),
+                         "python3 bench/gpu/harness.py run --out $OUT/a/gpu0")
+        self.assertEqual(harness.recorded_command(["run", "--out", "/srv/other"], "/srv/o"),
+                         "python3 bench/gpu/harness.py run --out /srv/other")  # only the folder itself
+        self.assertEqual(harness.recorded_command(["run", "--out", "/srv/o"], None),
+                         "python3 bench/gpu/harness.py run --out /srv/o")
+
     def test_dominance_shows_the_defaults_first_and_next_starts_apart(self):
         def cell(mode, prod, opp, mechanism=None):
             per_run = {"production": prod, "opportunistic": opp}
