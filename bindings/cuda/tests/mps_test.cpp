@@ -182,6 +182,12 @@ class Mps : public EndToEnd {
     }
     return nlohmann::json::object();
   }
+  /// The job's status line once it says how the node had the job share (at its registration).
+  nlohmann::json chosen_line(process& job, std::chrono::milliseconds within = 5s) {
+    nlohmann::json j;
+    wait_until([&] { return (j = job_line(job.pid())).contains("mechanism"); }, within, "the job's mechanism in the status");
+    return j;
+  }
   /// GPU 0's status line.
   nlohmann::json gpu_line0() {
     for (const nlohmann::json& j : status_lines()) {
@@ -582,8 +588,7 @@ TEST_F(Mps, UnderAutoAJobWhoseKernelsAreNotMeasuredIsTimeSliced) {
   const record_line r = recorded(opp.pid(), "init");
   EXPECT_EQ(r.at("connected"), "0") << "not a client of the node's daemon";
   EXPECT_EQ(r.at("pipe"), "-");
-  wait_until([&] { return job_line(opp.pid()).contains("mechanism"); }, 5s, "the job in the status");
-  const nlohmann::json j = job_line(opp.pid());
+  const nlohmann::json j = chosen_line(opp);
   EXPECT_EQ(j["mechanism"], "time-sliced") << j;
   EXPECT_EQ(j["mechanism_reason"], "kernels-unmeasured") << j;
   EXPECT_FALSE(j["mps_client"].get<bool>());
@@ -606,9 +611,9 @@ TEST_F(Mps, AJobMeasuredWithShortKernelsIsAnMpsClientAtItsNextStart) {
   const record_line r = recorded(second.pid(), "init");
   EXPECT_EQ(r.at("connected"), "1") << "a client of the node's daemon";
   EXPECT_EQ(r.at("priority"), "1") << "at below-normal priority";
-  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
-  EXPECT_EQ(job_line(second.pid())["mechanism"], "mps-client") << job_line(second.pid());
-  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "measured-safe");
+  const nlohmann::json j = chosen_line(second);
+  EXPECT_EQ(j["mechanism"], "mps-client") << j;
+  EXPECT_EQ(j["mechanism_reason"], "measured-safe");
 }
 
 // A job whose host queues an iteration of short kernels at once (600 launches of 0.5 ms) is measured
@@ -629,8 +634,7 @@ TEST_F(Mps, AJobWhoseHostRunsFarAheadOfItsShortKernelsIsMeasuredShort) {
   process& second = start_job(deep_queue, "opportunistic", true);
   job_env_.clear();
   EXPECT_EQ(recorded(second.pid(), "init").at("connected"), "1") << "a client of the node's daemon";
-  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
-  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "measured-safe") << job_line(second.pid());
+  EXPECT_EQ(chosen_line(second)["mechanism_reason"], "measured-safe") << job_line(second.pid());
 }
 
 // A job whose stream stands empty between iterations (a short kernel, then 40 ms on its host) is
@@ -672,9 +676,9 @@ TEST_F(Mps, AJobSeenWithALongKernelStaysTimeSlicedAtItsNextStart) {
   process& second = start_job(long_kernels, "opportunistic", true);
   job_env_.clear();
   EXPECT_EQ(recorded(second.pid(), "init").at("connected"), "0") << "a client of the node's daemon";
-  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
-  EXPECT_EQ(job_line(second.pid())["mechanism"], "time-sliced") << job_line(second.pid());
-  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "long-kernels");
+  const nlohmann::json j = chosen_line(second);
+  EXPECT_EQ(j["mechanism"], "time-sliced") << j;
+  EXPECT_EQ(j["mechanism_reason"], "long-kernels");
 }
 
 // What a job measured outlives the node: a node killed after the job's long kernel was timed,
@@ -715,9 +719,9 @@ TEST_F(Mps, AJobsProfileOutlivesACrashOfTheNode) {
   wait_until([&] { return job_line(production.pid()).value("class", "") == "production"; }, 10s,
              "the production job back");
   process& second = start_job(long_kernels, "opportunistic", true);
-  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 10s, "the job in the status");
-  EXPECT_EQ(job_line(second.pid())["mechanism"], "time-sliced") << job_line(second.pid());
-  EXPECT_EQ(job_line(second.pid())["mechanism_reason"], "long-kernels") << "remembered across the crash";
+  const nlohmann::json j = chosen_line(second, 10s);
+  EXPECT_EQ(j["mechanism"], "time-sliced") << j;
+  EXPECT_EQ(j["mechanism_reason"], "long-kernels") << "remembered across the crash";
 }
 
 // A profiles file that is not the node's own is ignored and said; the node starts all the same.
@@ -766,8 +770,7 @@ TEST_F(Mps, ACoRunnerTheFloorCannotTameIsHeldAndSharesTheOtherWayAtItsNextStart)
   process& second = start_job(busy, "opportunistic", true);
   job_env_.clear();
   EXPECT_EQ(recorded(second.pid(), "init").at("connected"), "1");
-  wait_until([&] { return job_line(second.pid()).contains("mechanism"); }, 5s, "the job in the status");
-  EXPECT_EQ(job_line(second.pid())["mechanism"], "mps-client") << job_line(second.pid());
+  EXPECT_EQ(chosen_line(second)["mechanism"], "mps-client") << job_line(second.pid());
 }
 
 // A production job that stays below its target while its co-runner is held was not slowed by the
@@ -780,7 +783,7 @@ TEST_F(Mps, ACoRunnerHeldWhileProductionStaysSlowIsReleased) {
                          "--priority-share.tighten-factor", "0.5", "--priority-share.floor-fraction", "0.3"});
   (void)start_gpu_bound_production();
   process& opp = start_job({"--kernels", "2", "--blocks", "100", "--host-ms", "5"}, "opportunistic", true);
-  wait_until([&] { return job_line(opp.pid()).contains("mechanism"); }, 5s, "the co-runner registered");
+  (void)chosen_line(opp);
   std::this_thread::sleep_for(2s);  // sharing, unhurt: the co-runner is light
   // Another process (no interposer) takes half the fake GPU: production loses, held co-runner or not.
   process& rogue = start_job({"--kernels", "4", "--blocks", "5000", "--host-ms", "0"}, "opportunistic", false);
@@ -1072,8 +1075,7 @@ TEST_P(DefaultFaultTable, ProductionSurvivesTheJobsFirstAndNextStart) {
   process& production = start_gpu_bound_production();
   for (const char* start : {"first", "next"}) {
     process& opp = start_job(c.args, "opportunistic", true);
-    nlohmann::json j;
-    wait_until([&] { return (j = job_line(opp.pid())).contains("mechanism"); }, 5s, "the job registered");
+    const nlohmann::json j = chosen_line(opp);
     EXPECT_EQ(j.value("mechanism", ""), start == std::string("first") ? "time-sliced" : "mps-client")
         << start << " start: " << j;
     // Enough kernels timed for the profile to count them (the node's least is 100) before its end.
