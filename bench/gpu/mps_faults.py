@@ -23,11 +23,17 @@ an MPS client at all) is measured the same way, and each case records the mechan
 
 After each case the probe watches the production client for 3 s: `survived` when it made progress
 and printed no error, else the error it printed. A production client that died is started again
-before the next case. Writes cases.jsonl (one line per case) and summary.json to --out; the table
-last. Never asks for managed memory; touches no setting of the card.
+before the next case. A client that has not ended --stuck-s after its end was due (or a new client
+that has not run its kernel by then) is looked at before it is killed: each thread's state and
+kernel wait channel, its Python stack (faulthandler, on SIGUSR1), and under --node what the node's
+status and log say of it (`stuck` in its record). A process that SIGKILL does not end is recorded as
+such and the cases go on. Writes cases.jsonl (one line per case) and summary.json to --out; the
+table last. Never asks for managed memory; touches no setting of the card.
 """
 import argparse
 import contextlib
+import faulthandler
+import glob
 import json
 import os
 import re
@@ -136,6 +142,7 @@ def poke_invalid_address() -> None:
 def client_opportunistic(args) -> int:
     import torch
     kind, ms = parse_case(args.case)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the probe asks for the stack of a stuck client
     say({"pid": os.getpid()})
     torch.zeros(1, device="cuda")  # the context (an MPS client from here on)
     if kind == "device-assert":
@@ -209,10 +216,97 @@ class Client:
             time.sleep(0.05)
         return False
 
-    def end(self) -> None:
+    def end(self, wait_s: float = 15) -> bool:
+        """SIGKILL if still running; whether the process has ended WAIT_S later (a process in an
+        uninterruptible wait in the driver may not)."""
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait(10)
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+
+def process_state(pid: int) -> dict:
+    """What /proc says a process is doing: its state, and per thread its name, state and kernel
+    wait channel (and the kernel stack where it may be read), so a process stuck in the driver, in
+    a futex or stopped by a signal can be told apart."""
+    state = {"pid": pid}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("State", "SigBlk", "SigCgt", "SigPnd", "ShdPnd", "Threads"):
+                    state[key] = value.strip()
+    except OSError as e:
+        state["error"] = str(e)
+        return state
+    threads = []
+    for task in sorted(glob.glob(f"/proc/{pid}/task/*")):
+        t = {"tid": int(os.path.basename(task))}
+        for name, path in (("comm", "comm"), ("wchan", "wchan"), ("stat", "stat"), ("stack", "stack")):
+            try:
+                with open(os.path.join(task, path)) as f:
+                    text = f.read().strip()
+            except OSError:
+                continue
+            if name == "stat":  # the state letter after the parenthesised name
+                text = text.rpartition(")")[2].split()[0] if ")" in text else text
+            elif name == "stack":
+                text = [line.split("]", 1)[-1].strip() for line in text.splitlines()][:8]
+            t[name] = text
+        threads.append(t)
+    state["threads"] = threads
+    return state
+
+
+def node_status(args) -> list:
+    """The node's status lines (JSON objects) now, or why there are none."""
+    if not args.node:
+        return []
+    socket = os.path.join(args.out, "mps", "node.sock")
+    try:
+        r = subprocess.run([os.path.join(args.node, "bin", "tgs-node"), "status", "--json", "--socket", socket],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        return [{"error": str(e)}]
+    lines = []
+    for line in r.stdout.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            lines.append({"text": line[:300]})
+    return lines or [{"error": r.stderr.strip()[:300]}]
+
+
+def node_said_of(args, pid: int) -> list:
+    """The node's log lines that name `pid`, the last ten."""
+    if not args.node:
+        return []
+    pattern = re.compile(rf"\bpid {pid}\b")
+    try:
+        with open(os.path.join(args.out, "mps", "node.log"), encoding="utf-8", errors="replace") as f:
+            return [line.rstrip()[:300] for line in f if pattern.search(line)][-10:]
+    except OSError:
+        return []
+
+
+def diagnose(client: "Client", args) -> dict:
+    """A stuck client, looked at before it is killed: /proc, its Python stack, the node's word."""
+    pid = client.proc.pid
+    seen = {"process": process_state(pid), "node_said": node_said_of(args, pid)}
+    status = node_status(args)
+    seen["node_status"] = [o for o in status if o.get("pid") == pid or "error" in o or "gpu" in o][:12] or status[:12]
+    before = len(client.lines)
+    try:
+        os.kill(pid, signal.SIGUSR1)  # faulthandler writes every thread's Python stack
+        time.sleep(1.0)
+    except OSError:
+        pass
+    with client.lock:
+        seen["python_stack"] = [o["text"] for _, o in client.lines[before:] if "text" in o][:40]
+    return seen
 
 
 def production_state(prod: Client, since: float) -> dict:
@@ -237,27 +331,42 @@ def run_case(case: str, env: dict, prod_env: dict, opp_env: dict, prod: Client, 
             return {"case": case, "error": "the production client did not start"}, None
     opp = Client(me + ["opportunistic", "--case", case], opp_env)
     record = {"case": case, "kind": kind, "kernel_ms": ms or None}
-    started = opp.wait_for("launched", 60) or kind in ("illegal-address", "out-of-memory", "device-assert")
+    if kind in ("illegal-address", "out-of-memory", "device-assert"):
+        started = True
+    else:
+        started = record["launched"] = opp.wait_for("launched", args.stuck_s)
     if kind in ("kill-in-kernel", "term-in-kernel", "kill-queued") and started:
         time.sleep(max(ms, 200) / 2000)  # into the kernel (or the queue)
         opp.proc.send_signal(signal.SIGKILL if kind != "term-in-kernel" else signal.SIGTERM)
     ended = time.monotonic()
     try:
-        record["opportunistic_exit"] = opp.proc.wait(60)
+        record["opportunistic_exit"] = opp.proc.wait(args.stuck_s)
     except subprocess.TimeoutExpired:
-        opp.end()
-        record["opportunistic_exit"] = "killed after 60 s"
+        record["stuck"] = diagnose(opp, args)
+        record["stuck"]["after_s"] = round(time.monotonic() - ended, 1)
+        record["opportunistic_exit"] = (f"killed after {args.stuck_s:g} s" if opp.end()
+                                        else f"still there after SIGKILL, {args.stuck_s:g} + 15 s")
     record["opportunistic_said"] = [o for _, o in opp.lines if "error" in o or "text" in o][-3:]
     time.sleep(args.watch_s)
     record["production"] = production_state(prod, ended)
-    # A new client after the case: does the server still take clients?
-    probe = subprocess.run([sys.executable, "-c", "import torch; torch.ones(1, device='cuda').sum().item(); print('ok')"],
-                           env=opp_env, capture_output=True, text=True, timeout=120)
-    record["new_client_ok"] = probe.stdout.strip().endswith("ok")
+    # A new client after the case (another job): does the GPU, or the server, still take clients?
+    probe_env = {**opp_env, "TGS_JOB_NAME": "probe"} if args.node else opp_env
+    probe = Client([sys.executable, "-c", "import torch; torch.ones(1, device='cuda').sum().item(); print('ok')"],
+                   probe_env)
+    try:
+        probe.proc.wait(args.stuck_s)
+    except subprocess.TimeoutExpired:
+        record["probe_stuck"] = diagnose(probe, args)
+        probe.end()
+    with probe.lock:
+        record["new_client_ok"] = any(o.get("text") == "ok" for _, o in probe.lines)
     if not args.node:
-        servers = subprocess.run([args.control], input="get_server_list\n", env=env, text=True, capture_output=True,
-                                 timeout=30)
-        record["servers"] = servers.stdout.split()
+        try:
+            servers = subprocess.run([args.control], input="get_server_list\n", env=env, text=True,
+                                     capture_output=True, timeout=30)
+            record["servers"] = servers.stdout.split()
+        except subprocess.TimeoutExpired:
+            record["servers"] = "the control daemon did not answer in 30 s"
     record["opportunistic_log"] = [o["text"] for _, o in opp.lines if "text" in o and "tgs-intercept" in o["text"]][-3:]
     if args.node:  # how the node had it share: its log's line for the client's pid
         pids = [o["pid"] for _, o in opp.lines if "pid" in o]
@@ -396,6 +505,9 @@ def main(argv: list) -> int:
     r.add_argument("--node-mechanism", choices=["auto", "mps", "time-sliced"], default="auto",
                    help="with --node: tgs-node's --opportunistic-mechanism (auto)")
     r.add_argument("--max-s", type=float, default=400, help="no case starts later than this (400)")
+    r.add_argument("--stuck-s", type=float, default=30,
+                   help="seconds a client may take to launch, to end, or (a new client) to run its kernel before it "
+                        "is looked at and killed (30)")
     c = sub.add_parser("client", help="(internal) one client process")
     c.add_argument("role", choices=["production", "opportunistic"])
     c.add_argument("--case", default="")

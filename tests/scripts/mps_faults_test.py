@@ -51,6 +51,45 @@ class Cases(unittest.TestCase):
         self.assertIn("unknown case 'kill-in-kernel-soon'", r.stderr)
 
 
+class StuckClients(unittest.TestCase):
+    """What the probe records of a client that does not end: a stopped one must read as stopped."""
+
+    def test_a_stopped_process_reads_as_stopped_and_a_sleeping_one_as_sleeping(self):
+        import signal
+        import time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            time.sleep(0.3)
+            sleeping = mps_faults.process_state(child.pid)
+            self.assertTrue(sleeping["State"].startswith("S"), sleeping)
+            self.assertEqual(sleeping["threads"][0]["tid"], child.pid)
+            self.assertEqual(sleeping["threads"][0]["comm"], os.path.basename(sys.executable)[:15])
+            os.kill(child.pid, signal.SIGSTOP)
+            time.sleep(0.3)
+            stopped = mps_faults.process_state(child.pid)
+            self.assertTrue(stopped["State"].startswith("T"), stopped)
+            self.assertEqual(stopped["threads"][0]["stat"], "T")
+        finally:
+            child.kill()
+            child.wait()
+
+    def test_a_process_that_has_ended_says_so(self):
+        child = subprocess.Popen([sys.executable, "-c", "pass"])
+        child.wait()
+        self.assertIn("error", mps_faults.process_state(child.pid))
+
+    def test_a_stuck_client_is_killed_and_its_python_stack_read(self):
+        import argparse
+        code = ("import faulthandler, signal, time, json; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+                "print(json.dumps({'pid': 1}), flush=True); time.sleep(60)")
+        client = mps_faults.Client([sys.executable, "-c", code], dict(os.environ))
+        self.assertTrue(client.wait_for("pid", 30))
+        seen = mps_faults.diagnose(client, argparse.Namespace(node=None, out=os.devnull))
+        self.assertTrue(any("time.sleep" in line or "line 1" in line for line in seen["python_stack"]), seen)
+        self.assertTrue(client.end())
+        self.assertIsNotNone(client.proc.poll())
+
+
 class Summary(unittest.TestCase):
     def test_counts_survivals_and_distinct_errors(self):
         died = {"alive": False, "progress": False, "survived": False, "error": "illegal memory access"}
