@@ -242,6 +242,17 @@ def process_state(pid: int) -> dict:
     except OSError as e:
         state["error"] = str(e)
         return state
+    # A cgroup v2 freezer (tgs-node's way of holding a process where it can) shows in its cgroup's
+    # events, not in the process's state letter.
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            path = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
+        if path is not None:
+            state["cgroup"] = path
+            with open(os.path.join("/sys/fs/cgroup", path.lstrip("/"), "cgroup.events")) as f:
+                state["cgroup_frozen"] = any(line.split() == ["frozen", "1"] for line in f)
+    except OSError:
+        pass
     threads = []
     for task in sorted(glob.glob(f"/proc/{pid}/task/*")):
         t = {"tid": int(os.path.basename(task))}
