@@ -272,11 +272,16 @@ def process_state(pid: int) -> dict:
     return state
 
 
+def daemon_dir(out: str) -> str:
+    """The folder of the call's MPS daemon or tgs-node (`node_daemon` writes node.sock and node.log)."""
+    return os.path.join(out, "mps")
+
+
 def node_status(args) -> list:
     """The node's status lines (JSON objects) now, or why there are none."""
     if not args.node:
         return []
-    socket = os.path.join(args.out, "mps", "node.sock")
+    socket = os.path.join(daemon_dir(args.out), "node.sock")
     try:
         r = subprocess.run([os.path.join(args.node, "bin", "tgs-node"), "status", "--json", "--socket", socket],
                            capture_output=True, text=True, timeout=10)
@@ -297,7 +302,7 @@ def node_said_of(args, pid: int) -> list:
         return []
     pattern = re.compile(rf"\bpid {pid}\b")
     try:
-        with open(os.path.join(args.out, "mps", "node.log"), encoding="utf-8", errors="replace") as f:
+        with open(os.path.join(daemon_dir(args.out), "node.log"), encoding="utf-8", errors="replace") as f:
             return [line.rstrip()[:300] for line in f if pattern.search(line)][-10:]
     except OSError:
         return []
@@ -306,9 +311,7 @@ def node_said_of(args, pid: int) -> list:
 def diagnose(client: "Client", args) -> dict:
     """A stuck client, looked at before it is killed: /proc, its Python stack, the node's word."""
     pid = client.proc.pid
-    seen = {"process": process_state(pid), "node_said": node_said_of(args, pid)}
-    status = node_status(args)
-    seen["node_status"] = [o for o in status if o.get("pid") == pid or "error" in o or "gpu" in o][:12] or status[:12]
+    seen = {"process": process_state(pid), "node_said": node_said_of(args, pid), "node_status": node_status(args)}
     before = len(client.lines)
     try:
         os.kill(pid, signal.SIGUSR1)  # faulthandler writes every thread's Python stack
@@ -381,7 +384,7 @@ def run_case(case: str, env: dict, prod_env: dict, opp_env: dict, prod: Client, 
     record["opportunistic_log"] = [o["text"] for _, o in opp.lines if "text" in o and "tgs-intercept" in o["text"]][-3:]
     if args.node:  # how the node had it share: its log's line for the client's pid
         pids = [o["pid"] for _, o in opp.lines if "pid" in o]
-        record["mechanism"] = node_mechanism_of(os.path.join(args.out, "mps", "node.log"), pids[0]) if pids else None
+        record["mechanism"] = node_mechanism_of(os.path.join(daemon_dir(args.out), "node.log"), pids[0]) if pids else None
     if not record["production"]["survived"]:
         prod.end()
         prod = None
@@ -390,7 +393,7 @@ def run_case(case: str, env: dict, prod_env: dict, opp_env: dict, prod: Client, 
 
 def cmd_run(args) -> int:
     os.makedirs(args.out, exist_ok=True)
-    work = os.path.join(args.out, "mps")
+    work = daemon_dir(args.out)
     os.makedirs(work, exist_ok=True)
     gpu = harness.nvidia_smi(["name", "driver_version"]) or {}
     device = [gpu.get("name", "unknown"), gpu.get("driver_version", "unknown")]

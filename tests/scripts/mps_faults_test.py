@@ -85,7 +85,9 @@ class StuckClients(unittest.TestCase):
         client = mps_faults.Client([sys.executable, "-c", code], dict(os.environ))
         self.assertTrue(client.wait_for("pid", 30))
         seen = mps_faults.diagnose(client, argparse.Namespace(node=None, out=os.devnull))
-        self.assertTrue(any("time.sleep" in line or "line 1" in line for line in seen["python_stack"]), seen)
+        self.assertTrue(any('File "<string>", line 1' in line for line in seen["python_stack"]), seen)
+        self.assertEqual(seen["process"]["pid"], client.proc.pid)
+        self.assertEqual((seen["node_said"], seen["node_status"]), ([], []), "no node, nothing from it")
         self.assertTrue(client.end())
         self.assertIsNotNone(client.proc.poll())
 
