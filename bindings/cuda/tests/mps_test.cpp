@@ -212,6 +212,18 @@ class Mps : public EndToEnd {
     return p;
   }
 
+  /// A managed node under `auto` whose controller decides within a second or two: short windows,
+  /// and a floor of 30% of what a co-runner launched uncapped, which on the fake's
+  /// one-kernel-at-a-time device costs production more than the 4% it tolerates, so the
+  /// correction holds a busy co-runner.
+  void start_correcting_node(const std::vector<std::string>& more = {}) {
+    std::vector<std::string> flags{"--opportunistic-mechanism", "auto", "--priority-share.period-ms", "200",
+                                   "--priority-share.evidence-windows", "4", "--priority-share.tighten-factor", "0.5",
+                                   "--priority-share.floor-fraction", "0.3"};
+    flags.insert(flags.end(), more.begin(), more.end());
+    start_managed_node(1, flags);
+  }
+
   std::string metrics_url() {
     std::string url;
     wait_until(
@@ -742,11 +754,7 @@ TEST_F(Mps, AProfilesFileOthersCanWriteIsIgnored) {
 // is held within seconds (the controller cannot protect production any other way), and its
 // profile says so: its next start shares the other way, here as an MPS client, its kernels short.
 TEST_F(Mps, ACoRunnerTheFloorCannotTameIsHeldAndSharesTheOtherWayAtItsNextStart) {
-  // Short windows so the test is quick; a floor of 30% of what it launched uncapped, which on the
-  // fake's one-kernel-at-a-time device costs production more than the 4% it tolerates.
-  start_managed_node(1, {"--opportunistic-mechanism", "auto", "--priority-share.period-ms", "200",
-                         "--priority-share.evidence-windows", "4", "--priority-share.tighten-factor", "0.5",
-                         "--priority-share.floor-fraction", "0.3"});
+  start_correcting_node();
   process& production = start_gpu_bound_production();
   const std::vector<std::string> busy{"--kernels", "10", "--blocks", "1000", "--host-ms", "0"};  // 1 ms kernels
   job_env_ = {"TGS_FAKE_MPS_RECORD=" + record_file()};
@@ -773,14 +781,37 @@ TEST_F(Mps, ACoRunnerTheFloorCannotTameIsHeldAndSharesTheOtherWayAtItsNextStart)
   EXPECT_EQ(chosen_line(second)["mechanism"], "mps-client") << job_line(second.pid());
 }
 
+// The sequence of the GPU fault script (bench/gpu/mps_faults.py): a co-runner the correction held
+// for good is killed, and then another job starts. Only the job that hurt production stays held
+// (until production leaves): the next job, another command line, is not held and runs, and the
+// cap the correction left at its floor opens again once production has recovered.
+TEST_F(Mps, AfterAHeldCoRunnerIsKilledTheNextJobIsNotHeldAndRuns) {
+  start_correcting_node();
+  process& production = start_gpu_bound_production();
+  process& first = start_job({"--kernels", "10", "--blocks", "1000", "--host-ms", "0"}, "opportunistic", true);
+  wait_until([&] { return node_->stderr_text().find("production recovered while it was held") != std::string::npos; },
+             60s, "the correction confirmed");
+  ASSERT_TRUE(job_line(first.pid()).value("held", false)) << job_line(first.pid());
+  first.kill(SIGKILL);
+  (void)first.wait();
+  // A light job with another command line: a first start of its own, time-sliced.
+  process& next = start_job({"--kernels", "2", "--blocks", "10", "--host-ms", "5"}, "opportunistic", true);
+  EXPECT_EQ(chosen_line(next)["mechanism"], "time-sliced") << job_line(next.pid());
+  wait_until([&] { return job_line(next.pid()).value("launches_per_s", 0.0) > 0.0; }, 10s, "the next job launching");
+  const nlohmann::json j = job_line(next.pid());
+  EXPECT_FALSE(j.value("held", true)) << j;
+  // A budget to launch with: unthrottled (null) or more than nothing.
+  EXPECT_TRUE(j.contains("budget_blocks") && (j["budget_blocks"].is_null() || j["budget_blocks"].get<std::uint64_t>() > 0))
+      << j;
+  EXPECT_TRUE(production.running());
+}
+
 // A production job that stays below its target while its co-runner is held was not slowed by the
 // co-runner (its own host, say): the node lets the co-runner go again after its patience, and does
 // not hold it again in this run.
 TEST_F(Mps, ACoRunnerHeldWhileProductionStaysSlowIsReleased) {
   // An unregistered process slows production below: it is only reported, never held, here.
-  start_managed_node(1, {"--opportunistic-mechanism", "auto", "--unregistered-action-under-mps", "report",
-                         "--priority-share.period-ms", "200", "--priority-share.evidence-windows", "4",
-                         "--priority-share.tighten-factor", "0.5", "--priority-share.floor-fraction", "0.3"});
+  start_correcting_node({"--unregistered-action-under-mps", "report"});
   (void)start_gpu_bound_production();
   process& opp = start_job({"--kernels", "2", "--blocks", "100", "--host-ms", "5"}, "opportunistic", true);
   (void)chosen_line(opp);
